@@ -1,0 +1,327 @@
+"""Hop 2 of the dispatch chain: the backend method.
+
+    runner/ (graph op)  ->  backend method  ->  launcher (grid contract)  ->  kernel
+
+Two implementations of one interface. ``CupyBackend`` calls the launchers of each kernel family
+(``tracekit/kernels/<family>.py``, which load ``<family>.cu``); ``NumpyBackend`` calls the NumPy
+references that sit beside those launchers. Both append one :class:`LaunchRecord` per launch to
+``self.records``; the runner takes them after each node. A backend is chosen once per run
+(``auto``: cupy when a GPU is usable, else numpy) and never falls back mid-run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from tracekit.kernels import attention, dequant, elementwise, embed, matmul, norm, reduce, rope
+from tracekit.kernels.launch import LaunchRecord
+from tracekit.quants import QuantType, quant_type
+
+BACKEND_NAMES = ("auto", "cupy", "numpy")
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here (e.g. ``cupy`` without a usable GPU)."""
+
+
+def cupy_usable() -> tuple[bool, str]:
+    """Whether CuPy imports and sees a CUDA device that can allocate; and why not."""
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a CUDA library that fails to load
+        return False, f"cupy is not importable ({type(e).__name__}: {e})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return False, "no CUDA device"
+        cupy.zeros(1, dtype=cupy.float32).sum().item()
+    except Exception as e:
+        return False, f"no usable CUDA device ({type(e).__name__}: {e})"
+    return True, "ok"
+
+
+def get_backend(name: str = "auto") -> Backend:
+    """Return a backend by name: ``"numpy"``, ``"cupy"`` or ``"auto"``.
+
+    Raises:
+        ValueError: an unknown name.
+        BackendUnavailable: ``"cupy"`` was asked for and no GPU is usable (no silent fallback).
+    """
+    if isinstance(name, Backend):
+        return name
+    if name not in BACKEND_NAMES:
+        raise ValueError(f"backend {name!r} is not one of {', '.join(BACKEND_NAMES)}")
+    if name == "numpy":
+        return NumpyBackend()
+    ok, why = cupy_usable()
+    if name == "cupy":
+        if not ok:
+            raise BackendUnavailable(f"backend 'cupy' is not usable here: {why}")
+        return CupyBackend()
+    return CupyBackend() if ok else NumpyBackend()
+
+
+class Backend:
+    """The interface both backends implement; see the family modules for each op's contract."""
+
+    name: str = "?"
+    xp: Any = np
+
+    def __init__(self) -> None:
+        self.records: list[LaunchRecord] = []
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _emit(self, result: tuple[Any, LaunchRecord | list[LaunchRecord]]) -> Any:
+        out, recs = result
+        if isinstance(recs, LaunchRecord):
+            self.records.append(recs)
+        else:
+            self.records.extend(recs)
+        return out
+
+    def take_records(self) -> list[LaunchRecord]:
+        recs, self.records = self.records, []
+        return recs
+
+    # -- memory -----------------------------------------------------------------------------
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        raise NotImplementedError
+
+    def to_host(self, a: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        pass
+
+    def device_name(self) -> str:
+        raise NotImplementedError
+
+    def now(self) -> float:
+        """A host clock in seconds, for wall times (after ``synchronize``)."""
+        return time.perf_counter()
+
+    # -- ops (each returns its output; the launch records go to self.records) ---------------
+    def add_f32(self, x: Any, y: Any) -> Any:
+        raise NotImplementedError
+
+    def add_bias_f32(self, y: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def mul_f32(self, x: Any, y: Any) -> Any:
+        raise NotImplementedError
+
+    def silu_f32(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def gelu_tanh_f32(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def scale_f32(self, x: Any, s: float) -> Any:
+        raise NotImplementedError
+
+    def f32_bits_to_i32(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def convert_f32_f16(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def dequantize_f16(self, raw: Any, qtype: QuantType, shape: tuple[int, ...]) -> Any:
+        raise NotImplementedError
+
+    def embed_rows(self, raw: Any, qtype: QuantType, shape: tuple[int, int], ids: Any) -> Any:
+        raise NotImplementedError
+
+    def gather_rows_f32(self, x: Any, ids: Any) -> Any:
+        raise NotImplementedError
+
+    def rms_norm_f32(self, x: Any, w: Any, eps: float) -> Any:
+        raise NotImplementedError
+
+    def rope_f32(
+        self, x: Any, positions: Any, base: float, neox: bool, freq_scale: float = 1.0
+    ) -> Any:
+        raise NotImplementedError
+
+    def kv_store_f32(self, cache: Any, x: Any, start: int) -> Any:
+        raise NotImplementedError
+
+    def attention_f32(
+        self,
+        q: Any,
+        k_cache: Any,
+        v_cache: Any,
+        n_past: int,
+        scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
+    ) -> Any:
+        raise NotImplementedError
+
+    def softmax_f32(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def argmax_f32(self, x: Any) -> Any:
+        raise NotImplementedError
+
+    def matmul_f16w(self, x: Any, w16: Any) -> Any:
+        raise NotImplementedError
+
+
+class NumpyBackend(Backend):
+    """The CPU backend: the NumPy references of every op. A full backend, not a test double."""
+
+    name = "numpy"
+    xp = np
+
+    def asarray(self, a: Any, dtype: Any = None) -> np.ndarray:
+        if hasattr(a, "get") and not isinstance(a, np.ndarray):  # a CuPy array
+            a = a.get()
+        return np.ascontiguousarray(np.asarray(a, dtype=dtype))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return np.asarray(a)
+
+    def device_name(self) -> str:
+        import platform
+
+        return f"CPU ({platform.processor() or platform.machine()}, NumPy {np.__version__})"
+
+    def add_f32(self, x, y):
+        return self._emit(elementwise.ref_add_f32(x, y))
+
+    def add_bias_f32(self, y, b):
+        return self._emit(elementwise.ref_add_bias_f32(y, b))
+
+    def mul_f32(self, x, y):
+        return self._emit(elementwise.ref_mul_f32(x, y))
+
+    def silu_f32(self, x):
+        return self._emit(elementwise.ref_silu_f32(x))
+
+    def gelu_tanh_f32(self, x):
+        return self._emit(elementwise.ref_gelu_tanh_f32(x))
+
+    def scale_f32(self, x, s):
+        return self._emit(elementwise.ref_scale_f32(x, s))
+
+    def f32_bits_to_i32(self, x):
+        return self._emit(elementwise.ref_f32_bits_to_i32(x))
+
+    def convert_f32_f16(self, x):
+        return self._emit(elementwise.ref_convert_f32_f16(x))
+
+    def dequantize_f16(self, raw, qtype, shape):
+        return self._emit(dequant.ref_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
+
+    def embed_rows(self, raw, qtype, shape, ids):
+        return self._emit(embed.ref_embed_rows(raw, quant_type(qtype), tuple(shape), ids))
+
+    def gather_rows_f32(self, x, ids):
+        return self._emit(embed.ref_gather_rows_f32(x, ids))
+
+    def rms_norm_f32(self, x, w, eps):
+        return self._emit(norm.ref_rms_norm_f32(x, w, eps))
+
+    def rope_f32(self, x, positions, base, neox, freq_scale=1.0):
+        return self._emit(rope.ref_rope_f32(x, positions, base, neox, freq_scale))
+
+    def kv_store_f32(self, cache, x, start):
+        return self._emit(attention.ref_kv_store_f32(cache, x, start))
+
+    def attention_f32(self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0):
+        return self._emit(
+            attention.ref_attention_f32(q, k_cache, v_cache, n_past, scale, window, softcap)
+        )
+
+    def softmax_f32(self, x):
+        return self._emit(reduce.ref_softmax_f32(x))
+
+    def argmax_f32(self, x):
+        return self._emit(reduce.ref_argmax_f32(x))
+
+    def matmul_f16w(self, x, w16):
+        return self._emit(matmul.ref_matmul_f16w(x, w16))
+
+
+class CupyBackend(Backend):
+    """The GPU backend: CUDA kernels through CuPy (one ``.cu`` per family), cuBLAS for GEMM."""
+
+    name = "cupy"
+
+    def __init__(self) -> None:
+        super().__init__()
+        import cupy
+
+        self.xp = cupy
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        return self.xp.ascontiguousarray(self.xp.asarray(a, dtype=dtype))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return self.xp.asnumpy(a)
+
+    def synchronize(self) -> None:
+        self.xp.cuda.get_current_stream().synchronize()
+
+    def device_name(self) -> str:
+        props = self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+
+    def add_f32(self, x, y):
+        return self._emit(elementwise.launch_add_f32(x, y))
+
+    def add_bias_f32(self, y, b):
+        return self._emit(elementwise.launch_add_bias_f32(y, b))
+
+    def mul_f32(self, x, y):
+        return self._emit(elementwise.launch_mul_f32(x, y))
+
+    def silu_f32(self, x):
+        return self._emit(elementwise.launch_silu_f32(x))
+
+    def gelu_tanh_f32(self, x):
+        return self._emit(elementwise.launch_gelu_tanh_f32(x))
+
+    def scale_f32(self, x, s):
+        return self._emit(elementwise.launch_scale_f32(x, s))
+
+    def f32_bits_to_i32(self, x):
+        return self._emit(elementwise.launch_f32_bits_to_i32(x))
+
+    def convert_f32_f16(self, x):
+        return self._emit(elementwise.launch_convert_f32_f16(x))
+
+    def dequantize_f16(self, raw, qtype, shape):
+        return self._emit(dequant.launch_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
+
+    def embed_rows(self, raw, qtype, shape, ids):
+        return self._emit(embed.launch_embed_rows(raw, quant_type(qtype), tuple(shape), ids))
+
+    def gather_rows_f32(self, x, ids):
+        return self._emit(embed.launch_gather_rows_f32(x, ids))
+
+    def rms_norm_f32(self, x, w, eps):
+        return self._emit(norm.launch_rms_norm_f32(x, w, eps))
+
+    def rope_f32(self, x, positions, base, neox, freq_scale=1.0):
+        return self._emit(rope.launch_rope_f32(x, positions, base, neox, freq_scale))
+
+    def kv_store_f32(self, cache, x, start):
+        return self._emit(attention.launch_kv_store_f32(cache, x, start))
+
+    def attention_f32(self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0):
+        return self._emit(
+            attention.launch_attention_f32(q, k_cache, v_cache, n_past, scale, window, softcap)
+        )
+
+    def softmax_f32(self, x):
+        return self._emit(reduce.launch_softmax_f32(x))
+
+    def argmax_f32(self, x):
+        return self._emit(reduce.launch_argmax_f32(x))
+
+    def matmul_f16w(self, x, w16):
+        return self._emit(matmul.launch_matmul_f16w(x, w16))
