@@ -165,7 +165,14 @@ class Backend:
     def argmax_f32(self, x: Any) -> Any:
         raise NotImplementedError
 
-    def matmul_f16w(self, x: Any, w16: Any) -> Any:
+    def matmul_weight(self, raw: Any, qtype: QuantType, shape: tuple[int, int]) -> Any:
+        """A matmul weight in this backend's compute form, made once at load and cached by the
+        model: f16 from the dequant kernels on cupy (the seed's w16 cache), exact f32 on numpy
+        (so the CPU graph runs in f32 on the same values gguf-py dequantizes to)."""
+        raise NotImplementedError
+
+    def matmul(self, x: Any, w: Any) -> Any:
+        """x [nt, k] f32 times w [n, k]ᵀ (the weight from :meth:`matmul_weight`) -> [nt, n] f32."""
         raise NotImplementedError
 
 
@@ -241,8 +248,11 @@ class NumpyBackend(Backend):
     def argmax_f32(self, x):
         return self._emit(reduce.ref_argmax_f32(x))
 
-    def matmul_f16w(self, x, w16):
-        return self._emit(matmul.ref_matmul_f16w(x, w16))
+    def matmul_weight(self, raw, qtype, shape):
+        return self._emit(dequant.ref_dequantize_f32(raw, quant_type(qtype), tuple(shape)))
+
+    def matmul(self, x, w):
+        return self._emit(matmul.ref_matmul(x, w))
 
 
 class CupyBackend(Backend):
@@ -323,5 +333,8 @@ class CupyBackend(Backend):
     def argmax_f32(self, x):
         return self._emit(reduce.launch_argmax_f32(x))
 
-    def matmul_f16w(self, x, w16):
-        return self._emit(matmul.launch_matmul_f16w(x, w16))
+    def matmul_weight(self, raw, qtype, shape):
+        return self._emit(dequant.launch_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
+
+    def matmul(self, x, w):
+        return self._emit(matmul.launch_matmul_f16w(x, w))
