@@ -1,1 +1,193 @@
-"""(being written)"""
+"""Attention with a KV cache: ``kv_store_f32`` (append rows to the cache) and ``attention_f32``.
+
+Layouts (NumPy order, all float32, C-contiguous):
+
+    q        [nt, n_head, head_dim]     query t sits at position n_past + t
+    k_cache  [n_ctx, n_kv, head_dim]    row j holds the key of position j
+    v_cache  [n_ctx, n_kv, head_dim]
+    out      [nt, n_head * head_dim]
+
+Query t attends key j when ``j <= n_past + t`` (causal) and, with ``window > 0``, also
+``j > n_past + t - window`` (sliding window: gemma3's local layers). Grouped-query attention:
+head h reads kv head ``h // (n_head // n_kv)``. Scores are ``scale * q·k``, soft-capped to
+``softcap * tanh(s / softcap)`` when ``softcap > 0``, softmaxed in f32; out = Σ p·v.
+
+The CUDA kernel runs one thread block per (token, head) with an online softmax over the keys
+(one pass over K and V, no score buffer), head_dim up to 256: decode is tiny, so it is written
+to be correct and simple rather than a tiled flash kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tracekit.kernels.checks import KernelInputError, require_array
+from tracekit.kernels.launch import Geometry, LaunchRecord
+
+#: The CUDA kernel keeps one query row in registers/shared memory: head_dim up to this.
+MAX_HEAD_DIM = 256
+
+
+# -- gates (shared by the reference and the launcher, so both backends reject the same inputs) --
+def _check_kv_store(cache: Any, x: Any, start: int) -> None:
+    require_array(cache, np.float32, "KV cache", ndim=3)
+    require_array(x, np.float32, "KV rows", ndim=3)
+    n_ctx, n_kv, hd = (int(s) for s in cache.shape)
+    nt = int(x.shape[0])
+    if tuple(x.shape[1:]) != (n_kv, hd):
+        raise KernelInputError(
+            f"KV rows have shape {tuple(x.shape)}, expected [nt, {n_kv}, {hd}] to match the "
+            f"cache {tuple(cache.shape)}"
+        )
+    if start < 0:
+        raise KernelInputError(f"KV store start {start} is negative")
+    if start + nt > n_ctx:
+        raise KernelInputError(
+            f"KV store of {nt} rows at start {start} ends at {start + nt}, past n_ctx {n_ctx}"
+        )
+
+
+def _check_attention(
+    q: Any, k_cache: Any, v_cache: Any, n_past: int, window: int, softcap: float
+) -> tuple[int, int, int, int, int]:
+    """Returns (nt, n_head, head_dim, n_ctx, n_kv)."""
+    require_array(q, np.float32, "attention q", ndim=3)
+    require_array(k_cache, np.float32, "K cache", ndim=3)
+    require_array(v_cache, np.float32, "V cache", ndim=3)
+    if tuple(k_cache.shape) != tuple(v_cache.shape):
+        raise KernelInputError(
+            f"shape mismatch: K cache {tuple(k_cache.shape)} vs V cache {tuple(v_cache.shape)}"
+        )
+    nt, n_head, hd = (int(s) for s in q.shape)
+    n_ctx, n_kv, hd_kv = (int(s) for s in k_cache.shape)
+    if nt < 1:
+        raise KernelInputError(f"attention q has {nt} tokens, expected at least 1")
+    if hd != hd_kv:
+        raise KernelInputError(f"q head_dim {hd} differs from the KV cache head_dim {hd_kv}")
+    if n_kv < 1 or n_head % n_kv:
+        raise KernelInputError(
+            f"n_head {n_head} is not a multiple of n_kv {n_kv} (grouped-query attention)"
+        )
+    if n_past < 0:
+        raise KernelInputError(f"n_past {n_past} is negative")
+    if n_past + nt > n_ctx:
+        raise KernelInputError(
+            f"n_past {n_past} + {nt} tokens = {n_past + nt} exceeds the cache's n_ctx {n_ctx}"
+        )
+    if window < 0:
+        raise KernelInputError(f"sliding window {window} is negative (0 means no window)")
+    if not softcap >= 0.0:
+        raise KernelInputError(f"softcap {softcap} must be >= 0 (0 means no cap)")
+    return nt, n_head, hd, n_ctx, n_kv
+
+
+def _key_range(pos: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query position, the attended key range [lo, hi] (inclusive)."""
+    lo = np.maximum(pos - window + 1, 0) if window > 0 else np.zeros_like(pos)
+    return lo, pos
+
+
+def _attention_record(
+    kernel: str,
+    geometry: Geometry | None,
+    q: Any,
+    k_cache: Any,
+    n_past: int,
+    window: int,
+    out_nbytes: int,
+) -> LaunchRecord:
+    nt, n_head, hd = (int(s) for s in q.shape)
+    n_kv = int(k_cache.shape[1])
+    pos = n_past + np.arange(nt, dtype=np.int64)
+    lo, hi = _key_range(pos, window)
+    keys_per_query = hi - lo + 1
+    # Fewest bytes: q once, each distinct K and V row in [min lo, max hi] once per kv head, out once.
+    span = int(hi.max() - lo.min() + 1)
+    kv_bytes = 2 * span * n_kv * hd * 4
+    # Per (token, head, key): 2*hd for q·k, 2*hd for p·v; ~5 for scale/max/exp/sum.
+    flops = int(keys_per_query.sum()) * n_head * (4 * hd + 5)
+    return LaunchRecord.of(
+        kernel,
+        geometry,
+        bytes_read=int(q.nbytes) + kv_bytes,
+        bytes_written=out_nbytes,
+        flops=flops,
+    )
+
+
+# -- NumPy references ------------------------------------------------------------------------
+def ref_kv_store_f32(
+    cache: np.ndarray, x: np.ndarray, start: int
+) -> tuple[np.ndarray, LaunchRecord]:
+    """Write ``x`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of ``cache`` in place.
+
+    Returns:
+        (cache, record): the same cache object, updated.
+
+    Raises:
+        KernelInputError: dtype/contiguity/shape mismatch, or ``start + nt > n_ctx``.
+    """
+    start = int(start)
+    _check_kv_store(cache, x, start)
+    cache[start : start + x.shape[0]] = x
+    return cache, LaunchRecord.of("kv_store_f32", None, reads=[x], writes=[x])
+
+
+def ref_attention_f32(
+    q: np.ndarray,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    n_past: int,
+    scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
+) -> tuple[np.ndarray, LaunchRecord]:
+    """Causal (optionally sliding-window, soft-capped) GQA attention over a KV cache, in f32.
+
+    Args:
+        q: [nt, n_head, head_dim] float32; query t is at position ``n_past + t``.
+        k_cache, v_cache: [n_ctx, n_kv, head_dim] float32, rows 0 .. n_past+nt-1 filled.
+        n_past: tokens already in the cache before this step.
+        scale: multiplies q·k (usually 1/sqrt(head_dim)).
+        window: > 0 restricts query at position p to keys j > p - window.
+        softcap: > 0 applies ``softcap * tanh(s / softcap)`` to the scaled scores.
+
+    Returns:
+        (out [nt, n_head*head_dim] float32, record)
+
+    Raises:
+        KernelInputError: a gate fails (n_head % n_kv, head_dim, n_past + nt > n_ctx, ...).
+    """
+    n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
+    nt, n_head, hd, _, n_kv = _check_attention(q, k_cache, v_cache, n_past, window, softcap)
+    g = n_head // n_kv
+    pos = n_past + np.arange(nt)
+    lo, hi = _key_range(pos, window)
+    k0, n_keys = int(lo.min()), n_past + nt  # the keys any query reads: rows k0 .. n_keys-1
+    # [n_kv, g, nt, hd] @ [n_kv, 1, hd, L] -> scores [n_kv, g, nt, L], all in f32.
+    qg = q.reshape(nt, n_kv, g, hd).transpose(1, 2, 0, 3)
+    k = k_cache[k0:n_keys].transpose(1, 2, 0)[:, None]
+    v = v_cache[k0:n_keys].transpose(1, 0, 2)[:, None]  # [n_kv, 1, L, hd]
+    s = np.matmul(qg, k) * np.float32(scale)
+    if softcap > 0.0:
+        s = np.float32(softcap) * np.tanh(s / np.float32(softcap))
+    j = np.arange(k0, n_keys)
+    mask = (j[None, :] >= lo[:, None]) & (j[None, :] <= hi[:, None])  # [nt, L]
+    s = np.where(mask, s, np.float32(-np.inf))
+    s = s - s.max(axis=-1, keepdims=True)  # each row has its own key j = pos: max is finite
+    p = np.exp(s)
+    p /= p.sum(axis=-1, keepdims=True)
+    if np.isfinite(v).all():
+        o = np.matmul(p, v)  # [n_kv, g, nt, hd]
+    else:
+        # 0 * NaN is NaN: a non-finite V row must reach only the queries that attend it (as in
+        # the kernel, which never reads a masked row), so weigh each query's own key range.
+        o = np.empty((n_kv, g, nt, hd), dtype=np.float32)
+        for t in range(nt):
+            a, b = int(lo[t]) - k0, int(hi[t]) - k0 + 1
+            o[:, :, t] = np.matmul(p[:, :, t, None, a:b], v[:, :, a:b])[:, :, 0]
+    out = np.ascontiguousarray(o.transpose(2, 0, 1, 3).reshape(nt, n_head * hd), dtype=np.float32)
+    rec = _attention_record("attention_f32", None, q, k_cache, n_past, window, out.nbytes)
+    return out, rec
