@@ -1,0 +1,137 @@
+"""CPU tests of tensor statistics: the NumPy path against direct NumPy formulas and a cell loop,
+JSON-readiness, and the heatmap codec."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tracekit.kernels.checks import KernelInputError
+from tracekit.kernels.stats import decode_heatmap, encode_heatmap, tensor_stats
+
+
+def planted(shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    flat = x.reshape(-1)
+    flat[[3, 50]] = np.nan
+    flat[7] = np.inf
+    flat[[11, 12, 13]] = -np.inf
+    flat[[20, 21]] = 0.0
+    return x
+
+
+def test_summary_with_planted_specials():
+    x = planted((37, 130))
+    st = tensor_stats(x, axes=("tokens", "features"))
+    json.dumps(st, allow_nan=False)  # JSON-ready, no NaN literal
+    v = x[np.isfinite(x)].astype(np.float64)
+    assert st["count"] == x.size
+    assert (st["nan"], st["pos_inf"], st["neg_inf"]) == (2, 1, 3)
+    assert st["zeros"] == int((x == 0).sum()) >= 2
+    assert st["min"] == float(v.min()) and st["max"] == float(v.max())
+    assert st["absmax"] == float(np.abs(v).max())
+    assert st["mean"] == pytest.approx(v.mean(), rel=1e-12)
+    assert st["std"] == pytest.approx(v.std(), rel=1e-9)
+    h = st["hist"]
+    assert len(h["edges"]) == 33 and len(h["counts"]) == 32
+    assert sum(h["counts"]) == v.size
+    assert h["edges"][0] == st["min"] and h["edges"][-1] == pytest.approx(st["max"])
+    want, _ = np.histogram(v, bins=32, range=(v.min(), v.max()))
+    # Same bins as NumPy's histogram up to values on an edge (float64 rounding of the edge).
+    assert np.abs(np.array(h["counts"]) - want).sum() <= 2
+
+
+def naive_cells(a2, R, C):
+    n, m = a2.shape
+    out = np.empty((R, C))
+    for r in range(R):
+        for c in range(C):
+            blk = a2[r * n // R : (r + 1) * n // R, c * m // C : (c + 1) * m // C].astype(
+                np.float64
+            )
+            out[r, c] = blk.mean() if np.isfinite(blk).all() else np.nan
+    return out
+
+
+@pytest.mark.parametrize(
+    "shape,grid",
+    [
+        ((37, 130), (32, 64)),
+        ((5, 3, 130), (4, 7)),
+        ((100,), (32, 64)),
+        ((64, 64), (32, 64)),
+        ((1, 1), (3, 3)),
+    ],
+)
+def test_heatmap_keeps_layout_and_means(shape, grid):
+    x = (
+        planted(shape, seed=1)
+        if np.prod(shape) > 60
+        else np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    )
+    st = tensor_stats(x, bins=8, heat_rows=grid[0], heat_cols=grid[1])
+    hm = st["heatmap"]
+    n_rows, n_cols = int(np.prod(shape[:-1])), shape[-1]
+    assert (hm["rows"], hm["cols"]) == (min(grid[0], n_rows), min(grid[1], n_cols))
+    assert hm["source_shape"] == list(shape) and hm["axes"] == ["rows", "cols"]
+    want = naive_cells(x.reshape(n_rows, n_cols), hm["rows"], hm["cols"])
+    got = decode_heatmap(hm)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert hm["lo"] == pytest.approx(want[ok].min()) and hm["hi"] == pytest.approx(want[ok].max())
+    step = (hm["hi"] - hm["lo"]) / 254
+    np.testing.assert_allclose(got[ok], want[ok], atol=step / 2 + 1e-12)
+
+
+def test_no_finite_values():
+    x = np.array([[np.nan, np.inf], [-np.inf, np.nan]], dtype=np.float32)
+    st = tensor_stats(x)
+    json.dumps(st, allow_nan=False)
+    assert st["min"] is None and st["mean"] is None and st["absmax"] is None
+    assert st["hist"] == {"edges": [], "counts": []}
+    assert st["heatmap"]["lo"] is None
+    assert np.isnan(decode_heatmap(st["heatmap"])).all()
+
+
+def test_constant_tensor():
+    st = tensor_stats(np.full((4, 5), 2.5, dtype=np.float16), bins=4)
+    assert st["min"] == st["max"] == st["mean"] == 2.5 and st["std"] == 0.0
+    assert st["hist"]["counts"] == [0, 0, 20, 0]
+    assert st["hist"]["edges"][0] < 2.5 < st["hist"]["edges"][-1]
+    np.testing.assert_array_equal(decode_heatmap(st["heatmap"]), np.full((4, 5), 2.5))
+
+
+def test_scalar_empty_and_ints():
+    s = tensor_stats(np.float32(3.0))
+    assert s["count"] == 1 and s["heatmap"]["rows"] == 1 and s["heatmap"]["source_shape"] == []
+    e = tensor_stats(np.zeros((0, 8), dtype=np.float32))
+    assert e["count"] == 0 and e["min"] is None and e["heatmap"]["rows"] == 0
+    json.dumps(e, allow_nan=False)
+    i = tensor_stats(np.array([5, 1, 9], dtype=np.int32))
+    assert (i["min"], i["max"], i["mean"]) == (1.0, 9.0, 5.0)
+
+
+def test_gates():
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(KernelInputError, match="bins"):
+        tensor_stats(x, bins=0)
+    with pytest.raises(KernelInputError, match="grid"):
+        tensor_stats(x, heat_rows=0)
+    with pytest.raises(KernelInputError, match="axes"):
+        tensor_stats(x, axes=("tokens",))
+    with pytest.raises(KernelInputError, match="numeric"):
+        tensor_stats(np.array(["a"]))
+
+
+def test_encode_decode_roundtrip():
+    cells = np.array([[0.0, 1.0, np.nan], [0.5, -np.inf, 0.25]])
+    lo, hi, codes = encode_heatmap(cells)
+    assert (lo, hi) == (0.0, 1.0)
+    got = decode_heatmap(dict(rows=2, cols=3, lo=lo, hi=hi, codes=codes))
+    np.testing.assert_array_equal(np.isnan(got), ~np.isfinite(cells))
+    np.testing.assert_allclose(got[np.isfinite(cells)], cells[np.isfinite(cells)], atol=1 / 508)
+    with pytest.raises(ValueError, match="rows\\*cols"):
+        decode_heatmap(dict(rows=3, cols=3, lo=lo, hi=hi, codes=codes))
