@@ -1,1 +1,304 @@
-"""(being written)"""
+"""Elementwise kernels (seed §2.2, §3.1, §3.4): the residual stream and the small glue ops.
+
+    add_f32(x, y)          z = x + y                       1 flop/element
+    add_bias_f32(y, b)     y[t, :] += b  (in place)        1 flop/element
+    mul_f32(x, y)          z = x * y                       1 flop/element
+    silu_f32(x)            x / (1 + exp(-x))               3 flops/element (exp counted as 1)
+    gelu_tanh_f32(x)       0.5 x (1 + tanh(c (x + 0.044715 x^3)))   9 flops/element (tanh as 1)
+    scale_f32(x, s)        x * s                           1 flop/element
+    f32_bits_to_i32(x)     the I32-as-f32 id bit patterns reinterpreted as int32, 0 flops
+    convert_f32_f16(x)     round to nearest even f16 (__float2half_rn), 0 flops
+
+Every op has a NumPy reference ``ref_<op>`` (the CPU backend, and the oracle for the kernel)
+and a launcher ``launch_<op>`` (CuPy arrays, optional ``out=``). Both run the same gates and
+return ``(output, LaunchRecord)`` with the same byte counts: each input read once, each output
+written once, from the real arrays.
+
+The streaming kernels (add, mul, silu, gelu, scale, bits) move 4 elements per thread per
+iteration through float4 loads/stores in a grid-stride loop over 64-bit indices, block 256,
+grid clamped to a few waves of the device (``BLOCKS_PER_SM``); the ``n % 4`` tail is done by
+the first threads after the loop. When any pointer is not 16-byte aligned (a view such as
+``x[1:]``) the launcher picks the scalar loop instead, so no alignment is ever assumed.
+``convert_f32_f16`` moves 8 elements per thread: two float4 loads (32 B) and one 16-byte store.
+
+``add_bias_f32`` keeps the seed's row-count contract (§3.1): one block row per token,
+``grid = (nt, ceil(d / 64))`` from :func:`grid_rows`, 64 threads per block. The kernel is
+told the ROW COUNT nt and the row length d, never the element count nt * d (passing the
+element count launches nt * d block rows and writes far past the buffer); the bias length
+must equal d.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from tracekit.kernels.checks import (
+    KernelInputError,
+    require_array,
+    require_nonempty,
+    require_same_shape,
+)
+from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d, grid_rows
+
+FAMILY = "elementwise"
+#: Threads per block of the streaming kernels (a multiple of the warp width).
+BLOCK = 256
+#: Blocks of the add_bias_f32 kernel (seed §3.1: 64 threads, one block row per token).
+BIAS_BLOCK = 64
+#: Grid cap of the streaming kernels, in blocks per SM: 8 blocks of 256 fill an SM's 2048
+#: threads, so 16 is two resident waves; a grid-stride loop covers everything past the cap.
+BLOCKS_PER_SM = 16
+
+#: Flops per element of each op (transcendentals counted as 1), for the launch records.
+FLOPS_PER_ELEMENT = {
+    "add_f32": 1,
+    "add_bias_f32": 1,
+    "mul_f32": 1,
+    "silu_f32": 3,  # exp, add, divide
+    "gelu_tanh_f32": 9,  # x^3 (2), fma-like (2), scale, tanh, add, 2 muls
+    "scale_f32": 1,
+    "f32_bits_to_i32": 0,
+    "convert_f32_f16": 0,
+}
+
+_SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
+_GELU_C = np.float32(0.044715)
+
+
+# -- gates (shared by the references and the launchers: both backends reject the same inputs) --
+def _check_unary(x: Any, what: str) -> None:
+    require_array(x, np.float32, what)
+    require_nonempty(x, what)
+
+
+def _check_binary(x: Any, y: Any, op: str) -> None:
+    _check_unary(x, f"{op} x")
+    _check_unary(y, f"{op} y")
+    require_same_shape(x, y, f"{op} x", f"{op} y")
+
+
+def _check_bias(y: Any, b: Any) -> tuple[int, int]:
+    """Returns (nt, d): the row count the grid is built from, and the row length."""
+    require_array(y, np.float32, "add_bias y", ndim=2)
+    require_array(b, np.float32, "add_bias bias", ndim=1)
+    require_nonempty(y, "add_bias y")
+    nt, d = (int(s) for s in y.shape)
+    if int(b.size) != d:
+        raise KernelInputError(
+            f"bias length {int(b.size)} is not the row length {d} of y {tuple(y.shape)}"
+        )
+    return nt, d
+
+
+def _record(name: str, geometry: Geometry | None, reads: Any, writes: Any, n: int, **extra: Any):
+    return LaunchRecord.of(
+        name, geometry, reads=reads, writes=writes, flops=FLOPS_PER_ELEMENT[name] * n, **extra
+    )
+
+
+# -- NumPy references ---------------------------------------------------------------------------
+def ref_add_f32(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """z = x + y elementwise (float32, same shape, C-contiguous).
+
+    Raises:
+        KernelInputError: wrong dtype, non-contiguous, empty, or shapes differ.
+    """
+    _check_binary(x, y, "add_f32")
+    z = np.add(x, y)
+    return z, _record("add_f32", None, (x, y), (z,), z.size)
+
+
+def ref_add_bias_f32(y: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """y[t, :] += b for every token row t, IN PLACE; returns y.
+
+    Args:
+        y: float32 [nt, d], C-contiguous; modified in place.
+        b: float32 [d].
+
+    Raises:
+        KernelInputError: wrong dtype/rank/contiguity, empty y, or ``b.size != d``.
+    """
+    nt, d = _check_bias(y, b)
+    np.add(y, b, out=y)
+    return y, _record("add_bias_f32", None, (y, b), (y,), y.size, rows=nt, cols=d)
+
+
+def ref_mul_f32(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """z = x * y elementwise (float32, same shape, C-contiguous)."""
+    _check_binary(x, y, "mul_f32")
+    z = np.multiply(x, y)
+    return z, _record("mul_f32", None, (x, y), (z,), z.size)
+
+
+def ref_silu_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """silu(x) = x / (1 + exp(-x)) in float32 (exp(-x) overflows to inf for x < -88.7: -> -0)."""
+    _check_unary(x, "silu_f32 x")
+    with np.errstate(over="ignore"):
+        z = x / (np.float32(1) + np.exp(-x))
+    return z, _record("silu_f32", None, (x,), (z,), z.size)
+
+
+def ref_gelu_tanh_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in float32."""
+    _check_unary(x, "gelu_tanh_f32 x")
+    with np.errstate(over="ignore", invalid="ignore"):
+        inner = _SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x))
+        z = np.float32(0.5) * x * (np.float32(1) + np.tanh(inner))
+    return z, _record("gelu_tanh_f32", None, (x,), (z,), z.size)
+
+
+def ref_scale_f32(x: np.ndarray, s: float) -> tuple[np.ndarray, LaunchRecord]:
+    """z = x * s, s rounded to float32 first (as the kernel receives it)."""
+    _check_unary(x, "scale_f32 x")
+    z = np.multiply(x, np.float32(s))
+    return z, _record("scale_f32", None, (x,), (z,), z.size)
+
+
+def ref_f32_bits_to_i32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """The seed's I32-as-f32 token ids: the float32 bit patterns reinterpreted as int32."""
+    _check_unary(x, "f32_bits_to_i32 x")
+    z = x.view(np.int32).copy()
+    return z, _record("f32_bits_to_i32", None, (x,), (z,), z.size)
+
+
+def ref_convert_f32_f16(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
+    """float32 -> float16, round to nearest even (overflow -> inf), as ``__float2half_rn``."""
+    _check_unary(x, "convert_f32_f16 x")
+    with np.errstate(over="ignore"):
+        z = x.astype(np.float16)
+    return z, _record("convert_f32_f16", None, (x,), (z,), z.size)
+
+
+# -- launchers ----------------------------------------------------------------------------------
+def require_device(a: Any, what: str) -> None:
+    """A launcher's input must be a CuPy array: RawKernel would take a host pointer blindly."""
+    if not type(a).__module__.startswith("cupy"):
+        raise KernelInputError(
+            f"{what} is a {type(a).__module__}.{type(a).__name__}, expected a cupy array"
+        )
+
+
+def device_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str) -> Any:
+    """``out`` checked against the shape/dtype the kernel writes, or a fresh device array."""
+    import cupy
+
+    if out is None:
+        return cupy.empty(shape, dtype=dtype)
+    require_device(out, what)
+    require_array(out, dtype, what)
+    if tuple(out.shape) != tuple(shape):
+        raise KernelInputError(f"shape mismatch: {what} {tuple(out.shape)} vs expected {shape}")
+    return out
+
+
+@functools.cache
+def sm_count() -> int:
+    """Streaming multiprocessors of the current device (cached per process)."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
+def _aligned(*arrays: Any, to: int = 16) -> bool:
+    return all(int(a.data.ptr) % to == 0 for a in arrays)
+
+
+def stream_geometry(n: int, per_thread: int, vectorized: bool) -> Geometry:
+    """Geometry of a streaming kernel: ``per_thread`` elements per work item when vectorized,
+    one otherwise; block 256; grid clamped to ``BLOCKS_PER_SM`` blocks per SM (grid-stride)."""
+    items = ceil_div(n, per_thread) if vectorized else n
+    return grid_1d(items, BLOCK, max_grid=sm_count() * BLOCKS_PER_SM)
+
+
+def _launch_stream(
+    name: str, ins: tuple[Any, ...], out: Any, out_dtype: Any, scalars: tuple[Any, ...] = ()
+) -> tuple[Any, LaunchRecord]:
+    from tracekit.kernels.cuda import kernel
+
+    x = ins[0]
+    n = int(x.size)
+    z = device_out(out, tuple(x.shape), out_dtype, f"{name} out")
+    per_thread = 8 if name == "convert_f32_f16" else 4
+    vec = _aligned(*ins, z)
+    geo = stream_geometry(n, per_thread, vec)
+    kernel(FAMILY, name)(geo.grid, geo.block, (*ins, z, np.int64(n), np.int32(vec), *scalars))
+    return z, _record(name, geo, ins, (z,), n, vectorized=vec)
+
+
+def _launch_binary(name: str, x: Any, y: Any, out: Any) -> tuple[Any, LaunchRecord]:
+    _check_binary(x, y, name)
+    require_device(x, f"{name} x")
+    require_device(y, f"{name} y")
+    return _launch_stream(name, (x, y), out, np.float32)
+
+
+def _launch_unary(
+    name: str, x: Any, out: Any, out_dtype: Any = np.float32, scalars: tuple[Any, ...] = ()
+) -> tuple[Any, LaunchRecord]:
+    _check_unary(x, f"{name} x")
+    require_device(x, f"{name} x")
+    return _launch_stream(name, (x,), out, out_dtype, scalars)
+
+
+def launch_add_f32(x: Any, y: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """z = x + y on the device (``out`` may be x or y: each element is read before written)."""
+    return _launch_binary("add_f32", x, y, out)
+
+
+def launch_mul_f32(x: Any, y: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """z = x * y on the device."""
+    return _launch_binary("mul_f32", x, y, out)
+
+
+def launch_silu_f32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """silu(x) on the device (IEEE expf and division: no fast math)."""
+    return _launch_unary("silu_f32", x, out)
+
+
+def launch_gelu_tanh_f32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """gelu with the tanh approximation on the device."""
+    return _launch_unary("gelu_tanh_f32", x, out)
+
+
+def launch_scale_f32(x: Any, s: float, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """z = x * float32(s) on the device."""
+    return _launch_unary("scale_f32", x, out, scalars=(np.float32(s),))
+
+
+def launch_f32_bits_to_i32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """Reinterpret float32 bit patterns as int32 on the device (a copy, int32 output)."""
+    return _launch_unary("f32_bits_to_i32", x, out, out_dtype=np.int32)
+
+
+def launch_convert_f32_f16(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """float32 -> float16 (``__float2half_rn``) on the device, 8 elements per thread."""
+    return _launch_unary("convert_f32_f16", x, out, out_dtype=np.float16)
+
+
+def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """y[t, :] += b on the device, in place (or into ``out`` when given); returns the result.
+
+    Grid contract (seed §3.1): ``grid_rows(nt, d)`` = (nt, ceil(d / 64)) blocks of 64 threads,
+    one block row per token; the kernel gets the row count nt and the row length d.
+    """
+    from tracekit.kernels.cuda import kernel
+
+    nt, d = _check_bias(y, b)
+    require_device(y, "add_bias y")
+    require_device(b, "add_bias bias")
+    z = y if out is None else device_out(out, (nt, d), np.float32, "add_bias out")
+    geo = grid_rows(nt, d, BIAS_BLOCK)
+    kernel(FAMILY, "add_bias_f32")(geo.grid, geo.block, (y, b, z, np.int32(d), np.int64(nt)))
+    return z, _record("add_bias_f32", geo, (y, b), (z,), int(y.size), rows=nt, cols=d)
+
+
+def launch_empty() -> LaunchRecord:
+    """Launch an empty kernel (one block of 32 threads): the bench's launch-cost baseline."""
+    from tracekit.kernels.cuda import kernel
+
+    geo = Geometry((1, 1, 1), (32, 1, 1), 0)
+    kernel(FAMILY, "empty_kernel")(geo.grid, geo.block, ())
+    return LaunchRecord.of("empty_kernel", geo)
