@@ -1,0 +1,240 @@
+"""Hop 1 of the dispatch chain: the forward graph, as named nodes in execution order.
+
+    runner/ (graph op)  ->  backend method  ->  launcher (grid contract)  ->  kernel
+
+A node knows its op, kernel family, inputs (other nodes' names, the step inputs ``tokens``,
+``positions`` and ``rows``, or ``weight:<tensor name>``), attributes and output shape; it does
+not know grid sizes. The name is the NVTX range message, the trace's node name and the UI label,
+so it never contains ``/`` (ncu's NVTX filter reads ``/`` as nesting).
+
+The topology is the same for the prefill and every decode step; only the step's token count
+``nt`` (and the number of logit rows ``nr``) change. The step input ``rows`` selects which
+positions' logits are computed (the seed's tail-row GetRows before the lm_head): the last one
+when generating, all of them for :meth:`Model.logits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracekit.runner.model import ModelConfig
+
+#: Step inputs a node may read besides other nodes and weights.
+STEP_INPUTS = ("tokens", "positions", "rows")
+#: Symbolic dimensions of output shapes: tokens in the step, logit rows selected.
+NT, NR = "nt", "nr"
+
+#: op -> kernel family. One op per backend method (or fixed sequence: attention).
+OP_FAMILY = {
+    "embed_rows": "embed",
+    "gather_rows": "embed",
+    "scale": "elementwise",
+    "add": "elementwise",
+    "add_bias": "elementwise",
+    "mul": "elementwise",
+    "silu": "elementwise",
+    "gelu_tanh": "elementwise",
+    "rms_norm": "norm",
+    "rope": "rope",
+    "attention": "attention",
+    "matmul": "matmul",
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One graph node. ``shape`` is symbolic in ``"nt"``/``"nr"``; see :meth:`out_shape`."""
+
+    id: int
+    name: str
+    op: str
+    family: str
+    layer: int | None
+    inputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict, hash=False)
+    weight_type: str | None = None
+    shape: tuple[int | str, ...] = ()
+    dtype: str = "float32"
+
+    @property
+    def weight(self) -> str | None:
+        """The tensor this node reads (``blk.0.attn_q.weight``), if any."""
+        for i in self.inputs:
+            if i.startswith("weight:"):
+                return i[len("weight:") :]
+        return None
+
+    @property
+    def data_inputs(self) -> tuple[str, ...]:
+        """Inputs that are node outputs or step inputs (not weights)."""
+        return tuple(i for i in self.inputs if not i.startswith("weight:"))
+
+    def out_shape(self, nt: int, nr: int | None = None) -> tuple[int, ...]:
+        """The concrete output shape for a step of ``nt`` tokens and ``nr`` logit rows."""
+        dims = {NT: nt, NR: nt if nr is None else nr}
+        return tuple(dims[d] if isinstance(d, str) else d for d in self.shape)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "op": self.op,
+            "family": self.family,
+            "layer": self.layer,
+            "inputs": list(self.inputs),
+            "attrs": dict(self.attrs),
+            "weight_type": self.weight_type,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+        }
+
+
+class Graph:
+    """Nodes in execution order, looked up by name; the last node is the logits."""
+
+    def __init__(self, nodes: list[Node], config: ModelConfig | None = None) -> None:
+        self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.config = config
+        self._by_name = {n.name: n for n in self.nodes}
+        if len(self._by_name) != len(self.nodes):
+            raise ValueError("graph has duplicate node names")
+        self._consumers: dict[str, list[str]] = {}
+        for n in self.nodes:
+            assert n.id == self.nodes.index(n), "node ids must be execution indices"
+            assert "/" not in n.name, f"node name {n.name!r} contains '/'"
+            for i in n.data_inputs:
+                if i not in STEP_INPUTS and i not in self._by_name:
+                    raise ValueError(f"node {n.name} reads {i!r}, which is not produced before it")
+                self._consumers.setdefault(i, []).append(n.name)
+        #: For each node output (and step input), the index of the last node that reads it:
+        #: the executor frees a value after that node (a long prefill keeps few activations).
+        self.last_use: dict[str, int] = {}
+        for n in self.nodes:
+            for i in n.data_inputs:
+                self.last_use[i] = n.id
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __getitem__(self, name: str) -> Node:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    @property
+    def output(self) -> Node:
+        return self.nodes[-1]
+
+    def consumers(self, name: str) -> list[str]:
+        """Names of the nodes that read ``name``'s output, in execution order."""
+        return list(self._consumers.get(name, []))
+
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [n.to_json() for n in self.nodes]
+
+
+class _Builder:
+    def __init__(self, weight_types: dict[str, str] | None) -> None:
+        self.nodes: list[Node] = []
+        self.weight_types = weight_types or {}
+
+    def add(
+        self,
+        name: str,
+        op: str,
+        inputs: tuple[str, ...],
+        shape: tuple[int | str, ...],
+        layer: int | None = None,
+        **attrs: Any,
+    ) -> str:
+        weight = next((i[7:] for i in inputs if i.startswith("weight:")), None)
+        self.nodes.append(
+            Node(
+                id=len(self.nodes),
+                name=name,
+                op=op,
+                family=OP_FAMILY[op],
+                layer=layer,
+                inputs=inputs,
+                attrs=attrs,
+                weight_type=self.weight_types.get(weight) if weight else None,
+                shape=shape,
+            )
+        )
+        return name
+
+
+def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None) -> Graph:
+    """The forward graph of a llama, qwen2 or gemma3 model (see tracekit.runner.model).
+
+    Args:
+        config: the model's configuration.
+        weight_types: tensor name -> GGML type name, recorded on the nodes that read them.
+    """
+    c = config
+    g = _Builder(weight_types)
+    e, hd = c.n_embd, c.head_dim
+    x = g.add("token_embd", "embed_rows", ("tokens", "weight:token_embd.weight"), (NT, e))
+    if c.embed_scale != 1.0:
+        x = g.add("token_embd.scale", "scale", (x,), (NT, e), scale=c.embed_scale)
+
+    def matmul(name: str, inp: str, tensor: str, n: int, k: int, il: int) -> str:
+        return g.add(name, "matmul", (inp, f"weight:{tensor}"), (NT, n), il, n=n, k=k)
+
+    for il in range(c.n_layer):
+        b = f"blk.{il}."
+        h = g.add(b + "attn_norm", "rms_norm", (x, f"weight:{b}attn_norm.weight"), (NT, e), il,
+                  eps=c.rms_eps)  # fmt: skip
+        qkv = {}
+        for part, heads in (("q", c.n_head), ("k", c.n_head_kv), ("v", c.n_head_kv)):
+            y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il)
+            if c.qkv_bias:
+                y = g.add(f"{b}attn_{part}.bias", "add_bias",
+                          (y, f"weight:{b}attn_{part}.bias"), (NT, heads * hd), il)  # fmt: skip
+            if c.qk_norm and part != "v":
+                y = g.add(f"{b}attn_{part}_norm", "rms_norm",
+                          (y, f"weight:{b}attn_{part}_norm.weight"), (NT, heads, hd), il,
+                          eps=c.rms_eps, heads=heads)  # fmt: skip
+            if part != "v":
+                y = g.add(f"{b}rope_{part}", "rope", (y, "positions"), (NT, heads, hd), il,
+                          base=c.layer_rope_base(il), neox=c.rope_neox,
+                          freq_scale=c.layer_rope_freq_scale(il), heads=heads)  # fmt: skip
+            qkv[part] = y
+        att = g.add(b + "attn", "attention", (qkv["q"], qkv["k"], qkv["v"]), (NT, c.q_dim), il,
+                    n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=hd, scale=c.attn_scale,
+                    window=c.layer_window(il), softcap=0.0)  # fmt: skip
+        y = matmul(b + "attn_output", att, f"{b}attn_output.weight", e, c.q_dim, il)
+        if c.post_norms:
+            y = g.add(b + "post_attention_norm", "rms_norm",
+                      (y, f"weight:{b}post_attention_norm.weight"), (NT, e), il,
+                      eps=c.rms_eps)  # fmt: skip
+        x = g.add(b + "attn_residual", "add", (y, x), (NT, e), il)
+        h = g.add(b + "ffn_norm", "rms_norm", (x, f"weight:{b}ffn_norm.weight"), (NT, e), il,
+                  eps=c.rms_eps)  # fmt: skip
+        gate = matmul(b + "ffn_gate", h, f"{b}ffn_gate.weight", c.n_ff, e, il)
+        up = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", c.n_ff, e, il)
+        act = g.add(b + "ffn_act", c.ffn_act, (gate,), (NT, c.n_ff), il)
+        y = g.add(b + "ffn_mul", "mul", (act, up), (NT, c.n_ff), il)
+        y = matmul(b + "ffn_down", y, f"{b}ffn_down.weight", e, c.n_ff, il)
+        if c.post_norms:
+            y = g.add(b + "post_ffw_norm", "rms_norm", (y, f"weight:{b}post_ffw_norm.weight"),
+                      (NT, e), il, eps=c.rms_eps)  # fmt: skip
+        x = g.add(b + "ffn_residual", "add", (y, x), (NT, e), il)
+
+    x = g.add("output_rows", "gather_rows", (x, "rows"), (NR, e))
+    x = g.add("output_norm", "rms_norm", (x, "weight:output_norm.weight"), (NR, e),
+              eps=c.rms_eps)  # fmt: skip
+    out_w = "token_embd.weight" if c.tied_output else "output.weight"
+    g.add("output", "matmul", (x, f"weight:{out_w}"), (NR, c.n_vocab), n=c.n_vocab, k=e,
+          tied=c.tied_output)  # fmt: skip
+    return Graph(g.nodes, c)

@@ -1,0 +1,629 @@
+"""A GGUF model: its configuration from metadata, its tensors, and their backend forms.
+
+Loading never parses GGUF by hand: ``gguf.GGUFReader`` memory-maps the file and tracekit reads
+its fields and tensor views. Everything is checked before anything runs — architecture,
+metadata, every expected tensor's presence, shape and type, tensor data past the file end —
+and all problems are reported together in one :class:`ModelError`.
+
+Architectures, as llama.cpp's converter writes them (``convert_hf_to_gguf.py``) and as
+llama.cpp runs them (``llama-model.cpp``):
+
+- ``llama``: Q/K rows permuted so that adjacent pairs (ggml's "normal" rope) rotate together;
+  output tied to ``token_embd`` when ``output.weight`` is absent.
+- ``qwen2``: Q/K/V biases; NeoX rope (pairs ``i`` and ``i + head_dim/2``).
+- ``gemma3``: embedding scaled by sqrt(n_embd); norm weights stored with the +1 of Gemma's
+  ``x * (1 + w)`` already added (so applied as stored); per-head RMSNorm of Q and K; norms after
+  attention and after the FFN; GELU-tanh gated FFN; every 6th layer global, the others
+  sliding-window with rope base 10000; NeoX rope; tied output.
+
+Shapes: the reader gives ``ne`` in ggml order ``[in, out]``; tracekit uses NumPy order
+``(out, in)`` everywhere (a matmul weight is ``[n, k]``, one row per output).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gguf
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from tracekit.quants import QUANT_TABLE, QuantType, supported_names
+
+if TYPE_CHECKING:
+    from tracekit.kernels.backend import Backend
+    from tracekit.kernels.launch import LaunchRecord
+    from tracekit.runner.graph import Graph
+    from tracekit.runner.tokenizer import GGUFTokenizer
+
+SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3")
+
+#: Tensor types a 1-D tensor (norm weight, bias) may have; converted to f32 once at load.
+_VECTOR_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
+
+#: gemma3: llama.cpp's set_swa_pattern(6) — layer il is sliding-window unless il % 6 == 5.
+GEMMA3_SWA_PATTERN = 6
+#: gemma3: llama.cpp's rope_freq_base_train_swa for the local (sliding-window) layers.
+GEMMA3_ROPE_BASE_SWA = 10000.0
+
+
+class ModelError(ValueError):
+    """A model file tracekit cannot run; ``problems`` lists everything wrong, one per line."""
+
+    def __init__(self, problems: list[str], path: str | os.PathLike[str] | None = None) -> None:
+        self.problems = list(problems) or ["unknown problem"]
+        self.path = None if path is None else str(path)
+        where = f"{Path(self.path).name}: " if self.path else ""
+        super().__init__("\n".join(where + p for p in self.problems))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What the graph needs to know, read from the GGUF metadata (``{arch}.*`` keys)."""
+
+    arch: str
+    name: str
+    n_layer: int
+    n_embd: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ctx: int  # the model's trained context length ({arch}.context_length)
+    n_vocab: int
+    rms_eps: float
+    rope_base: float
+    rope_base_swa: float
+    rope_freq_scale: float  # 1 / linear scaling factor (1.0: none)
+    rope_neox: bool  # NeoX pairs (i, i + d/2) vs ggml's normal adjacent pairs (2i, 2i+1)
+    qkv_bias: bool
+    qk_norm: bool
+    post_norms: bool
+    embed_scale: float  # 1.0: none
+    ffn_act: str  # "silu" | "gelu_tanh"
+    attn_scale: float
+    sliding_window: int  # 0: no sliding-window layers
+    swa_layers: tuple[bool, ...]
+    tied_output: bool
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_head * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_head_kv * self.head_dim
+
+    def layer_window(self, il: int) -> int:
+        """The attention window of layer ``il`` (0: full causal attention)."""
+        return self.sliding_window if self.swa_layers[il] else 0
+
+    def layer_rope_base(self, il: int) -> float:
+        return self.rope_base_swa if self.swa_layers[il] else self.rope_base
+
+    def layer_rope_freq_scale(self, il: int) -> float:
+        # llama.cpp: rope_freq_scale_train_swa = 1 for gemma3's local layers (no scaling there).
+        return 1.0 if self.swa_layers[il] else self.rope_freq_scale
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor of the file: name, type, NumPy shape and its memory-mapped data."""
+
+    name: str
+    qtype: GGMLQuantizationType
+    shape: tuple[int, ...]
+    nbytes: int
+    offset: int
+    data: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def quant(self) -> QuantType:
+        return QUANT_TABLE[self.qtype]
+
+    def raw(self) -> np.ndarray:
+        """The tensor's bytes as a 1-D uint8 view of the memory map (no copy)."""
+        return np.asarray(self.data).reshape(-1).view(np.uint8)
+
+
+# -- reading -----------------------------------------------------------------------------------
+class _CheckedReader(gguf.GGUFReader):
+    """GGUFReader that checks tensor extents and types before it builds the tensor views.
+
+    The stock reader fails on a truncated file with a reshape error that names no tensor; here
+    every tensor whose data runs past the file end (or whose type id is unknown) is listed.
+    """
+
+    def _build_tensors(self, start_offs: int, fields: list[gguf.ReaderField]) -> None:
+        problems = []
+        size = int(self.data.shape[0])
+        for f in fields:
+            _name_len, name_data, _n_dims, dims, raw_dtype, offset = f.parts
+            name = bytes(name_data).decode("utf-8", errors="replace")
+            try:
+                qtype = GGMLQuantizationType(int(raw_dtype[0]))
+            except ValueError:
+                problems.append(f"tensor {name} has unknown tensor type id {int(raw_dtype[0])}")
+                continue
+            block, tsize = GGML_QUANT_SIZES[qtype]
+            n = int(np.prod(dims.astype(np.int64))) if len(dims) else 1
+            if n % block:
+                problems.append(
+                    f"tensor {name} has {n} elements, not a multiple of {qtype.name} "
+                    f"block size {block}"
+                )
+                continue
+            start = int(start_offs) + int(offset[0])
+            end = start + n // block * tsize
+            if end > size:
+                problems.append(
+                    f"tensor {name} data [{start}, {end}) runs past the file end ({size} bytes)"
+                )
+        if problems:
+            raise ModelError(problems)
+        super()._build_tensors(start_offs, fields)
+
+
+def open_reader(path: str | os.PathLike[str]) -> gguf.GGUFReader:
+    """Open a GGUF file (memory-mapped); any reader failure becomes a :class:`ModelError`."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelError([f"no such file: {p}"], p)
+    if not p.is_file():
+        raise ModelError([f"not a file: {p}"], p)
+    try:
+        return _CheckedReader(p)
+    except ModelError as e:
+        raise ModelError(e.problems, p) from None
+    except Exception as e:  # the reader raises ValueError/IndexError/KeyError on malformed input
+        raise ModelError([f"not a readable GGUF file ({type(e).__name__}: {e})"], p) from None
+
+
+_MISSING = object()
+
+
+class _Meta:
+    """Typed access to metadata fields, collecting problems instead of raising at the first."""
+
+    def __init__(self, reader: gguf.GGUFReader, problems: list[str]) -> None:
+        self.reader = reader
+        self.problems = problems
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        f = self.reader.fields.get(key)
+        if f is None:
+            if default is _MISSING:
+                self.problems.append(f"metadata {key} is missing")
+                return None
+            return default
+        try:
+            return f.contents()
+        except Exception as e:
+            self.problems.append(f"metadata {key} cannot be read ({e})")
+            return None
+
+    def int(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int | None:
+        v = self.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.problems.append(f"metadata {key} = {v!r} is not an integer")
+            return None
+        if v < minimum:
+            self.problems.append(f"metadata {key} = {v} must be >= {minimum}")
+            return None
+        return v
+
+    def float(self, key: str, default: Any = _MISSING, positive: bool = True) -> float | None:
+        v = self.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.problems.append(f"metadata {key} = {v!r} is not a number")
+            return None
+        if not math.isfinite(v) or (positive and v <= 0):
+            self.problems.append(f"metadata {key} = {v} must be a positive finite number")
+            return None
+        return float(v)
+
+    def str(self, key: str, default: Any = _MISSING) -> str | None:
+        v = self.get(key, default)
+        if v is not None and not isinstance(v, str):
+            self.problems.append(f"metadata {key} = {v!r} is not a string")
+            return None
+        return v
+
+
+def _read_config(
+    reader: gguf.GGUFReader, tensors: Mapping[str, TensorSpec]
+) -> tuple[ModelConfig | None, list[str]]:
+    problems: list[str] = []
+    m = _Meta(reader, problems)
+    arch = m.str("general.architecture")
+    if arch is None:
+        return None, problems
+    if arch not in SUPPORTED_ARCHS:
+        return None, [
+            f"unsupported architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})"
+        ]
+    a = arch
+    n_layer = m.int(f"{a}.block_count")
+    n_embd = m.int(f"{a}.embedding_length")
+    n_ff = m.int(f"{a}.feed_forward_length")
+    n_ctx = m.int(f"{a}.context_length")
+    n_head = m.int(f"{a}.attention.head_count")
+    n_head_kv = m.int(f"{a}.attention.head_count_kv", n_head)
+    rms_eps = m.float(f"{a}.attention.layer_norm_rms_epsilon")
+    rope_base = m.float(f"{a}.rope.freq_base", 10000.0)
+    head_dim = None
+    if n_embd and n_head:
+        default_hd = n_embd // n_head if n_embd % n_head == 0 else _MISSING
+        head_dim = m.int(f"{a}.attention.key_length", default_hd)
+        head_dim_v = m.int(f"{a}.attention.value_length", head_dim)
+        if head_dim and head_dim_v and head_dim_v != head_dim:
+            problems.append(
+                f"metadata {a}.attention.value_length {head_dim_v} differs from key_length "
+                f"{head_dim} (unsupported)"
+            )
+        if head_dim:
+            n_rot = m.int(f"{a}.rope.dimension_count", head_dim)
+            if n_rot and n_rot != head_dim:
+                problems.append(
+                    f"metadata {a}.rope.dimension_count {n_rot} differs from head_dim {head_dim} "
+                    "(partial rotary embeddings are not supported)"
+                )
+            if head_dim % 2:
+                problems.append(f"head_dim {head_dim} must be even for rope")
+    if n_head and n_head_kv and n_head % n_head_kv:
+        problems.append(
+            f"attention.head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"
+        )
+
+    scaling = m.str(f"{a}.rope.scaling.type", "none")
+    freq_scale = 1.0
+    if scaling == "linear":
+        factor = m.float(f"{a}.rope.scaling.factor")
+        freq_scale = 1.0 / factor if factor else 1.0
+    elif scaling not in (None, "none"):
+        problems.append(f"rope scaling type {scaling!r} is not supported (supported: linear)")
+
+    sliding_window, swa_layers = 0, ()
+    rope_base_swa = rope_base or 10000.0
+    if arch == "gemma3" and n_layer:
+        sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
+        pattern = m.get(f"{a}.attention.sliding_window_pattern", None)
+        if sliding_window > 0:
+            if isinstance(pattern, list) and len(pattern) == n_layer:
+                swa_layers = tuple(bool(x) for x in pattern)
+            else:
+                n_pat = pattern if isinstance(pattern, int) and pattern > 0 else GEMMA3_SWA_PATTERN
+                swa_layers = tuple(il % n_pat < n_pat - 1 for il in range(n_layer))
+            rope_base_swa = m.float(f"{a}.rope.freq_base_swa", GEMMA3_ROPE_BASE_SWA)
+        softcap = m.float(f"{a}.final_logit_softcapping", 0.0, positive=False)
+        if softcap:
+            problems.append(f"final logit soft-capping ({softcap}) is not supported")
+        softcap = m.float(f"{a}.attn_logit_softcapping", 0.0, positive=False)
+        if softcap:
+            problems.append(f"attention logit soft-capping ({softcap}) is not supported for gemma3")
+    if n_layer and not swa_layers:
+        swa_layers = (False,) * n_layer
+
+    emb = tensors.get("token_embd.weight")
+    n_vocab = emb.shape[0] if emb is not None and len(emb.shape) == 2 else None
+    if emb is None:
+        problems.append("tensor token_embd.weight is missing")
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    if tokens is not None and n_vocab is not None and len(tokens.data) > n_vocab:
+        problems.append(
+            f"the tokenizer has {len(tokens.data)} tokens but token_embd.weight has only "
+            f"{n_vocab} rows"
+        )
+    if n_vocab is None and tokens is not None:
+        n_vocab = len(tokens.data)
+
+    if problems or None in (n_layer, n_embd, n_ff, n_ctx, n_head, n_head_kv, head_dim, rms_eps):
+        return None, problems or ["incomplete metadata"]
+    assert n_layer and n_embd and n_ff and n_ctx and n_head and n_head_kv and head_dim
+    assert rms_eps and rope_base and n_vocab
+
+    gemma = arch == "gemma3"
+    if gemma and n_layer == 62:  # llama.cpp: the 27B model scales by n_embd / n_head instead
+        attn_scale = 1.0 / math.sqrt(n_embd / n_head)
+    else:
+        attn_scale = 1.0 / math.sqrt(head_dim)
+    cfg = ModelConfig(
+        arch=arch,
+        name=m.str("general.name", "") or "",
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim=head_dim,
+        n_ctx=n_ctx,
+        n_vocab=n_vocab,
+        rms_eps=rms_eps,
+        rope_base=rope_base,
+        rope_base_swa=rope_base_swa,
+        rope_freq_scale=freq_scale,
+        rope_neox=arch in ("qwen2", "gemma3"),
+        qkv_bias=arch == "qwen2" or "blk.0.attn_q.bias" in tensors,
+        qk_norm=gemma,
+        post_norms=gemma,
+        embed_scale=math.sqrt(n_embd) if gemma else 1.0,
+        ffn_act="gelu_tanh" if gemma else "silu",
+        attn_scale=attn_scale,
+        sliding_window=sliding_window,
+        swa_layers=swa_layers,
+        tied_output="output.weight" not in tensors,
+    )
+    return cfg, []
+
+
+# -- the expected tensors -------------------------------------------------------------------------
+#: Kinds of tensors: a matmul weight (any table type), a vector (f32 at load), the embedding.
+MATMUL, VECTOR, EMBED = "matmul", "vector", "embed"
+
+
+def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Every tensor the graph reads: name -> (kind, NumPy shape)."""
+    e, f, q, kv = cfg.n_embd, cfg.n_ff, cfg.q_dim, cfg.kv_dim
+    out: dict[str, tuple[str, tuple[int, ...]]] = {
+        "token_embd.weight": (EMBED, (cfg.n_vocab, e)),
+    }
+    for il in range(cfg.n_layer):
+        b = f"blk.{il}."
+        out[b + "attn_norm.weight"] = (VECTOR, (e,))
+        out[b + "attn_q.weight"] = (MATMUL, (q, e))
+        out[b + "attn_k.weight"] = (MATMUL, (kv, e))
+        out[b + "attn_v.weight"] = (MATMUL, (kv, e))
+        if cfg.qkv_bias:
+            out[b + "attn_q.bias"] = (VECTOR, (q,))
+            out[b + "attn_k.bias"] = (VECTOR, (kv,))
+            out[b + "attn_v.bias"] = (VECTOR, (kv,))
+        if cfg.qk_norm:
+            out[b + "attn_q_norm.weight"] = (VECTOR, (cfg.head_dim,))
+            out[b + "attn_k_norm.weight"] = (VECTOR, (cfg.head_dim,))
+        out[b + "attn_output.weight"] = (MATMUL, (e, q))
+        if cfg.post_norms:
+            out[b + "post_attention_norm.weight"] = (VECTOR, (e,))
+        out[b + "ffn_norm.weight"] = (VECTOR, (e,))
+        out[b + "ffn_gate.weight"] = (MATMUL, (f, e))
+        out[b + "ffn_up.weight"] = (MATMUL, (f, e))
+        out[b + "ffn_down.weight"] = (MATMUL, (e, f))
+        if cfg.post_norms:
+            out[b + "post_ffw_norm.weight"] = (VECTOR, (e,))
+    out["output_norm.weight"] = (VECTOR, (e,))
+    if not cfg.tied_output:
+        out["output.weight"] = (MATMUL, (cfg.n_vocab, e))
+    return out
+
+
+def _check_tensors(cfg: ModelConfig, tensors: Mapping[str, TensorSpec]) -> list[str]:
+    problems = []
+    expected = expected_tensors(cfg)
+    for name, (kind, shape) in expected.items():
+        t = tensors.get(name)
+        if t is None:
+            problems.append(f"tensor {name} is missing")
+            continue
+        if t.shape != shape:
+            problems.append(
+                f"tensor {name} has shape {list(t.shape)}, expected {list(shape)} from the metadata"
+            )
+        if kind == VECTOR:
+            if t.qtype not in _VECTOR_TYPES:
+                problems.append(
+                    f"tensor {name} has type {t.qtype.name}; a norm/bias vector must be F32, F16 "
+                    "or BF16"
+                )
+        elif t.qtype not in QUANT_TABLE:
+            problems.append(
+                f"tensor {name} has type {t.qtype.name}, not supported "
+                f"(supported: {', '.join(supported_names())})"
+            )
+        elif t.shape == shape and shape[-1] % QUANT_TABLE[t.qtype].block_size:
+            problems.append(
+                f"tensor {name} row length {shape[-1]} is not a multiple of {t.qtype.name} "
+                f"block size {QUANT_TABLE[t.qtype].block_size}"
+            )
+    for name in tensors:
+        if name not in expected:
+            problems.append(f"unexpected tensor {name} (not used by a {cfg.arch} model)")
+    return problems
+
+
+# -- the model -------------------------------------------------------------------------------------
+@dataclass
+class PackedTensor:
+    """A tensor kept in its GGUF encoding on a backend (the embedding table: gathered per id)."""
+
+    raw: Any
+    qtype: QuantType
+    shape: tuple[int, int]
+
+
+@dataclass
+class Weights:
+    """A model's tensors in one backend's compute form, made once and cached per backend.
+
+    ``matmul`` holds each matmul weight as ``backend.matmul_weight`` made it (f16 on cupy — the
+    seed's w16 cache —, exact f32 on numpy), keyed by the tensor name (a tied output's weight is
+    made from the embedding table, under ``token_embd.weight``); ``embed`` keeps the table packed
+    for the gather; ``vectors`` holds norms and biases as f32.
+    """
+
+    backend: Backend
+    embed: PackedTensor
+    matmul: dict[str, Any]
+    vectors: dict[str, Any]
+    load_records: list[LaunchRecord]
+    load_seconds: float
+
+
+class Model:
+    """A loaded GGUF model: config, graph, tensors (memory-mapped) and tokenizer.
+
+    Use :func:`load_model` to make one. ``logits`` runs an untraced prefill; ``tokenize`` and
+    ``detokenize`` use the file's own tokenizer.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        reader: gguf.GGUFReader,
+        config: ModelConfig,
+        tensors: dict[str, TensorSpec],
+    ) -> None:
+        from tracekit.runner.graph import build_graph
+
+        self.path = path
+        self.reader = reader
+        self.config = config
+        self.tensors = tensors
+        self.graph: Graph = build_graph(config, {n: t.qtype.name for n, t in tensors.items()})
+        self._tokenizer: GGUFTokenizer | None = None
+        self._weights: weakref.WeakKeyDictionary[Backend, Weights] = weakref.WeakKeyDictionary()
+        self._backends: dict[str, Backend] = {}
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"Model({self.path.name!r}, arch={c.arch}, n_layer={c.n_layer}, n_embd={c.n_embd}, "
+            f"n_vocab={c.n_vocab})"
+        )
+
+    # -- tokenizer -----------------------------------------------------------------------------
+    @property
+    def tokenizer(self) -> GGUFTokenizer:
+        """The file's tokenizer (built on first use); raises TokenizerError if it has none."""
+        if self._tokenizer is None:
+            from tracekit.runner.tokenizer import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.reader)
+        return self._tokenizer
+
+    def tokenize(self, text: str, add_bos: bool | None = None) -> list[int]:
+        """Token ids of ``text`` (a BOS first when the file says so, or ``add_bos``)."""
+        return self.tokenizer.encode(text, add_bos=add_bos)
+
+    def detokenize(self, ids: Any) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+    @property
+    def eos_id(self) -> int | None:
+        """The end-of-sequence id from the metadata (None when the file has none)."""
+        v = self.reader.fields.get("tokenizer.ggml.eos_token_id")
+        if v is None:
+            return None
+        eos = int(v.contents())
+        return eos if 0 <= eos < self.config.n_vocab else None
+
+    # -- weights -------------------------------------------------------------------------------
+    def backend(self, backend: Any = "auto") -> Backend:
+        """A backend by name, one instance per name per model (so its weights stay cached)."""
+        from tracekit.kernels.backend import Backend, get_backend
+
+        if isinstance(backend, Backend):
+            return backend
+        if backend not in self._backends:
+            self._backends[backend] = get_backend(backend)
+        return self._backends[backend]
+
+    def weights(self, backend: Backend) -> Weights:
+        """This model's tensors on ``backend``, prepared once (the w16 cache) and cached."""
+        w = self._weights.get(backend)
+        if w is None:
+            w = self._prepare(backend)
+            self._weights[backend] = w
+        return w
+
+    def _prepare(self, backend: Backend) -> Weights:
+        pending = backend.take_records()  # keep whatever the caller had queued
+        backend.synchronize()
+        t0 = backend.now()
+        matmul: dict[str, Any] = {}
+        vectors: dict[str, Any] = {}
+        embed: PackedTensor | None = None
+        for name, (kind, shape) in expected_tensors(self.config).items():
+            t = self.tensors[name]
+            if kind == VECTOR:
+                host = gguf.quants.dequantize(t.raw(), t.qtype).astype(np.float32).reshape(shape)
+                vectors[name] = backend.asarray(host, np.float32)
+            elif kind == MATMUL:
+                raw = backend.asarray(t.raw())
+                matmul[name] = backend.matmul_weight(raw, t.quant, shape)
+            else:
+                raw = backend.asarray(t.raw())
+                embed = PackedTensor(raw, t.quant, (int(shape[0]), int(shape[1])))
+                if self.config.tied_output:
+                    matmul[name] = backend.matmul_weight(raw, t.quant, shape)
+        backend.synchronize()
+        seconds = backend.now() - t0
+        records = backend.take_records()
+        backend.records.extend(pending)
+        assert embed is not None
+        return Weights(backend, embed, matmul, vectors, records, seconds)
+
+    # -- running -------------------------------------------------------------------------------
+    def logits(self, token_ids: Any, backend: Any = "auto") -> np.ndarray:
+        """The prompt's logits at every position (one untraced prefill).
+
+        Args:
+            token_ids: the prompt's token ids (a sequence of ints).
+            backend: ``"numpy"``, ``"cupy"``, ``"auto"`` or a Backend instance.
+
+        Returns:
+            float32 ``[n_tokens, n_vocab]`` on the host.
+
+        Raises:
+            ValueError: an empty prompt, an id outside the vocabulary (id, position and vocab
+                size named), or a prompt longer than the model's context.
+        """
+        from tracekit.runner.execute import Session
+
+        ids = [int(i) for i in token_ids]
+        be = self.backend(backend)
+        session = Session(self, be, n_ctx=max(1, min(len(ids), self.config.n_ctx)))
+        return session.run_step(ids, all_logits=True)
+
+
+def read_tensors(reader: gguf.GGUFReader) -> dict[str, TensorSpec]:
+    out = {}
+    for t in reader.tensors:
+        shape = tuple(int(s) for s in reversed(t.shape.tolist()))
+        out[t.name] = TensorSpec(
+            t.name, t.tensor_type, shape, int(t.n_bytes), int(t.data_offset), t.data
+        )
+    return out
+
+
+def load_model(path: str | os.PathLike[str]) -> Model:
+    """Open and validate a GGUF model.
+
+    Args:
+        path: a ``.gguf`` file of a llama, qwen2 or gemma3 model.
+
+    Returns:
+        A :class:`Model` (tensors stay memory-mapped; backend forms are made on first use).
+
+    Raises:
+        ModelError: the file is missing or malformed, the architecture is unsupported, metadata
+            is missing or inconsistent, or tensors are missing, extra, of the wrong shape or of
+            an unsupported type — all problems listed, one per line.
+    """
+    p = Path(path)
+    reader = open_reader(p)
+    tensors = read_tensors(reader)
+    cfg, problems = _read_config(reader, tensors)
+    if cfg is not None:
+        problems = _check_tensors(cfg, tensors)
+    if problems or cfg is None:
+        raise ModelError(problems, p)
+    return Model(p, reader, cfg, tensors)
