@@ -191,3 +191,94 @@ def ref_attention_f32(
     out = np.ascontiguousarray(o.transpose(2, 0, 1, 3).reshape(nt, n_head * hd), dtype=np.float32)
     rec = _attention_record("attention_f32", None, q, k_cache, n_past, window, out.nbytes)
     return out, rec
+
+
+# -- launchers -------------------------------------------------------------------------------
+#: Threads per attention block (4 warps; must match ATT_THREADS in attention.cu).
+ATT_THREADS = 128
+KV_BLOCK = 256
+
+
+def launch_kv_store_f32(cache: Any, x: Any, start: int) -> tuple[Any, LaunchRecord]:
+    """Write ``x`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of the device cache.
+
+    The cache is updated in place and returned (it is its own ``out``).
+
+    Raises:
+        KernelInputError: as :func:`ref_kv_store_f32`, or a host array.
+    """
+    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.elementwise import require_device
+    from tracekit.kernels.launch import grid_1d
+
+    start = int(start)
+    _check_kv_store(cache, x, start)
+    require_device(cache, "KV cache")
+    require_device(x, "KV rows")
+    n = int(x.size)
+    row = int(cache.shape[1]) * int(cache.shape[2])
+    geo = grid_1d(n, KV_BLOCK)
+    if n:
+        kernel("attention", "kv_store_f32")(
+            geo.grid, geo.block, (x, cache, np.int64(start * row), np.int64(n))
+        )
+    return cache, LaunchRecord.of("kv_store_f32", geo, reads=[x], writes=[x])
+
+
+def attention_geometry(nt: int, n_head: int) -> Geometry:
+    """One block of 128 threads per (token, head): grid (nt, n_head); every thread works."""
+    from tracekit.kernels.launch import MAX_GRID_X, MAX_GRID_YZ
+
+    if nt > MAX_GRID_X or n_head > MAX_GRID_YZ:
+        raise KernelInputError(f"attention grid ({nt} tokens, {n_head} heads) is over the limits")
+    threads = nt * n_head * ATT_THREADS
+    return Geometry((nt, n_head, 1), (ATT_THREADS, 1, 1), threads)
+
+
+def launch_attention_f32(
+    q: Any,
+    k_cache: Any,
+    v_cache: Any,
+    n_past: int,
+    scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
+    out: Any = None,
+) -> tuple[Any, LaunchRecord]:
+    """The device version of :func:`ref_attention_f32` (same arguments, CuPy arrays).
+
+    Args:
+        out: optional [nt, n_head*head_dim] float32 device array to write.
+
+    Raises:
+        KernelInputError: as the reference, a head_dim over 256, or a host array.
+    """
+    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.elementwise import device_out, require_device
+
+    n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
+    nt, n_head, hd, _, n_kv = _check_attention(q, k_cache, v_cache, n_past, window, softcap)
+    if hd > MAX_HEAD_DIM:
+        raise KernelInputError(f"head_dim {hd} exceeds the kernel's maximum {MAX_HEAD_DIM}")
+    for a, what in ((q, "attention q"), (k_cache, "K cache"), (v_cache, "V cache")):
+        require_device(a, what)
+    o = device_out(out, (nt, n_head * hd), np.float32, "attention out")
+    geo = attention_geometry(nt, n_head)
+    kernel("attention", "attention_f32")(
+        geo.grid,
+        geo.block,
+        (
+            q,
+            k_cache,
+            v_cache,
+            o,
+            np.int32(n_head),
+            np.int32(n_kv),
+            np.int32(hd),
+            np.int32(n_past),
+            np.int32(window),
+            np.float32(scale),
+            np.float32(softcap),
+        ),
+    )
+    return o, _attention_record("attention_f32", geo, q, k_cache, n_past, window, int(o.nbytes))

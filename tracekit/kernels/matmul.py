@@ -61,3 +61,89 @@ def ref_matmul(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
         "numpy_matmul_f32", None, reads=[x, w], writes=[out], flops=2 * nt * n * k
     )
     return out, rec
+
+
+# -- cuBLAS -----------------------------------------------------------------------------------
+#: cublasComputeType_t CUBLAS_COMPUTE_32F (CUDA >= 11): f32 accumulation, tensor cores allowed
+#: for f16 inputs. cudaDataType: CUDA_R_16F = 2, CUDA_R_32F = 0.
+_CUBLAS_COMPUTE_32F = 68
+_CUDA_R_16F = 2
+_CUDA_R_32F = 0
+_CUBLAS_GEMM_DEFAULT = -1
+_INT32_MAX = 2**31 - 1
+
+
+def gemm_f16_f32(x16: Any, w16: Any, out: Any) -> LaunchRecord:
+    """out [nt, n] f32 = x16 [nt, k] f16 @ w16 [n, k]ᵀ f16 with f32 accumulation (cuBLAS gemmEx).
+
+    cuBLAS is column-major: a row-major [r, c] array is a column-major [c, r] one, so the
+    row-major product out = x w^T is computed as the column-major out^T [n, nt] = w16 · x16^T:
+    A = w16 seen as [k, n] with op T, B = x16 seen as [k, nt] with op N, ldc = n.
+    Arguments are not checked here (see :func:`launch_matmul_f16w`).
+    """
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+
+    nt, k = (int(s) for s in x16.shape)
+    n = int(w16.shape[0])
+    one = np.ones(1, dtype=np.float32)  # host scalars: alpha = 1, beta = 0
+    zero = np.zeros(1, dtype=np.float32)
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    try:
+        cublas.gemmEx(
+            handle,
+            cublas.CUBLAS_OP_T,
+            cublas.CUBLAS_OP_N,
+            n,
+            nt,
+            k,
+            one.ctypes.data,
+            w16.data.ptr,
+            _CUDA_R_16F,
+            k,
+            x16.data.ptr,
+            _CUDA_R_16F,
+            k,
+            zero.ctypes.data,
+            out.data.ptr,
+            _CUDA_R_32F,
+            n,
+            getattr(cublas, "CUBLAS_COMPUTE_32F", _CUBLAS_COMPUTE_32F),
+            getattr(cublas, "CUBLAS_GEMM_DEFAULT", _CUBLAS_GEMM_DEFAULT),
+        )
+    finally:
+        cublas.setPointerMode(handle, mode)
+    # cuBLAS picks its own grid and block: the record carries none.
+    return LaunchRecord.of(
+        "cublas_gemmex_f16_f32", None, reads=[x16, w16], writes=[out], flops=2 * nt * n * k
+    )
+
+
+def launch_matmul_f16w(x: Any, w16: Any, out: Any = None) -> tuple[Any, list[LaunchRecord]]:
+    """x [nt, k] f32 @ w16 [n, k]ᵀ f16 -> [nt, n] f32 on the device (the seed's f16 path).
+
+    Two launches: ``convert_f32_f16`` of x, then the cuBLAS GEMM (f16 in, f32 accumulate, f32
+    out).
+
+    Returns:
+        (out, [convert record, GEMM record])
+
+    Raises:
+        KernelInputError: x not float32 or w16 not float16, non-contiguous, not 2-D, a k
+            mismatch, a dimension over 2^31 - 1, host arrays, or a bad ``out``.
+    """
+    from tracekit.kernels.elementwise import device_out, launch_convert_f32_f16, require_device
+
+    require_array(x, np.float32, "matmul x")
+    require_array(w16, np.float16, "matmul f16 weight")
+    nt, n, k = _check_shapes(x, w16, "f16 weight")
+    if max(nt, n, k) > _INT32_MAX:
+        raise KernelInputError(f"matmul dims nt={nt}, n={n}, k={k} exceed cuBLAS's int32 limit")
+    require_device(x, "matmul x")
+    require_device(w16, "matmul f16 weight")
+    o = device_out(out, (nt, n), np.float32, "matmul out")
+    x16, rec_convert = launch_convert_f32_f16(x)
+    rec_gemm = gemm_f16_f32(x16, w16, o)
+    return o, [rec_convert, rec_gemm]
