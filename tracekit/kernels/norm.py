@@ -20,7 +20,7 @@ import numpy as np
 
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
-from tracekit.kernels.launch import LaunchRecord, grid_1d
+from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
 
 FAMILY = "norm"
 KERNEL = "rms_norm_f32"
@@ -89,6 +89,13 @@ def block_for(d: int) -> int:
     return 32 if d < WIDE_ROW else 256
 
 
+def geometry(rows: int, d: int) -> Geometry:
+    """One block per row: rows * block threads; grid_1d clamps at 2^31 - 1 blocks and the
+    kernel strides over the rows past that."""
+    block = block_for(d)
+    return grid_1d(rows * block, block)
+
+
 def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[Any, LaunchRecord]:
     """RMS norm on the device: one block per row, warp-shuffle reductions (see module doc)."""
     from tracekit.kernels.cuda import kernel
@@ -98,15 +105,12 @@ def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[An
     if w is not None:
         require_device(w, "rms_norm weight")
     y = device_out(out, tuple(x.shape), np.float32, "rms_norm out")
-    block = block_for(d)
-    # One block per row: rows * block threads; grid_1d clamps at 2^31 - 1 blocks and the
-    # kernel strides over rows past that.
-    geo = grid_1d(rows * block, block)
+    geo = geometry(rows, d)
     w_arg = w if w is not None else x  # never read when has_w == 0
     kernel(FAMILY, KERNEL)(
         geo.grid,
         geo.block,
         (x, w_arg, y, np.int64(rows), np.int32(d), np.float64(eps), np.int32(w is not None)),
     )
-    working = min(rows, geo.grid[0]) * min(block, d)
+    working = min(rows, geo.grid[0]) * min(geo.block[0], d)
     return y, _record(geo, x, w, y, rows, d, threads_working=working)

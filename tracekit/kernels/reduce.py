@@ -22,7 +22,7 @@ import numpy as np
 
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
-from tracekit.kernels.launch import LaunchRecord, grid_1d
+from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
 
 FAMILY = "reduce"
 #: argmax returns int32 indices, so a row holds at most 2^31 - 1 elements.
@@ -80,16 +80,21 @@ def block_for(n: int) -> int:
     return 32 if n <= 256 else 256
 
 
+def geometry(rows: int, n: int) -> Geometry:
+    """One block per row (grid_1d over rows * block threads: clamped, grid-stride over rows)."""
+    block = block_for(n)
+    return grid_1d(rows * block, block)
+
+
 def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: Any, flops: int):
     from tracekit.kernels.cuda import kernel
 
     rows, n = _check(x, name)
     require_device(x, f"{name} x")
     y = device_out(out, out_shape, out_dtype, f"{name} out")
-    block = block_for(n)
-    geo = grid_1d(rows * block, block)  # one block per row, clamped, grid-stride over rows
+    geo = geometry(rows, n)
     kernel(FAMILY, name)(geo.grid, geo.block, (x, y, np.int64(rows), np.int64(n)))
-    working = min(rows, geo.grid[0]) * min(block, n)
+    working = min(rows, geo.grid[0]) * min(geo.block[0], n)
     rec = LaunchRecord.of(
         name,
         geo,

@@ -29,7 +29,7 @@ import numpy as np
 
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
-from tracekit.kernels.launch import LaunchRecord, grid_1d
+from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
 
 FAMILY = "rope"
 KERNEL = "rope_f32"
@@ -114,6 +114,11 @@ def _record(geometry: Any, x: Any, positions: Any, y: Any, neox: bool) -> Launch
     )
 
 
+def geometry(nt: int, n_head: int, head_dim: int) -> Geometry:
+    """One thread per rotated pair (grid_1d over nt * n_head * head_dim / 2, grid-stride)."""
+    return grid_1d(nt * n_head * (head_dim // 2))
+
+
 def launch_rope_f32(
     x: Any,
     positions: Any,
@@ -129,7 +134,7 @@ def launch_rope_f32(
     require_device(x, "rope x")
     require_device(positions, "rope positions")
     y = device_out(out, tuple(x.shape), np.float32, "rope out")
-    geo = grid_1d(nt * n_head * (hd // 2))
+    geo = geometry(nt, n_head, hd)
     kernel(FAMILY, KERNEL)(
         geo.grid,
         geo.block,

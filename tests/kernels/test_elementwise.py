@@ -1,0 +1,176 @@
+"""CPU tests of the elementwise family: references vs float64 formulas, gates, geometry."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from tracekit.kernels import elementwise as ew
+from tracekit.kernels.checks import KernelInputError
+from tracekit.kernels.launch import MAX_GRID_X, grid_rows
+
+RNG = np.random.default_rng(7)
+SHAPES = [(1,), (31,), (33,), (257,), (45, 65), (3, 5, 7)]
+
+
+def _f32(shape: tuple[int, ...], scale: float = 3.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_add_mul_scale_equal_float64_rounded(shape: tuple[int, ...]) -> None:
+    # One f32 op equals the exact (f64) result rounded once: 53 >= 2 * 24 + 2 bits makes the
+    # double rounding innocuous, so these are exact comparisons.
+    x, y = _f32(shape), _f32(shape)
+    z, rec = ew.ref_add_f32(x, y)
+    np.testing.assert_array_equal(z, (x.astype(np.float64) + y).astype(np.float32))
+    assert z.dtype == np.float32 and rec.kernel == "add_f32"
+    assert rec.bytes_read == 2 * x.nbytes and rec.bytes_written == x.nbytes
+    assert rec.flops == x.size and rec.grid is None
+    z, rec = ew.ref_mul_f32(x, y)
+    np.testing.assert_array_equal(z, (x.astype(np.float64) * y).astype(np.float32))
+    assert rec.kernel == "mul_f32"
+    z, rec = ew.ref_scale_f32(x, 0.125 + 1e-9)  # s is rounded to f32 first
+    np.testing.assert_array_equal(z, (x.astype(np.float64) * np.float32(0.125)).astype(np.float32))
+    assert rec.bytes_read == x.nbytes and rec.bytes_written == x.nbytes
+
+
+def test_silu_against_float64() -> None:
+    x = np.concatenate([_f32((4096,), 6.0), np.float32([0, -0.0, 1e-30, -87, -89, 88, 1e4])])
+    z, rec = ew.ref_silu_f32(x)
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = x64 / (1 + np.exp(-x64))
+    # f32 exp (a few ulp) + one add + one divide: within 2e-6 relative (~16 ulp of 2^-23).
+    # x = -89: exp(89) overflows f32 (limit ~88.72), so f32 gives -0 where f64 gives -2e-37.
+    np.testing.assert_allclose(z, want, rtol=2e-6, atol=3e-37)
+    assert z[-3] == 0 and np.signbit(z[-3]) and rec.flops == 3 * x.size
+
+
+def test_gelu_tanh_against_float64() -> None:
+    x = np.concatenate([_f32((4096,), 4.0), np.float32([0, -20, 20, 1e-20])])
+    z, _ = ew.ref_gelu_tanh_f32(x)
+    x64 = x.astype(np.float64)
+    want = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))
+    # 1 + tanh(u) cancels for u << 0: absolute error ~ |x| * ulp(1) ~ 16 * 1.2e-7.
+    np.testing.assert_allclose(z, want, rtol=1e-5, atol=2e-6)
+
+
+def test_gelu_known_values() -> None:
+    z, _ = ew.ref_gelu_tanh_f32(np.float32([0.0, 1.0, -1.0]))
+    np.testing.assert_allclose(z, [0.0, 0.8411920, -0.1588080], rtol=1e-6)
+
+
+def test_f32_bits_to_i32_reinterprets_ids() -> None:
+    ids = np.array([0, 1, 151935, 2**31 - 1, -1, -(2**31)], dtype=np.int32)
+    z, rec = ew.ref_f32_bits_to_i32(ids.view(np.float32))
+    np.testing.assert_array_equal(z, ids)
+    assert z.dtype == np.int32 and rec.flops == 0
+    one, _ = ew.ref_f32_bits_to_i32(np.float32([1.0, -2.0]))
+    assert one.tolist() == [0x3F800000, struct.unpack("<i", struct.pack("<f", -2.0))[0]]
+
+
+def test_convert_f32_f16_round_to_nearest_even() -> None:
+    # Values checked against Python's own binary16 packing (struct 'e': round half to even).
+    vals = [0.1, 1 / 3, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 65504.0, 6e-8, 2.0**-24, 3e-5, -7.25]
+    x = np.float32(vals)
+    z, rec = ew.ref_convert_f32_f16(x)
+    want = [struct.unpack("<H", struct.pack("<e", float(v)))[0] for v in x]
+    assert z.dtype == np.float16 and z.view(np.uint16).tolist() == want
+    assert rec.bytes_written == 2 * x.size and rec.bytes_read == 4 * x.size
+    # Past the largest half (65504 + half an ulp = 65520) rounds to inf.
+    big, _ = ew.ref_convert_f32_f16(np.float32([65519.0, 65520.0, -1e9, np.inf]))
+    assert big.tolist() == [65504.0, np.inf, -np.inf, np.inf]
+
+
+def test_add_bias_in_place_per_row() -> None:
+    y = _f32((30, 896))
+    b = _f32((896,))
+    want = (y.astype(np.float64) + b).astype(np.float32)
+    z, rec = ew.ref_add_bias_f32(y, b)
+    assert z is y
+    np.testing.assert_array_equal(y, want)
+    assert rec.kernel == "add_bias_f32" and rec.extra == {"rows": 30, "cols": 896}
+    assert rec.bytes_read == y.nbytes + b.nbytes and rec.bytes_written == y.nbytes
+
+
+def test_add_bias_rejects_wrong_length() -> None:
+    with pytest.raises(KernelInputError, match=r"bias length 897 is not the row length 896"):
+        ew.ref_add_bias_f32(_f32((30, 896)), _f32((897,)))
+    with pytest.raises(KernelInputError, match=r"expected 2-D"):
+        ew.ref_add_bias_f32(_f32((30 * 896,)), _f32((896,)))
+
+
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_binary_gates(op: str) -> None:
+    fn = getattr(ew, f"ref_{op}_f32")
+    x = _f32((4, 6))
+    with pytest.raises(KernelInputError, match=r"dtype float64, expected float32"):
+        fn(x.astype(np.float64), x)
+    with pytest.raises(KernelInputError, match=r"not C-contiguous"):
+        fn(x[:, ::2], x[:, ::2])
+    with pytest.raises(KernelInputError, match=r"shape mismatch: .* \(4, 6\) vs .* \(6, 4\)"):
+        fn(x, x.reshape(6, 4))
+    with pytest.raises(KernelInputError, match=r"is empty"):
+        fn(x[:0], x[:0])
+
+
+@pytest.mark.parametrize(
+    "name", ["silu_f32", "gelu_tanh_f32", "f32_bits_to_i32", "convert_f32_f16"]
+)
+def test_unary_gates(name: str) -> None:
+    fn = getattr(ew, f"ref_{name}")
+    with pytest.raises(KernelInputError, match=r"dtype float16, expected float32"):
+        fn(np.zeros(3, np.float16))
+    with pytest.raises(KernelInputError, match=r"not C-contiguous"):
+        fn(_f32((5, 4)).T)
+    with pytest.raises(KernelInputError, match=r"is empty"):
+        fn(np.zeros((0, 3), np.float32))
+
+
+def test_launchers_reject_host_arrays() -> None:
+    x = _f32((8,))
+    with pytest.raises(KernelInputError, match=r"numpy.ndarray, expected a cupy array"):
+        ew.launch_add_f32(x, x)
+    with pytest.raises(KernelInputError, match=r"bias length 3 is not the row length 8"):
+        ew.launch_add_bias_f32(x.reshape(1, 8), _f32((3,)))
+
+
+@pytest.mark.parametrize(
+    ("n", "vec", "grid", "strided"),
+    [
+        (1, True, 1, False),
+        (3, True, 1, False),
+        (1024, True, 1, False),
+        (1025, True, 2, False),
+        (31, False, 1, False),
+        (257, False, 2, False),
+        (2**31 + 3, True, 132 * ew.BLOCKS_PER_SM, True),
+    ],
+)
+def test_stream_geometry(
+    monkeypatch: pytest.MonkeyPatch, n: int, vec: bool, grid: int, strided: bool
+) -> None:
+    monkeypatch.setattr(ew, "sm_count", lambda: 132)
+    geo = ew.stream_geometry(n, 4, vec)
+    assert geo.grid == (grid, 1, 1) and geo.block == (ew.BLOCK, 1, 1)
+    assert geo.work_items == (-(-n // 4) if vec else n) and geo.strided is strided
+
+
+def test_convert_geometry_eight_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ew, "sm_count", lambda: 132)
+    geo = ew.stream_geometry(2049, 8, True)  # 256 full items + a 1-element tail item
+    assert geo.work_items == 257 and geo.grid == (2, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("nt", "d", "grid"),
+    [(30, 896, (30, 14, 1)), (1, 1, (1, 1, 1)), (5, 64, (5, 1, 1)), (70000, 65, (70000, 2, 1))],
+)
+def test_add_bias_grid_is_rows_by_column_tiles(nt: int, d: int, grid: tuple[int, int, int]) -> None:
+    # Seed §3.1: the 30-token prefill of a 896-wide layer launches 30 x 14 = 420 blocks of 64.
+    geo = grid_rows(nt, d, ew.BIAS_BLOCK)
+    assert geo.grid == grid and geo.block == (64, 1, 1) and geo.work_items == nt * d
+    assert geo.grid[0] <= MAX_GRID_X
