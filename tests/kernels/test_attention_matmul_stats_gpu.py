@@ -1,0 +1,247 @@
+"""GPU parity of the attention, matmul and stats kernels against their NumPy references.
+
+Run on a GPU host: ``.venv/bin/pytest -m gpu tests/kernels/test_attention_matmul_stats_gpu.py``.
+Outputs are poisoned (NaN) before every launch, so a cell the kernel does not write fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracekit.kernels.attention import (
+    launch_attention_f32,
+    launch_kv_store_f32,
+    ref_attention_f32,
+    ref_kv_store_f32,
+)
+from tracekit.kernels.checks import KernelInputError
+from tracekit.kernels.matmul import launch_matmul_f16w
+from tracekit.kernels.stats import decode_heatmap, tensor_stats
+
+pytestmark = pytest.mark.gpu
+
+
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def poisoned(shape, dtype=np.float32):
+    return _cp().full(shape, np.nan, dtype=dtype)
+
+
+# -- attention ----------------------------------------------------------------------------------
+# The kernel sums q·k over lanes in a different order than NumPy's matmul and uses expf in an
+# online softmax: agreement to 1e-5 absolute + 1e-4 relative on O(1) outputs (inputs ~N(0,1)).
+ATOL, RTOL = 1e-5, 1e-4
+
+
+@pytest.mark.parametrize("hd", [64, 128])
+@pytest.mark.parametrize(
+    "nt,n_past,n_head,n_kv,window,softcap",
+    [
+        (1, 0, 8, 8, 0, 0.0),  # the first decode step: one key
+        (1, 300, 14, 2, 0, 0.0),  # decode, GQA 7:1, many keys
+        (37, 0, 9, 3, 0, 0.0),  # prefill (SmolLM2's 9 heads over 3 kv heads)
+        (37, 11, 8, 4, 16, 0.0),  # prefill continuing a cache, sliding window
+        (1, 600, 8, 1, 512, 0.0),  # decode past the window (gemma3 local layer), MQA
+        (5, 3, 4, 2, 0, 50.0),  # soft-capped scores
+    ],
+)
+def test_attention_matches_reference(nt, n_past, n_head, n_kv, window, softcap, hd):
+    cp = _cp()
+    rng = np.random.default_rng(nt + n_past + hd)
+    n_ctx = n_past + nt + 5
+    q = rng.standard_normal((nt, n_head, hd), dtype=np.float32)
+    k = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    v = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    k[n_past + nt :] = np.nan  # unfilled rows: never read
+    v[n_past + nt :] = np.nan
+    scale = 1.0 / np.sqrt(hd)
+    want, rref = ref_attention_f32(q, k, v, n_past, scale, window, softcap)
+    out = poisoned((nt, n_head * hd))
+    got, rec = launch_attention_f32(
+        cp.asarray(q), cp.asarray(k), cp.asarray(v), n_past, scale, window, softcap, out=out
+    )
+    assert got is out
+    np.testing.assert_allclose(got.get(), want, atol=ATOL, rtol=RTOL)
+    assert rec.grid == (nt, n_head, 1) and rec.block == (128, 1, 1)
+    assert (rec.bytes_read, rec.bytes_written, rec.flops) == (
+        rref.bytes_read,
+        rref.bytes_written,
+        rref.flops,
+    )
+
+
+def test_attention_head_dim_256_and_odd():
+    cp = _cp()
+    for hd in (256, 80, 33):
+        rng = np.random.default_rng(hd)
+        q = rng.standard_normal((3, 4, hd), dtype=np.float32)
+        k = rng.standard_normal((10, 2, hd), dtype=np.float32)
+        v = rng.standard_normal((10, 2, hd), dtype=np.float32)
+        want, _ = ref_attention_f32(q, k, v, 7, 0.1)
+        got, _ = launch_attention_f32(
+            cp.asarray(q), cp.asarray(k), cp.asarray(v), 7, 0.1, out=poisoned((3, 4 * hd))
+        )
+        np.testing.assert_allclose(got.get(), want, atol=ATOL, rtol=RTOL)
+
+
+def test_attention_nan_reaches_only_attending_queries():
+    cp = _cp()
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((4, 2, 64), dtype=np.float32)
+    k = rng.standard_normal((8, 1, 64), dtype=np.float32)
+    v = rng.standard_normal((8, 1, 64), dtype=np.float32)
+    k[6, 0, 0] = np.nan  # position 6: read by queries at positions 6 and 7 only
+    got, _ = launch_attention_f32(cp.asarray(q), cp.asarray(k), cp.asarray(v), 4, 0.125)
+    g = got.get()
+    assert np.isfinite(g[:2]).all() and np.isnan(g[2:]).all(axis=1).all()
+
+
+def test_attention_rejects_head_dim_over_256_and_host_arrays():
+    cp = _cp()
+    q = cp.zeros((1, 2, 288), cp.float32)
+    k = cp.zeros((4, 2, 288), cp.float32)
+    with pytest.raises(KernelInputError, match="head_dim 288"):
+        launch_attention_f32(q, k, k, 0, 1.0)
+    with pytest.raises(KernelInputError, match="cupy"):
+        launch_attention_f32(
+            np.zeros((1, 2, 8), np.float32), k[:, :, :8].copy(), k[:, :, :8].copy(), 0, 1.0
+        )
+
+
+@pytest.mark.parametrize("start,nt", [(0, 1), (5, 37), (41, 1)])
+def test_kv_store_matches_reference(start, nt):
+    cp = _cp()
+    rng = np.random.default_rng(start)
+    cache = rng.standard_normal((42, 3, 64), dtype=np.float32)
+    x = rng.standard_normal((nt, 3, 64), dtype=np.float32)
+    d_cache = cp.asarray(cache)
+    got, rec = launch_kv_store_f32(d_cache, cp.asarray(x), start)
+    want, _ = ref_kv_store_f32(cache.copy(), x, start)
+    assert got is d_cache
+    np.testing.assert_array_equal(got.get(), want)
+    assert rec.bytes_written == x.nbytes
+    with pytest.raises(KernelInputError, match="n_ctx 42"):
+        launch_kv_store_f32(d_cache, cp.asarray(x), 42 - nt + 1)
+
+
+# -- matmul -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("nt,n,k", [(1, 576, 576), (37, 1536, 576), (7, 65, 45), (1, 1, 1)])
+def test_matmul_f16w_matches_float64_on_f16_operands(nt, n, k):
+    cp = _cp()
+    rng = np.random.default_rng(nt * n + k)
+    x = rng.standard_normal((nt, k), dtype=np.float32)
+    w16 = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    # The kernel rounds x to f16 (convert_f32_f16) and accumulates in f32: compare with the
+    # float64 product of the same f16-rounded operands.
+    want = x.astype(np.float16).astype(np.float64) @ w16.astype(np.float64).T
+    out = poisoned((nt, n))
+    got, recs = launch_matmul_f16w(cp.asarray(x), cp.asarray(w16), out=out)
+    assert got is out
+    err = np.abs(got.get() - want).max() / max(np.abs(want).max(), 1e-30)
+    assert err < 1e-3, f"relative error {err:.2e}"
+    conv, gemm = recs
+    assert conv.kernel == "convert_f32_f16"
+    assert gemm.kernel == "cublas_gemmex_f16_f32" and gemm.grid is None
+    assert gemm.flops == 2 * nt * n * k
+    assert gemm.bytes_read == nt * k * 2 + n * k * 2 and gemm.bytes_written == nt * n * 4
+
+
+def test_matmul_gates():
+    cp = _cp()
+    x = cp.zeros((2, 8), cp.float32)
+    with pytest.raises(KernelInputError, match="k mismatch"):
+        launch_matmul_f16w(x, cp.zeros((4, 9), cp.float16))
+    with pytest.raises(KernelInputError, match="dtype"):
+        launch_matmul_f16w(x, cp.zeros((4, 8), cp.float32))
+    with pytest.raises(KernelInputError, match="contiguous"):
+        launch_matmul_f16w(x, cp.zeros((8, 4), cp.float16).T)
+
+
+# -- stats --------------------------------------------------------------------------------------
+def _planted(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 3 + 0.5).astype(dtype)
+    flat = x.reshape(-1)
+    n = flat.size
+    flat[rng.choice(n, 5, replace=False)] = np.nan
+    flat[rng.choice(n, 2, replace=False)] = np.inf
+    flat[rng.choice(n, 3, replace=False)] = -np.inf
+    flat[rng.choice(n, 4, replace=False)] = 0.0
+    return x
+
+
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [
+        ((37, 576), np.float32),
+        ((1, 49152), np.float32),  # a logits row
+        ((5, 9, 64), np.float32),
+        ((300_001,), np.float32),  # more than the reduction's 1024 blocks x 256 threads
+        ((33, 130), np.float16),
+        ((17, 70), np.float64),
+        ((4096, 4097), np.float32),  # 16.8M elements, non-divisible heatmap blocks
+    ],
+)
+def test_stats_cupy_matches_numpy(shape, dtype):
+    cp = _cp()
+    x = _planted(shape, dtype)
+    want = tensor_stats(x, axes=("tokens", "features"))
+    got = tensor_stats(cp.asarray(x), axes=("tokens", "features"))
+    for key in ("count", "nan", "pos_inf", "neg_inf", "zeros", "min", "max", "absmax"):
+        assert got[key] == want[key], key
+    assert got["mean"] == pytest.approx(want["mean"], rel=1e-9, abs=1e-12)
+    assert got["std"] == pytest.approx(want["std"], rel=1e-9)
+    assert got["hist"]["counts"] == want["hist"]["counts"]
+    np.testing.assert_allclose(got["hist"]["edges"], want["hist"]["edges"], rtol=0, atol=0)
+    gh, wh = got["heatmap"], want["heatmap"]
+    for key in ("rows", "cols", "axes", "source_shape"):
+        assert gh[key] == wh[key], key
+    assert gh["lo"] == pytest.approx(wh["lo"], rel=1e-9) and gh["hi"] == pytest.approx(
+        wh["hi"], rel=1e-9
+    )
+    a, b = decode_heatmap(gh), decode_heatmap(wh)
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    # Cell sums in a different order: codes may differ by one step at a rounding boundary.
+    step = (wh["hi"] - wh["lo"]) / 254
+    np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], atol=step * 1.01)
+
+
+def test_stats_cupy_edge_tensors():
+    cp = _cp()
+    for x in (
+        np.full((3, 3), np.nan, np.float32),
+        np.full((4, 5), 2.5, np.float32),
+        np.zeros((0, 7), np.float32),
+        np.array(1.5, np.float32),
+        np.array([[3, 1, 2]], np.int32),
+    ):
+        want, got = tensor_stats(x), tensor_stats(cp.asarray(x))
+        assert got == want, x
+
+
+def test_stats_repeat_calls_reset_the_ticket():
+    """The reduction's last-block ticket is reset by the kernel: a second call is correct."""
+    cp = _cp()
+    x = cp.arange(1_000_000, dtype=cp.float32)
+    a, b = tensor_stats(x), tensor_stats(x)
+    assert a == b and a["max"] == 999_999.0 and a["min"] == 0.0
+
+
+# -- ceilings -----------------------------------------------------------------------------------
+def test_ceilings_are_sane(tmp_path, monkeypatch):
+    from tracekit.kernels.backend import CupyBackend
+    from tracekit.kernels.ceilings import measure_ceilings
+
+    monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path))
+    c = measure_ceilings(CupyBackend(), force=True)
+    assert 1e11 < c["copy_bandwidth_Bps"] < 1e14  # 100 GB/s .. 100 TB/s
+    assert 1e-7 < c["launch_overhead_s"] < 1e-3
+    assert 1e12 < c["peak_flops"] < 1e16
+    assert c["ridge_flop_per_byte"] == pytest.approx(c["peak_flops"] / c["copy_bandwidth_Bps"])
+    assert list(tmp_path.glob("ceilings-*.json"))
+    assert measure_ceilings(CupyBackend()) == c  # cached

@@ -1,0 +1,52 @@
+"""CPU tests of the ceilings: the NumPy measurement, the per-device cache and force=True."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tracekit.kernels.backend import NumpyBackend
+from tracekit.kernels.ceilings import REQUIRED_KEYS, cache_path, measure_ceilings
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_numpy_ceilings_measured_and_cached(cache):
+    b = NumpyBackend()
+    c = measure_ceilings(b)
+    assert all(k in c for k in REQUIRED_KEYS)
+    assert c["copy_bandwidth_Bps"] > 0 and c["launch_overhead_s"] > 0 and c["peak_flops"] > 0
+    assert c["ridge_flop_per_byte"] == pytest.approx(c["peak_flops"] / c["copy_bandwidth_Bps"])
+    assert c["device"] == b.device_name() and c["backend"] == "numpy"
+    assert isinstance(c["method"], str) and "np.copyto" in c["method"]
+    path = cache_path(b)
+    assert path.parent == cache and path.name.startswith("ceilings-numpy-")
+    assert json.loads(path.read_text()) == c
+
+
+def test_cache_is_used_unless_forced(cache):
+    b = NumpyBackend()
+    c = measure_ceilings("numpy")
+    path = cache_path(b)
+    planted = dict(c, copy_bandwidth_Bps=123.0)
+    path.write_text(json.dumps(planted))
+    assert measure_ceilings(b)["copy_bandwidth_Bps"] == 123.0
+    fresh = measure_ceilings(b, force=True)
+    assert fresh["copy_bandwidth_Bps"] != 123.0
+    assert json.loads(path.read_text()) == fresh
+
+
+def test_broken_cache_is_remeasured(cache):
+    b = NumpyBackend()
+    path = cache_path(b)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"copy_bandwidth_Bps": 1')  # truncated JSON
+    c = measure_ceilings(b)
+    assert all(k in c for k in REQUIRED_KEYS)
+    path.write_text('{"copy_bandwidth_Bps": 1}')  # valid JSON, keys missing
+    assert "peak_flops" in measure_ceilings(b)

@@ -1,0 +1,225 @@
+"""Device ceilings, measured (never hard-coded) once per device and cached as JSON.
+
+    copy_bandwidth_Bps   a large device-to-device copy: bytes read + bytes written per second
+    launch_overhead_s    the CUDA-event time of one empty kernel (what a node's event time
+                         shows for a kernel that does nothing); on NumPy, one tiny ufunc call
+    peak_flops           an f16 GEMM with f32 accumulation through cuBLAS, 8192^3; on NumPy an
+                         f32 matmul
+    ridge_flop_per_byte  peak_flops / copy_bandwidth_Bps: the roofline's ridge point
+
+The cache lives in ``$TRACEKIT_CACHE`` (else ``~/.cache/tracekit``) as
+``ceilings-<backend>-<device slug>.json``; ``force=True`` re-measures. The runner's bound
+classification (launch / bandwidth / compute) reads these numbers and writes them into the trace.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REQUIRED_KEYS = (
+    "copy_bandwidth_Bps",
+    "launch_overhead_s",
+    "peak_flops",
+    "ridge_flop_per_byte",
+    "measured_at",
+    "device",
+    "method",
+)
+#: GPU copy: 512 MiB each way, ten times the H200's 50 MB L2, so the copy streams from HBM.
+GPU_COPY_BYTES = 512 * 2**20
+GPU_GEMM_N = 8192
+#: CPU copy: 64 MiB, past the last-level cache of common CPUs; the matmul is 768^3 so the CPU
+#: measurement stays well under ~2 s on 2 cores.
+CPU_COPY_BYTES = 64 * 2**20
+CPU_GEMM_N = 768
+
+
+def cache_dir() -> Path:
+    """``$TRACEKIT_CACHE`` if set, else ``~/.cache/tracekit``."""
+    env = os.environ.get("TRACEKIT_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "tracekit"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "device"
+
+
+def cache_path(backend: Any) -> Path:
+    """Where the ceilings of this backend's device are cached."""
+    return cache_dir() / f"ceilings-{_slug(backend.name)}-{_slug(backend.device_name())}.json"
+
+
+# -- timing helpers (shared with tracekit bench) ------------------------------------------------
+def gpu_times(fn: Callable[[int], Any], warmup: int = 3, iters: int = 20) -> list[float]:
+    """Seconds per call of ``fn(i)`` from CUDA events around each call, after ``warmup`` calls.
+
+    ``i`` is the iteration number, so a caller can rotate through several inputs (larger than
+    L2 in total) and never time a warm cache.
+    """
+    import cupy
+
+    for i in range(warmup):
+        fn(i)
+    starts = [cupy.cuda.Event() for _ in range(iters)]
+    ends = [cupy.cuda.Event() for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn(warmup + i)
+        ends[i].record()
+    ends[-1].synchronize()
+    return [cupy.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in zip(starts, ends, strict=True)]
+
+
+def host_times(fn: Callable[[int], Any], warmup: int = 2, iters: int = 10) -> list[float]:
+    """Seconds per call of ``fn(i)`` on the host clock (``time.perf_counter``)."""
+    for i in range(warmup):
+        fn(i)
+    out = []
+    for i in range(iters):
+        t0 = time.perf_counter()
+        fn(warmup + i)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+# -- measurement ------------------------------------------------------------------------------
+def _measure_cupy() -> dict[str, Any]:
+    import cupy
+
+    from tracekit.kernels.elementwise import launch_empty
+    from tracekit.kernels.matmul import gemm_f16_f32
+
+    n = GPU_COPY_BYTES // 4
+    src = cupy.ones(n, dtype=cupy.float32)
+    dst = cupy.empty_like(src)
+
+    def copy(_: int) -> None:  # cudaMemcpyAsync device-to-device on the current stream
+        dst.data.copy_from_device_async(src.data, src.nbytes)
+
+    copy_s = median(gpu_times(copy, warmup=3, iters=20))
+    copy_bps = 2 * src.nbytes / copy_s
+
+    single = median(gpu_times(lambda i: launch_empty(), warmup=20, iters=200))
+    burst = 1000
+    b2b = median(gpu_times(lambda i: [launch_empty() for _ in range(burst)], 1, 5)) / burst
+    cupy.cuda.get_current_stream().synchronize()
+    host = median(host_times(lambda i: [launch_empty() for _ in range(burst)], 1, 5)) / burst
+    cupy.cuda.get_current_stream().synchronize()
+
+    m = GPU_GEMM_N
+    a16 = (cupy.random.standard_normal((m, m), dtype=cupy.float32) * 0.01).astype(cupy.float16)
+    b16 = (cupy.random.standard_normal((m, m), dtype=cupy.float32) * 0.01).astype(cupy.float16)
+    c32 = cupy.empty((m, m), dtype=cupy.float32)
+    gemm_s = median(gpu_times(lambda i: gemm_f16_f32(a16, b16, c32), warmup=3, iters=10))
+    peak = 2 * m**3 / gemm_s
+    return dict(
+        copy_bandwidth_Bps=copy_bps,
+        launch_overhead_s=single,
+        launch_back_to_back_s=b2b,
+        launch_host_s=host,
+        peak_flops=peak,
+        method=(
+            f"copy: cudaMemcpyAsync of {GPU_COPY_BYTES // 2**20} MiB device-to-device, bytes read + "
+            "written / median CUDA-event time of 20 after 3 warm-up; launch: median CUDA-event "
+            "time around one empty-kernel launch (200 after 20 warm-up), also back-to-back per "
+            f"launch (launch_back_to_back_s, bursts of {burst}) and host time per launch "
+            f"(launch_host_s); peak: cuBLAS gemmEx f16 in, f32 accumulate/out, {m}^3, "
+            "2*n^3 / median CUDA-event time of 10 after 3 warm-up"
+        ),
+    )
+
+
+def _measure_numpy() -> dict[str, Any]:
+    n = CPU_COPY_BYTES // 4
+    src = np.ones(n, dtype=np.float32)
+    dst = np.empty_like(src)
+    copy_s = median(host_times(lambda i: np.copyto(dst, src), warmup=2, iters=7))
+    copy_bps = 2 * src.nbytes / copy_s
+
+    a, b, c = np.ones(1, np.float32), np.ones(1, np.float32), np.empty(1, np.float32)
+    reps = 2000
+
+    def tiny(_: int) -> None:
+        for _ in range(reps):
+            np.add(a, b, out=c)
+
+    op_s = median(host_times(tiny, warmup=1, iters=5)) / reps
+
+    m = CPU_GEMM_N
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, m), dtype=np.float32)
+    y = rng.standard_normal((m, m), dtype=np.float32)
+    mm_s = median(host_times(lambda i: np.matmul(x, y), warmup=1, iters=5))
+    return dict(
+        copy_bandwidth_Bps=copy_bps,
+        launch_overhead_s=op_s,
+        peak_flops=2 * m**3 / mm_s,
+        method=(
+            f"copy: np.copyto of {CPU_COPY_BYTES // 2**20} MiB, bytes read + written / median "
+            f"host time of 7 after 2 warm-up; launch: one np.add on 1-element arrays (the cost "
+            f"of dispatching a tiny op), median of 5 bursts of {reps}; peak: f32 np.matmul "
+            f"{m}^3, 2*n^3 / median host time of 5"
+        ),
+    )
+
+
+def _valid(c: Any) -> bool:
+    return isinstance(c, dict) and all(k in c for k in REQUIRED_KEYS)
+
+
+def measure_ceilings(backend: Any, force: bool = False) -> dict[str, Any]:
+    """The device ceilings of ``backend`` (a Backend or its name), from the cache if present.
+
+    Args:
+        backend: a :class:`~tracekit.kernels.backend.Backend` or ``"numpy"``/``"cupy"``/``"auto"``.
+        force: re-measure even when a cached file exists (and overwrite it).
+
+    Returns:
+        ``copy_bandwidth_Bps``, ``launch_overhead_s``, ``peak_flops``, ``ridge_flop_per_byte``,
+        ``measured_at`` (ISO-8601 UTC), ``device``, ``backend``, ``method`` (how each was
+        measured); on cupy also ``launch_back_to_back_s`` and ``launch_host_s``.
+    """
+    from tracekit.kernels.backend import get_backend
+
+    backend = get_backend(backend)
+    path = cache_path(backend)
+    if not force and path.exists():
+        try:
+            cached = json.loads(path.read_text())
+        except (OSError, ValueError):
+            cached = None
+        if _valid(cached):
+            return cached
+    c = _measure_cupy() if backend.name == "cupy" else _measure_numpy()
+    c["ridge_flop_per_byte"] = c["peak_flops"] / c["copy_bandwidth_Bps"]
+    c["measured_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    c["device"] = backend.device_name()
+    c["backend"] = backend.name
+    c = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in c.items()}
+    _write_atomic(path, c)
+    return c
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON via a temp file + rename; a cache that cannot be written is not an error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
+        os.replace(tmp, path)
+    except OSError:
+        pass
