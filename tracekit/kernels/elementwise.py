@@ -14,8 +14,8 @@ and a launcher ``launch_<op>`` (CuPy arrays, optional ``out=``). Both run the sa
 return ``(output, LaunchRecord)`` with the same byte counts: each input read once, each output
 written once, from the real arrays.
 
-The streaming kernels (add, mul, silu, gelu, scale, bits) move 4 elements per thread per
-iteration through float4 loads/stores in a grid-stride loop over 64-bit indices, block 256,
+The streaming kernels (add, mul, silu, gelu, scale, bits) move float4s (4 elements; two per
+input per thread per iteration) in a grid-stride loop over 64-bit indices, block 256,
 grid clamped to a few waves of the device (``BLOCKS_PER_SM``); the ``n % 4`` tail is done by
 the first threads after the loop. When any pointer is not 16-byte aligned (a view such as
 ``x[1:]``) the launcher picks the scalar loop instead, so no alignment is ever assumed.

@@ -1,0 +1,187 @@
+// Elementwise kernels (seed §2.2, §3.1, §3.4). Launched by tracekit/kernels/elementwise.py,
+// which computes every grid (tracekit/kernels/launch.py) and passes scalars with fixed widths.
+//
+// Streaming kernels: (inputs..., out, long long n, int vec, [scalars]). With vec != 0 every
+// pointer is 16-byte aligned (the launcher checked): a grid-stride loop moves float4s (4
+// elements; two per input per thread per iteration), then the first (n % 4) threads of the
+// grid do the tail.
+// With vec == 0 a plain grid-stride loop over elements (any alignment). Indices are 64-bit.
+// No __restrict__ on outputs: out may alias an input (each element is read before it is
+// written, by the same thread).
+
+#include <cuda_fp16.h>
+
+namespace {
+
+struct Add {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Mul {
+    __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct Silu {
+    // IEEE expf and division (no fast math): a few ulp from the NumPy reference.
+    __device__ float operator()(float a) const { return a / (1.0f + expf(-a)); }
+};
+struct GeluTanh {
+    // Products rounded one by one (__fmul_rn/__fadd_rn) in the reference's order.
+    __device__ float operator()(float a) const {
+        const float c = 0.7978845608028654f;  // sqrt(2 / pi), rounded to f32
+        const float x3 = __fmul_rn(__fmul_rn(a, a), a);
+        const float inner = __fmul_rn(c, __fadd_rn(a, __fmul_rn(0.044715f, x3)));
+        return __fmul_rn(__fmul_rn(0.5f, a), __fadd_rn(1.0f, tanhf(inner)));
+    }
+};
+struct Scale {
+    float s;
+    __device__ float operator()(float a) const { return a * s; }
+};
+
+template <class Op>
+__device__ __forceinline__ float4 map4(Op op, float4 a, float4 b) {
+    return make_float4(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
+}
+
+template <class Op>
+__device__ __forceinline__ float4 map4(Op op, float4 a) {
+    return make_float4(op(a.x), op(a.y), op(a.z), op(a.w));
+}
+
+template <class Op>
+__device__ void binary(Op op, const float* x, const float* y, float* z, long long n, int vec) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    if (vec) {
+        const long long n4 = n >> 2;
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        const float4* y4 = reinterpret_cast<const float4*>(y);
+        float4* z4 = reinterpret_cast<float4*>(z);
+        // Two float4 per input in flight per thread (both loads before either store): 64 B
+        // of reads outstanding per thread, enough to cover DRAM latency at full occupancy.
+        for (long long i = tid; i < n4; i += 2 * stride) {
+            const long long j = i + stride;
+            const float4 a0 = x4[i], b0 = y4[i];
+            float4 a1 = a0, b1 = b0;
+            if (j < n4) {
+                a1 = x4[j];
+                b1 = y4[j];
+            }
+            z4[i] = map4(op, a0, b0);
+            if (j < n4) z4[j] = map4(op, a1, b1);
+        }
+        const long long t = (n4 << 2) + tid;  // the n % 4 tail: threads 0..2 of the grid
+        if (t < n) z[t] = op(x[t], y[t]);
+    } else {
+        for (long long i = tid; i < n; i += stride) z[i] = op(x[i], y[i]);
+    }
+}
+
+template <class Op>
+__device__ void unary(Op op, const float* x, float* z, long long n, int vec) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    if (vec) {
+        const long long n4 = n >> 2;
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        float4* z4 = reinterpret_cast<float4*>(z);
+        for (long long i = tid; i < n4; i += 2 * stride) {
+            const long long j = i + stride;
+            const float4 a0 = x4[i];
+            const float4 a1 = j < n4 ? x4[j] : a0;
+            z4[i] = map4(op, a0);
+            if (j < n4) z4[j] = map4(op, a1);
+        }
+        const long long t = (n4 << 2) + tid;
+        if (t < n) z[t] = op(x[t]);
+    } else {
+        for (long long i = tid; i < n; i += stride) z[i] = op(x[i]);
+    }
+}
+
+}  // namespace
+
+// Reads 8 B, writes 4 B per element; 1 flop.
+extern "C" __global__ void add_f32(const float* x, const float* y, float* z, long long n, int vec) {
+    binary(Add{}, x, y, z, n, vec);
+}
+
+// Reads 8 B, writes 4 B per element; 1 flop.
+extern "C" __global__ void mul_f32(const float* x, const float* y, float* z, long long n, int vec) {
+    binary(Mul{}, x, y, z, n, vec);
+}
+
+// Reads 4 B, writes 4 B per element; 3 flops (exp counted as 1).
+extern "C" __global__ void silu_f32(const float* x, float* z, long long n, int vec) {
+    unary(Silu{}, x, z, n, vec);
+}
+
+// Reads 4 B, writes 4 B per element; 9 flops (tanh counted as 1).
+extern "C" __global__ void gelu_tanh_f32(const float* x, float* z, long long n, int vec) {
+    unary(GeluTanh{}, x, z, n, vec);
+}
+
+// Reads 4 B, writes 4 B per element; 1 flop.
+extern "C" __global__ void scale_f32(const float* x, float* z, long long n, int vec, float s) {
+    unary(Scale{s}, x, z, n, vec);
+}
+
+// The seed's I32-as-f32 token ids: copy the bit patterns (int4 moves when aligned).
+extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, int vec) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    if (vec) {
+        const long long n4 = n >> 2;
+        const int4* x4 = reinterpret_cast<const int4*>(x);
+        int4* z4 = reinterpret_cast<int4*>(z);
+        for (long long i = tid; i < n4; i += stride) z4[i] = x4[i];
+        const long long t = (n4 << 2) + tid;
+        if (t < n) z[t] = __float_as_int(x[t]);
+    } else {
+        for (long long i = tid; i < n; i += stride) z[i] = __float_as_int(x[i]);
+    }
+}
+
+// 8 elements per thread: two float4 loads (32 B) and one 16-byte store of 8 halves, each
+// rounded with __float2half_rn (round to nearest even, as NumPy's astype(float16)). The
+// n % 8 tail is done by the first threads of the grid; vec == 0 converts one at a time.
+extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long n, int vec) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    if (vec) {
+        const long long n8 = n >> 3;
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        uint4* z8 = reinterpret_cast<uint4*>(z);
+        for (long long i = tid; i < n8; i += stride) {
+            const float4 a = x4[2 * i], b = x4[2 * i + 1];
+            __half2 h0 = __halves2half2(__float2half_rn(a.x), __float2half_rn(a.y));
+            __half2 h1 = __halves2half2(__float2half_rn(a.z), __float2half_rn(a.w));
+            __half2 h2 = __halves2half2(__float2half_rn(b.x), __float2half_rn(b.y));
+            __half2 h3 = __halves2half2(__float2half_rn(b.z), __float2half_rn(b.w));
+            uint4 v;
+            v.x = *reinterpret_cast<unsigned int*>(&h0);
+            v.y = *reinterpret_cast<unsigned int*>(&h1);
+            v.z = *reinterpret_cast<unsigned int*>(&h2);
+            v.w = *reinterpret_cast<unsigned int*>(&h3);
+            z8[i] = v;
+        }
+        const long long t = (n8 << 3) + tid;
+        if (t < n) z[t] = __float2half_rn(x[t]);
+    } else {
+        for (long long i = tid; i < n; i += stride) z[i] = __float2half_rn(x[i]);
+    }
+}
+
+// Seed §3.1 contract: grid = (nt, ceil(d / blockDim.x)), one block row per token t; the
+// launcher passes the ROW COUNT nt (a guard here) and the row length d, never nt * d.
+// out may be y (in place). Reads 4 B of y per element (b stays in L2), writes 4 B; 1 flop.
+extern "C" __global__ void add_bias_f32(const float* y, const float* b, float* out, int d,
+                                        long long nt) {
+    const long long t = blockIdx.x;
+    const int i = threadIdx.x + blockIdx.y * blockDim.x;
+    if (t >= nt || i >= d) return;
+    const long long k = t * d + i;
+    out[k] = y[k] + b[i];
+}
+
+// The bench's launch-cost baseline: one block of 32 threads that does nothing.
+extern "C" __global__ void empty_kernel() {}

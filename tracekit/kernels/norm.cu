@@ -1,0 +1,49 @@
+// RMS norm over rows of length d (tracekit/kernels/norm.py computes the grid).
+//
+// One block per row, grid-stride over rows past the grid's x limit. Each thread accumulates
+// its strided share of sum(x^2) in double; warps reduce with __shfl_xor_sync, then one
+// shared-memory hop across warps (blockDim.x is 32 or a multiple of 32, at most 1024).
+// scale = 1 / sqrt(mean + eps) is computed in double and rounded to f32 once, like the NumPy
+// reference; y = (x * scale) * w with each product rounded (__fmul_rn: no FMA contraction).
+// Reads 4 B of x (twice: the second pass mostly from L1/L2) and 4 B of w, writes 4 B per element.
+
+namespace {
+
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Every thread of the block gets the total. sh holds one partial per warp.
+__device__ double block_sum(double v, double* sh) {
+    v = warp_sum(v);
+    if (blockDim.x == 32) return v;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();  // the previous row's readers are done with sh
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0.0;
+    return warp_sum(v);
+}
+
+}  // namespace
+
+extern "C" __global__ void rms_norm_f32(const float* x, const float* w, float* y, long long rows,
+                                        int d, double eps, int has_w) {
+    __shared__ double sh[32];
+    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* xr = x + r * d;
+        float* yr = y + r * d;
+        double s = 0.0;
+        for (int i = threadIdx.x; i < d; i += blockDim.x) {
+            const double v = xr[i];
+            s += v * v;
+        }
+        s = block_sum(s, sh);
+        const float scale = (float)(1.0 / sqrt(s / (double)d + eps));
+        for (int i = threadIdx.x; i < d; i += blockDim.x) {
+            const float v = __fmul_rn(xr[i], scale);
+            yr[i] = has_w ? __fmul_rn(v, w[i]) : v;
+        }
+    }
+}
