@@ -200,7 +200,8 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
             y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il)
             if c.qkv_bias:
                 y = g.add(f"{b}attn_{part}.bias", "add_bias",
-                          (y, f"weight:{b}attn_{part}.bias"), (NT, heads * hd), il)  # fmt: skip
+                          (y, f"weight:{b}attn_{part}.bias"), (NT, heads * hd), il,
+                          inplace=True)  # fmt: skip
             if c.qk_norm and part != "v":
                 y = g.add(f"{b}attn_{part}_norm", "rms_norm",
                           (y, f"weight:{b}attn_{part}_norm.weight"), (NT, heads, hd), il,

@@ -1,0 +1,312 @@
+"""Running the graph: a session holds the KV cache; a step runs every node once, in order.
+
+A step runs each node as ``thunk = lambda: arm(backend, node, step, *inputs)``; with a
+``node_hook`` the hook is called as ``node_hook(node, thunk)`` and must return ``thunk()``'s
+result — that is where the runner wraps NVTX ranges, timing and statistics. Without a hook the
+node runs directly and its launch records are dropped (with a hook they stay in
+``backend.records`` for the hook to take).
+
+Everything about the inputs is checked before the first kernel of a step (or of a whole
+generation) runs: token ids in range, the prompt and the requested steps within the context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracekit.kernels.checks import KernelInputError
+from tracekit.runner.graph import Node
+from tracekit.runner.ops import ARMS, OpError, StepContext
+
+if TYPE_CHECKING:
+    from tracekit.kernels.backend import Backend
+    from tracekit.runner.model import Model
+
+#: Default KV cache length when the session is not told (the model's context, capped): 4096
+#: positions of a 30-layer, 3 kv-head, head_dim 64 model are 189 MB of f32 K and V.
+DEFAULT_N_CTX = 4096
+
+NodeHook = Callable[[Node, Callable[[], Any]], Any]
+StepHook = Callable[[str], contextlib.AbstractContextManager[Any]]
+
+
+class GenerationError(ValueError):
+    """Bad generation input (token id, prompt length, step count, sampling parameters)."""
+
+
+@dataclass
+class StepResult:
+    """One step of a generation, as passed to ``on_step``."""
+
+    index: int  # 0 = prefill, k = decode step k
+    name: str  # "prefill" or "decode k": the step's range name
+    input_ids: list[int]  # tokens fed in this step
+    n_past: int  # tokens in the cache before this step
+    logits: np.ndarray  # float32 [n_vocab]: the last position's logits
+    token: int  # the chosen next token
+    is_eos: bool
+
+
+@dataclass
+class Sampling:
+    """Greedy (``temperature == 0``) or temperature/top-k sampling with a seeded generator."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    seed: int | None = None
+    rng: np.random.Generator = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        t, k = self.temperature, self.top_k
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t) or t < 0:
+            raise GenerationError(f"temperature {t!r} must be a finite number >= 0")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise GenerationError(f"top_k {k!r} must be an integer >= 0 (0: no limit)")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
+            raise GenerationError(f"seed {self.seed!r} must be an integer")
+        self.rng = np.random.default_rng(self.seed)
+
+    @classmethod
+    def of(cls, spec: str | dict[str, Any] | Sampling | None) -> Sampling:
+        if isinstance(spec, Sampling):
+            return spec
+        if spec is None or spec == "greedy":
+            return cls()
+        if isinstance(spec, dict):
+            unknown = set(spec) - {"temperature", "top_k", "seed"}
+            if unknown:
+                raise GenerationError(
+                    f"unknown sampling parameters {sorted(unknown)} (known: temperature, top_k, "
+                    "seed)"
+                )
+            return cls(**spec)
+        raise GenerationError(
+            f"sampling {spec!r} must be 'greedy' or a dict of temperature, top_k, seed"
+        )
+
+    def __call__(self, logits: np.ndarray) -> int:
+        """The next token from one position's logits (host float32 [n_vocab])."""
+        if self.temperature == 0.0:
+            return int(np.argmax(logits))
+        z = logits.astype(np.float64) / self.temperature
+        if 0 < self.top_k < z.size:
+            kth = np.partition(z, -self.top_k)[-self.top_k]
+            z = np.where(z >= kth, z, -np.inf)
+        z -= z.max()
+        p = np.exp(z)
+        p /= p.sum()
+        return int(self.rng.choice(z.size, p=p))
+
+
+def check_token_ids(ids: Sequence[Any], n_vocab: int, start: int = 0) -> list[int]:
+    """Token ids as ints, each in [0, n_vocab); ``start`` offsets the positions named in errors."""
+    out = []
+    for i, t in enumerate(ids):
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise GenerationError(f"token id {t!r} at position {start + i} is not an integer")
+        t = int(t)
+        if not 0 <= t < n_vocab:
+            raise GenerationError(
+                f"token id {t} at position {start + i} is out of range for vocab size {n_vocab} "
+                f"(valid: 0 <= id < {n_vocab})"
+            )
+        out.append(t)
+    return out
+
+
+class Session:
+    """A model on a backend with its KV cache: run steps, or a whole generation.
+
+    Args:
+        model: a loaded :class:`~tracekit.runner.model.Model`.
+        backend: a Backend instance or name (``"numpy"``, ``"cupy"``, ``"auto"``).
+        n_ctx: KV cache length in tokens (default: the model's context, at most 4096).
+
+    Raises:
+        ValueError: ``n_ctx`` < 1 or longer than the model's context.
+    """
+
+    def __init__(self, model: Model, backend: Any = "auto", n_ctx: int | None = None) -> None:
+        cfg = model.config
+        if n_ctx is None:
+            n_ctx = min(cfg.n_ctx, DEFAULT_N_CTX)
+        if not 1 <= n_ctx <= cfg.n_ctx:
+            raise GenerationError(
+                f"KV cache length {n_ctx} must be in [1, {cfg.n_ctx}] (the model's context)"
+            )
+        self.model = model
+        self.backend: Backend = model.backend(backend)
+        self.graph = model.graph
+        self.n_ctx = int(n_ctx)
+        self.weights = model.weights(self.backend)  # the w16 cache: made once per backend
+        xp = self.backend.xp
+        shape = (self.n_ctx, cfg.n_head_kv, cfg.head_dim)
+        self.k_cache = [xp.zeros(shape, dtype=np.float32) for _ in range(cfg.n_layer)]
+        self.v_cache = [xp.zeros(shape, dtype=np.float32) for _ in range(cfg.n_layer)]
+        self.n_past = 0
+        # Per node: its arm, input names and the values it is the last reader of (freed after).
+        frees: dict[int, list[str]] = {}
+        for name, last in self.graph.last_use.items():
+            frees.setdefault(last, []).append(name)
+        self._plan = [
+            (n, ARMS[n.op], n.data_inputs, tuple(frees.get(n.id, ()))) for n in self.graph
+        ]
+
+    def reset(self) -> None:
+        """Forget the cached tokens (the cache memory is reused; stale rows are never read)."""
+        self.n_past = 0
+
+    def check_step(self, tokens: Sequence[Any]) -> list[int]:
+        """Validate one step's tokens against the vocabulary and the room left in the cache."""
+        if len(tokens) == 0:
+            raise GenerationError("a step needs at least one token")
+        ids = check_token_ids(tokens, self.model.config.n_vocab, self.n_past)
+        if self.n_past + len(ids) > self.n_ctx:
+            raise GenerationError(
+                f"{len(ids)} tokens after {self.n_past} cached ones exceed the context of "
+                f"{self.n_ctx} tokens"
+            )
+        return ids
+
+    def run_step(
+        self,
+        tokens: Sequence[int],
+        node_hook: NodeHook | None = None,
+        all_logits: bool = False,
+    ) -> np.ndarray:
+        """Run the graph once over ``tokens`` (prefill: the prompt; decode: one token).
+
+        Args:
+            tokens: the step's token ids, at positions n_past .. n_past + len - 1.
+            node_hook: ``node_hook(node, thunk)`` around every node; must return ``thunk()``.
+            all_logits: logits of every position (True) or of the last one only (False).
+
+        Returns:
+            float32 ``[rows, n_vocab]`` on the host: every position's logits, or the last's.
+
+        Raises:
+            GenerationError: bad ids or no room in the cache (before any kernel runs).
+            OpError: a node's inputs violate its op's contract (the node is named).
+        """
+        ids = self.check_step(tokens)
+        be, nt = self.backend, len(ids)
+        rows = np.arange(nt, dtype=np.int32) if all_logits else np.array([nt - 1], np.int32)
+        st = StepContext(
+            n_past=self.n_past,
+            nt=nt,
+            nr=int(rows.size),
+            inputs={
+                "tokens": be.asarray(np.asarray(ids, dtype=np.int32)),
+                "positions": be.asarray(np.arange(self.n_past, self.n_past + nt, dtype=np.int32)),
+                "rows": be.asarray(rows),
+            },
+            k_cache=self.k_cache,
+            v_cache=self.v_cache,
+            weights=self.weights,
+        )
+        values: dict[str, Any] = dict(st.inputs)
+        out = None
+        for node, arm, inputs, frees in self._plan:
+            args = [values[i] for i in inputs]
+
+            def thunk(arm: Any = arm, node: Node = node, args: list[Any] = args) -> Any:
+                try:
+                    return arm(be, node, st, *args)
+                except KernelInputError as e:
+                    raise OpError(f"node {node.name} ({node.op}): {e}") from e
+
+            if node_hook is None:
+                out = thunk()
+                be.records.clear()
+            else:
+                out = node_hook(node, thunk)
+            want = node.out_shape(nt, st.nr)
+            if tuple(out.shape) != want:
+                raise OpError(
+                    f"node {node.name} ({node.op}) produced shape {tuple(out.shape)}, "
+                    f"expected {want}"
+                )
+            values[node.name] = out
+            for name in frees:
+                del values[name]
+        self.n_past += nt
+        return np.asarray(be.to_host(out), dtype=np.float32)
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        steps: int,
+        sampling: str | dict[str, Any] | Sampling | None = "greedy",
+        node_hook: NodeHook | None = None,
+        step_hook: StepHook | None = None,
+        on_step: Callable[[StepResult], Any] | None = None,
+        stop_at_eos: bool = True,
+    ) -> list[int]:
+        """Prefill ``prompt_ids``, then up to ``steps`` decode steps; returns the new token ids.
+
+        The prefill chooses the first new token; decode step k feeds token k and chooses token
+        k + 1, so a full run returns ``steps + 1`` tokens. It stops early after choosing the
+        end-of-sequence token (that token is returned).
+
+        Args:
+            prompt_ids: the prompt's token ids (at least one).
+            steps: the number of decode steps (>= 0).
+            sampling: ``"greedy"`` or ``{"temperature": t, "top_k": k, "seed": s}``.
+            node_hook: see :meth:`run_step`.
+            step_hook: ``step_hook(name)`` returns a context manager entered around each step
+                (``"prefill"``, ``"decode 1"``, ...).
+            on_step: called with a :class:`StepResult` after each step.
+            stop_at_eos: stop after the model's EOS token.
+
+        Raises:
+            GenerationError: bad ids, prompt or steps beyond the context, bad sampling (all
+                checked before the first kernel runs).
+        """
+        cfg = self.model.config
+        sampler = Sampling.of(sampling)
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+            raise GenerationError(f"steps {steps!r} must be an integer >= 0")
+        if len(prompt_ids) == 0:
+            raise GenerationError("the prompt is empty: give at least one token")
+        ids = check_token_ids(prompt_ids, cfg.n_vocab, self.n_past)
+        room = self.n_ctx - self.n_past
+        if len(ids) > room:
+            raise GenerationError(
+                f"the prompt of {len(ids)} tokens is longer than the context of {room} tokens"
+            )
+        if len(ids) + steps > room:
+            raise GenerationError(
+                f"the prompt of {len(ids)} tokens + {steps} decode steps need "
+                f"{len(ids) + steps} positions, more than the context of {room}"
+            )
+        eos = self.model.eos_id if stop_at_eos else None
+        step_ctx = step_hook or (lambda name: contextlib.nullcontext())
+        out: list[int] = []
+        feed = ids
+        for k in range(steps + 1):
+            name = "prefill" if k == 0 else f"decode {k}"
+            n_past = self.n_past
+            with step_ctx(name):
+                logits = self.run_step(feed, node_hook=node_hook)[-1]
+            token = sampler(logits)
+            out.append(token)
+            if on_step is not None:
+                on_step(StepResult(k, name, list(feed), n_past, logits, token, token == eos))
+            if token == eos:
+                break
+            feed = [token]
+        return out
+
+
+def step_names(steps: int) -> Iterator[str]:
+    """The range names of a generation's steps: ``prefill``, ``decode 1`` .. ``decode steps``."""
+    yield "prefill"
+    for k in range(1, steps + 1):
+        yield f"decode {k}"

@@ -1,0 +1,167 @@
+"""The graph ops ("arms"): each takes (backend, node, step, *inputs) and calls ONE backend method.
+
+This is hop 1 of the dispatch chain (``Op::Add`` arm -> ``CudaState::add`` in the seed): an arm
+does not know grid sizes or kernel names; it reshapes its inputs (views only), checks the shape
+invariants the next hop relies on and names the node in every error. Attention is the one fixed
+sequence: store K, store V, attend (three launches in one node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tracekit.runner.graph import Node
+
+if TYPE_CHECKING:
+    from tracekit.kernels.backend import Backend
+    from tracekit.runner.model import Weights
+
+
+class OpError(ValueError):
+    """A node's inputs violate its op's contract; the message names the node."""
+
+
+@dataclass
+class StepContext:
+    """What the arms of one step share: step inputs, the KV cache and the prepared weights.
+
+    ``inputs`` holds the step inputs on the backend: ``tokens`` and ``positions`` (int32 [nt],
+    positions n_past .. n_past+nt-1) and ``rows`` (int32 [nr], the rows whose logits are made).
+    """
+
+    n_past: int
+    nt: int
+    nr: int
+    inputs: dict[str, Any]
+    k_cache: list[Any]
+    v_cache: list[Any]
+    weights: Weights
+
+
+def _fail(node: Node, msg: str) -> OpError:
+    return OpError(f"node {node.name} ({node.op}): {msg}")
+
+
+def _want(node: Node, x: Any, shape: tuple[int, ...], what: str) -> None:
+    if tuple(x.shape) != shape:
+        raise _fail(node, f"{what} has shape {tuple(x.shape)}, expected {shape}")
+
+
+def embed_rows(be: Backend, node: Node, st: StepContext, tokens: Any) -> Any:
+    t = st.weights.embed
+    return be.embed_rows(t.raw, t.qtype, t.shape, tokens)
+
+
+def gather_rows(be: Backend, node: Node, st: StepContext, x: Any, rows: Any) -> Any:
+    _want(node, x, (st.nt, int(node.shape[-1])), "input")  # type: ignore[arg-type]
+    return be.gather_rows_f32(x, rows)
+
+
+def scale(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    return be.scale_f32(x, float(node.attrs["scale"]))
+
+
+def add(be: Backend, node: Node, st: StepContext, x: Any, y: Any) -> Any:
+    if tuple(x.shape) != tuple(y.shape):
+        raise _fail(node, f"inputs have shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    return be.add_f32(x, y)
+
+
+def add_bias(be: Backend, node: Node, st: StepContext, y: Any) -> Any:
+    b = st.weights.vectors[node.weight]
+    if y.ndim != 2 or int(b.shape[0]) != int(y.shape[1]):
+        raise _fail(node, f"bias {tuple(b.shape)} does not match rows {tuple(y.shape)}")
+    return be.add_bias_f32(y, b)  # in place: y is the matmul output, read by nothing else
+
+
+def mul(be: Backend, node: Node, st: StepContext, x: Any, y: Any) -> Any:
+    if tuple(x.shape) != tuple(y.shape):
+        raise _fail(node, f"inputs have shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    return be.mul_f32(x, y)
+
+
+def silu(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    return be.silu_f32(x)
+
+
+def gelu_tanh(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    return be.gelu_tanh_f32(x)
+
+
+def rms_norm(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    w = st.weights.vectors[node.weight]
+    heads = node.attrs.get("heads")
+    if heads:  # per-head norm (gemma3 q/k): [nt, heads * hd] -> [nt, heads, hd] rows of hd
+        hd = int(w.shape[0])
+        if x.size != x.shape[0] * heads * hd:
+            raise _fail(node, f"input {tuple(x.shape)} is not [nt, {heads} heads x {hd}]")
+        x = x.reshape(x.shape[0], heads, hd)
+    elif int(x.shape[-1]) != int(w.shape[0]):
+        raise _fail(node, f"input {tuple(x.shape)} does not match weight {tuple(w.shape)}")
+    return be.rms_norm_f32(x, w, float(node.attrs["eps"]))
+
+
+def rope(be: Backend, node: Node, st: StepContext, x: Any, positions: Any) -> Any:
+    heads = int(node.attrs["heads"])
+    if x.ndim == 2:
+        if x.shape[1] % heads:
+            raise _fail(node, f"input {tuple(x.shape)} does not split into {heads} heads")
+        x = x.reshape(x.shape[0], heads, x.shape[1] // heads)
+    return be.rope_f32(
+        x,
+        positions,
+        float(node.attrs["base"]),
+        bool(node.attrs["neox"]),
+        float(node.attrs["freq_scale"]),
+    )
+
+
+def attention(be: Backend, node: Node, st: StepContext, q: Any, k: Any, v: Any) -> Any:
+    a = node.attrs
+    n_head, n_kv, hd = int(a["n_head"]), int(a["n_head_kv"]), int(a["head_dim"])
+    nt, il = st.nt, node.layer
+    assert il is not None
+    _want(node, q, (nt, n_head, hd), "q")
+    _want(node, k, (nt, n_kv, hd), "k")
+    if v.size != nt * n_kv * hd:
+        raise _fail(node, f"v has shape {tuple(v.shape)}, expected [{nt}, {n_kv * hd}]")
+    v = v.reshape(nt, n_kv, hd)
+    kc, vc = st.k_cache[il], st.v_cache[il]
+    if st.n_past + nt > int(kc.shape[0]):
+        raise _fail(
+            node, f"n_past {st.n_past} + {nt} tokens exceeds the KV cache's {kc.shape[0]} rows"
+        )
+    be.kv_store_f32(kc, k, st.n_past)
+    be.kv_store_f32(vc, v, st.n_past)
+    return be.attention_f32(
+        q, kc, vc, st.n_past, float(a["scale"]), int(a["window"]), float(a["softcap"])
+    )
+
+
+def matmul(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    w = st.weights.matmul[node.weight]
+    k = int(node.attrs["k"])
+    if x.ndim != 2 or int(x.shape[1]) != k:
+        raise _fail(node, f"input {tuple(x.shape)} is not [rows, k={k}]")
+    return be.matmul(x, w)
+
+
+Arm = Callable[..., Any]
+
+#: op name -> arm. One per op in graph.OP_FAMILY; tests check the two tables agree.
+ARMS: dict[str, Arm] = {
+    "embed_rows": embed_rows,
+    "gather_rows": gather_rows,
+    "scale": scale,
+    "add": add,
+    "add_bias": add_bias,
+    "mul": mul,
+    "silu": silu,
+    "gelu_tanh": gelu_tanh,
+    "rms_norm": rms_norm,
+    "rope": rope,
+    "attention": attention,
+    "matmul": matmul,
+}

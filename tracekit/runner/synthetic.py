@@ -1,0 +1,478 @@
+"""Small deterministic GGUF models of each architecture, written with ``gguf.GGUFWriter``.
+
+They are random but well scaled (activations O(1), logits spread over a few units, so the
+top-1 token is never a near tie), carry a real tokenizer (a byte-level BPE vocabulary learned
+deterministically from a fixed text) and use every tensor type of tracekit's quant table
+somewhere, so the parity tests against Hugging Face transformers cover every dequant path.
+The file layout is llama.cpp's converter's: tensor names, metadata keys, llama's Q/K row
+permutation, gemma3's norm weights with the +1 folded in.
+
+gguf-py quantizes Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 itself; it has no quantizer for the K-quants, so
+:func:`quantize_q4_k`, :func:`quantize_q5_k` and :func:`quantize_q6_k` below pack them (a
+plain min/max fit, not llama.cpp's search: valid blocks that decode close to the input are all
+the tests need; ``gguf.quants.dequantize`` is the decoder they are checked against).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+
+QK_K = 256
+
+# -- K-quant packers (gguf-py has dequantizers only) ---------------------------------------------
+
+
+def _f16(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float16)
+
+
+def _pack_k_scales(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
+    """Q4_K/Q5_K's 12 bytes of eight 6-bit scales and mins per block (gguf-py's get_scale_min).
+
+    bytes 0-3: sc[0:4] | (sc[4:8] >> 4) << 6      bytes 4-7: mn[0:4] | (mn[4:8] >> 4) << 6
+    bytes 8-11: (sc[4:8] & 15) | (mn[4:8] & 15) << 4
+    """
+    sc, mn = sc.astype(np.uint8), mn.astype(np.uint8)
+    out = np.empty((sc.shape[0], 12), dtype=np.uint8)
+    out[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 4:8] = mn[:, 0:4] | ((mn[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (sc[:, 4:8] & 0x0F) | ((mn[:, 4:8] & 0x0F) << 4)
+    return out
+
+
+def _fit_min_max(x: np.ndarray, levels: int) -> tuple[np.ndarray, ...]:
+    """Per 32-value sub-block: y = d*sc*q - dmin*m with q in [0, levels]; returns the codes."""
+    nb = x.shape[0]
+    xs = x.reshape(nb, 8, 32)
+    lo = np.minimum(xs.min(axis=-1), 0.0)  # llama.cpp clamps the min at 0 too
+    hi = xs.max(axis=-1)
+    scale = (hi - lo) / levels
+    mins = -lo
+    d = _f16(scale.max(axis=-1) / 63)
+    dmin = _f16(mins.max(axis=-1) / 63)
+    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d32 > 0, np.rint(scale / d32), 0).clip(0, 63)
+        m = np.where(dmin32 > 0, np.rint(mins / dmin32), 0).clip(0, 63)
+        step = (d32 * sc)[..., None]
+        q = np.where(step > 0, np.rint((xs + (dmin32 * m)[..., None]) / step), 0)
+    return d, dmin, sc, m, q.clip(0, levels).astype(np.uint8).reshape(nb, QK_K)
+
+
+def _blocks(data: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    data = np.asarray(data, dtype=np.float32)
+    if data.shape[-1] % QK_K:
+        raise ValueError(f"row length {data.shape[-1]} is not a multiple of {QK_K}")
+    return data.reshape(-1, QK_K), data.shape
+
+
+def _nibbles(q: np.ndarray) -> np.ndarray:
+    """Q4_K/Q5_K qs: element 64p + 32h + l is nibble h of byte 32p + l."""
+    q = q.reshape(-1, 4, 2, 32) & 0x0F
+    return (q[:, :, 0] | (q[:, :, 1] << 4)).reshape(-1, 128)
+
+
+def quantize_q4_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows (length a multiple of 256) as Q4_K blocks; returns uint8 [rows, bytes]."""
+    x, shape = _blocks(data)
+    d, dmin, sc, m, q = _fit_min_max(x, 15)
+    out = np.concatenate(
+        [d[:, None].view(np.uint8), dmin[:, None].view(np.uint8), _pack_k_scales(sc, m),
+         _nibbles(q)], axis=1)  # fmt: skip
+    return out.reshape(*shape[:-1], -1)
+
+
+def quantize_q5_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as Q5_K blocks (Q4_K's layout + 32 bytes of 5th bits: bit g of byte l
+    is element 32g + l's)."""
+    x, shape = _blocks(data)
+    d, dmin, sc, m, q = _fit_min_max(x, 31)
+    hi = ((q.reshape(-1, 8, 32) >> 4) & 1).astype(np.uint8)
+    qh = np.zeros((x.shape[0], 32), dtype=np.uint8)
+    for g in range(8):
+        qh |= hi[:, g] << g
+    out = np.concatenate(
+        [d[:, None].view(np.uint8), dmin[:, None].view(np.uint8), _pack_k_scales(sc, m), qh,
+         _nibbles(q)], axis=1)  # fmt: skip
+    return out.reshape(*shape[:-1], -1)
+
+
+def quantize_q6_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as Q6_K blocks: ql 128 B, qh 64 B, 16 int8 scales, f16 d (210 B).
+
+    Element 128h + 64s + l (l < 64): low nibble s of ql[64h + l]; element 128h + 32g + l
+    (l < 32): 2 high bits at bit 2g of qh[32h + l]; value d * scale[e // 16] * (q - 32).
+    """
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 16, 16)
+    s = np.abs(xs).max(axis=-1) / 31
+    d = _f16(s.max(axis=-1) / 127)
+    d32 = d.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d32 > 0, np.rint(s / d32), 0).clip(0, 127)
+        step = (d32 * sc)[..., None]
+        q = np.where(step > 0, np.rint(xs / step), 0).clip(-32, 31)
+    q = (q + 32).astype(np.uint8).reshape(nb, 2, 128)
+    lo = q & 0x0F
+    ql = (lo[:, :, 0:64] | (lo[:, :, 64:128] << 4)).reshape(nb, 128)
+    hi = (q >> 4).reshape(nb, 2, 4, 32)
+    qh = hi[:, :, 0] | (hi[:, :, 1] << 2) | (hi[:, :, 2] << 4) | (hi[:, :, 3] << 6)
+    out = np.concatenate(
+        [ql, qh.reshape(nb, 64), sc.astype(np.int8).view(np.uint8), d[:, None].view(np.uint8)],
+        axis=1,
+    )
+    return out.reshape(*shape[:-1], -1)
+
+
+_K_QUANTIZERS: dict[T, Callable[[np.ndarray], np.ndarray]] = {
+    T.Q4_K: quantize_q4_k,
+    T.Q5_K: quantize_q5_k,
+    T.Q6_K: quantize_q6_k,
+}
+
+
+def quantize(data: np.ndarray, qtype: T) -> np.ndarray:
+    """Encode float data as ``qtype`` (gguf-py's quantizers, plus the K-quant packers above)."""
+    if qtype in _K_QUANTIZERS:
+        return _K_QUANTIZERS[qtype](data)
+    return gguf.quants.quantize(np.asarray(data, dtype=np.float32), qtype)
+
+
+# -- a byte-level BPE vocabulary, learned deterministically -----------------------------------------
+CORPUS = """\
+The kernel reads one block of weights, scales each value and writes the result back to memory.
+A residual add is bandwidth bound: it reads two vectors and writes one, so its time is bytes
+over bandwidth. The embedding gather reads one row per token; with thirty tokens it is launch
+bound, because the launch costs more than the memory traffic. The matmul of a prefill is compute
+bound, the matmul of a decode step reads every weight once for a single token and is bandwidth
+bound again. Every node of the graph runs inside a range: the profiler shows the range name, the
+trace shows what the node did to the data. The tokenizer splits the prompt into tokens, the
+model turns the tokens into logits, and the sampler picks the next token from the logits.
+We read the kernels the way a contributor should: the source, line by line, then the CPU
+counterpart, then the arithmetic of bytes and flops. The quantized weights are stored in blocks
+of thirty-two or two hundred fifty-six values with a scale per block; the dequant kernel turns
+them into half precision once, at load, and the cache keeps them for every later call.
+"""
+
+#: GPT-2's pre-tokenizer regex (split words, numbers, punctuation, spaces).
+_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def _byte_alphabet() -> list[str]:
+    """GPT-2's bytes_to_unicode, as a list indexed by byte value."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    table = dict(zip(bs, cs, strict=True))
+    return [chr(table[b]) for b in range(256)]
+
+
+@dataclass(frozen=True)
+class Vocab:
+    tokens: list[str]
+    token_types: list[int]
+    merges: list[str]
+    bos_id: int
+    eos_id: int
+
+
+def byte_level_vocab(n_merges: int, corpus: str = CORPUS) -> Vocab:
+    """256 byte tokens (id = byte value), ``n_merges`` learned merges, then the specials.
+
+    The merges are learned by plain BPE on ``corpus`` split by GPT-2's regex: each round merges
+    the most frequent adjacent pair, ties broken by the pair's text, so the result is the same
+    on every machine and every run.
+    """
+    from tokenizers import Regex, pre_tokenizers
+
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    words = Counter(w for w, _ in pre.pre_tokenize_str(corpus))
+    seqs = {w: list(w) for w in words}
+    tokens = _byte_alphabet()
+    merges: list[str] = []
+    while len(merges) < n_merges:
+        pairs: Counter[tuple[str, str]] = Counter()
+        for w, n in words.items():
+            s = seqs[w]
+            for a, b in zip(s, s[1:], strict=False):
+                pairs[(a, b)] += n
+        if not pairs:
+            break
+        best = min(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        merges.append(f"{best[0]} {best[1]}")
+        tokens.append(best[0] + best[1])
+        for w, s in seqs.items():
+            i, out = 0, []
+            while i < len(s):
+                if i + 1 < len(s) and (s[i], s[i + 1]) == best:
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(s[i])
+                    i += 1
+            seqs[w] = out
+    n_normal = len(tokens)
+    tokens += list(SPECIAL_TOKENS)
+    types = [1] * n_normal + [3] * len(SPECIAL_TOKENS)  # 1 normal, 3 control (llama.cpp)
+    return Vocab(tokens, types, merges, bos_id=n_normal, eos_id=n_normal)
+
+
+# -- model writer ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """A synthetic model: architecture, dimensions, tensor types, seed.
+
+    ``types`` maps a role (``attn_q``, ``ffn_down``, ``token_embd``, ``output``, ...) to one type
+    or a list of types cycled over the layers.
+    """
+
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    types: dict[str, T | tuple[T, ...]]
+    n_ctx: int = 512
+    n_merges: int = 45
+    rope_base: float = 10000.0
+    rms_eps: float = 1e-6
+    tied: bool = False
+    sliding_window: int = 0
+    pre: str = "gpt2"
+    name: str = "tracekit synthetic"
+    embd_std: float | None = None  # None: 1 untied; logit_gain / sqrt(n_embd) tied
+    logit_gain: float = 3.0
+    extra_meta: dict[str, object] = field(default_factory=dict)
+
+    def type_of(self, role: str, il: int = 0) -> T:
+        t = self.types.get(role, T.F32)
+        return t[il % len(t)] if isinstance(t, tuple) else t
+
+
+def _llama_permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's converter permutation of Q/K rows (HF rotate-half -> ggml adjacent pairs)."""
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
+
+
+def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) -> Path:
+    """Write ``spec`` as a GGUF file with weights drawn from ``seed``; returns the path."""
+    s = spec
+    rng = np.random.default_rng(seed)
+    vocab = byte_level_vocab(s.n_merges)
+    n_vocab = len(vocab.tokens)
+    e, f, hd = s.n_embd, s.n_ff, s.head_dim
+    qd, kvd = s.n_head * hd, s.n_head_kv * hd
+    gemma = s.arch == "gemma3"
+
+    def normal(shape: tuple[int, ...], std: float) -> np.ndarray:
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm_weight(n: int) -> np.ndarray:
+        # gemma stores 1 + w (HF's x * (1 + w)); others store w near 1 directly.
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), s.arch)
+    w.add_name(s.name)
+    w.add_block_count(s.n_layer)
+    w.add_context_length(s.n_ctx)
+    w.add_embedding_length(e)
+    w.add_feed_forward_length(f)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_layer_norm_rms_eps(s.rms_eps)
+    w.add_rope_freq_base(s.rope_base)
+    if gemma:
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+        w.add_sliding_window(s.sliding_window)
+    else:
+        w.add_rope_dimension_count(hd)
+        if hd != e // s.n_head:
+            w.add_key_length(hd)
+            w.add_value_length(hd)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(1)  # informational only (llama.cpp's "mostly F16"); tensors carry types
+    for k, v in s.extra_meta.items():
+        if isinstance(v, float):
+            w.add_float32(k, v)
+        elif isinstance(v, int):
+            w.add_uint32(k, v)
+        else:
+            w.add_string(k, str(v))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(s.pre)
+    w.add_token_list(vocab.tokens)
+    w.add_token_types(vocab.token_types)
+    w.add_token_merges(vocab.merges)
+    w.add_bos_token_id(vocab.bos_id)
+    w.add_eos_token_id(vocab.eos_id)
+    w.add_pad_token_id(vocab.eos_id)
+    w.add_add_bos_token(False)
+
+    def put(name: str, data: np.ndarray, qtype: T) -> None:
+        if qtype == T.F32:
+            w.add_tensor(name, data.astype(np.float32))
+        elif qtype == T.F16:
+            w.add_tensor(name, data.astype(np.float16))
+        else:
+            w.add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
+
+    embd_std = s.embd_std if s.embd_std is not None else (s.logit_gain * e**-0.5 if s.tied else 1.0)
+    emb = normal((n_vocab, e), embd_std)
+    put("token_embd.weight", emb, s.type_of("token_embd"))
+    for il in range(s.n_layer):
+        b = f"blk.{il}."
+        put(b + "attn_norm.weight", norm_weight(e), T.F32)
+        wq, wk = normal((qd, e), e**-0.5), normal((kvd, e), e**-0.5)
+        if s.arch == "llama":
+            wq, wk = _llama_permute(wq, s.n_head), _llama_permute(wk, s.n_head_kv)
+        put(b + "attn_q.weight", wq, s.type_of("attn_q", il))
+        put(b + "attn_k.weight", wk, s.type_of("attn_k", il))
+        put(b + "attn_v.weight", normal((kvd, e), e**-0.5), s.type_of("attn_v", il))
+        if s.arch == "qwen2":
+            put(b + "attn_q.bias", normal((qd,), 0.5), T.F32)
+            put(b + "attn_k.bias", normal((kvd,), 0.5), T.F32)
+            put(b + "attn_v.bias", normal((kvd,), 0.2), T.F32)
+        if gemma:
+            put(b + "attn_q_norm.weight", norm_weight(hd), T.F32)
+            put(b + "attn_k_norm.weight", norm_weight(hd), T.F32)
+        put(b + "attn_output.weight", normal((e, qd), 0.5 * qd**-0.5), s.type_of("attn_output", il))
+        if gemma:
+            put(b + "post_attention_norm.weight", norm_weight(e), T.F32)
+        put(b + "ffn_norm.weight", norm_weight(e), T.F32)
+        put(b + "ffn_gate.weight", normal((f, e), e**-0.5), s.type_of("ffn_gate", il))
+        put(b + "ffn_up.weight", normal((f, e), e**-0.5), s.type_of("ffn_up", il))
+        put(b + "ffn_down.weight", normal((e, f), 0.5 * f**-0.5), s.type_of("ffn_down", il))
+        if gemma:
+            put(b + "post_ffw_norm.weight", norm_weight(e), T.F32)
+    put("output_norm.weight", norm_weight(e), T.F32)
+    if not s.tied:
+        out = normal((n_vocab, e), s.logit_gain * e**-0.5)
+        out[vocab.bos_id :] *= 0.1  # untrained special tokens: rarely chosen
+        put("output.weight", out, s.type_of("output"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+#: The synthetic models of the parity tests. Across the three, every type of the quant table is
+#: used for some matmul weight or the embedding (K-quants only where rows are 256-multiples).
+SPECS: dict[str, SyntheticSpec] = {
+    "llama": SyntheticSpec(
+        arch="llama",
+        n_layer=3,
+        n_embd=128,
+        n_ff=256,
+        n_head=4,
+        n_head_kv=2,
+        head_dim=32,
+        types={
+            "token_embd": T.F16,
+            "attn_q": (T.Q4_0, T.Q8_0, T.Q4_1),
+            "attn_k": (T.Q4_1, T.Q5_0, T.F32),
+            "attn_v": (T.Q5_0, T.BF16, T.Q8_0),
+            "attn_output": (T.Q5_1, T.Q4_0, T.F16),
+            "ffn_gate": (T.Q8_0, T.Q5_1, T.Q4_0),
+            "ffn_up": (T.BF16, T.Q4_1, T.Q5_0),
+            "ffn_down": (T.Q5_K, T.Q4_K, T.Q6_K),
+            "output": T.Q8_0,
+        },
+        rope_base=10000.0,
+        rms_eps=1e-5,
+        pre="smollm",
+    ),
+    "qwen2": SyntheticSpec(
+        arch="qwen2",
+        n_layer=2,
+        n_embd=256,
+        n_ff=512,
+        n_head=4,
+        n_head_kv=2,
+        head_dim=64,
+        types={
+            "token_embd": T.Q4_K,
+            "attn_q": (T.Q4_K, T.Q5_K),
+            "attn_k": (T.Q5_K, T.Q6_K),
+            "attn_v": (T.Q6_K, T.Q8_0),
+            "attn_output": (T.Q4_0, T.Q4_K),
+            "ffn_gate": (T.Q5_0, T.Q6_K),
+            "ffn_up": (T.Q8_0, T.Q5_1),
+            "ffn_down": (T.Q6_K, T.Q4_1),
+        },
+        tied=True,
+        rope_base=1000000.0,
+        pre="qwen2",
+    ),
+    "gemma3": SyntheticSpec(
+        arch="gemma3",
+        n_layer=6,  # layer 5 is the global one (every 6th)
+        n_embd=128,
+        n_ff=256,
+        n_head=2,
+        n_head_kv=1,
+        head_dim=256,  # = HF's default query_pre_attn_scalar, so both scale by 1/16
+        types={
+            "token_embd": T.Q5_0,
+            "attn_q": (T.Q4_0, T.Q8_0),
+            "attn_k": (T.Q8_0, T.Q4_1),
+            "attn_v": (T.Q4_1, T.F16),
+            "attn_output": (T.Q4_K, T.Q6_K, T.Q5_K),
+            "ffn_gate": (T.F16, T.Q5_1),
+            "ffn_up": (T.Q5_1, T.BF16),
+            "ffn_down": (T.Q6_K, T.Q4_K),
+        },
+        tied=True,
+        rope_base=1000000.0,
+        sliding_window=4,
+        embd_std=0.25,  # x sqrt(128) at the input: O(1) activations, logits spread ~3
+    ),
+}
+
+
+def write_synthetic_model(
+    path: str | os.PathLike[str], arch: str, seed: int = 0, **changes: object
+) -> Path:
+    """Write the synthetic model of ``arch`` (``SPECS[arch]``, fields overridable) to ``path``.
+
+    Raises:
+        ValueError: an architecture without a synthetic spec.
+    """
+    if arch not in SPECS:
+        raise ValueError(f"no synthetic model for architecture {arch!r} (have: {', '.join(SPECS)})")
+    spec = SPECS[arch]
+    if changes:
+        from dataclasses import replace
+
+        spec = replace(spec, **changes)  # type: ignore[arg-type]
+    return write_model(path, spec, seed)
