@@ -17,6 +17,8 @@
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_HD 256
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
+// -inf without <math.h> (NVRTC has no INFINITY macro).
+#define NEG_INF __int_as_float(0xff800000)
 
 extern "C" __global__ void kv_store_f32(const float* __restrict__ x, float* __restrict__ cache,
                                         long long offset, long long n) {
@@ -50,7 +52,7 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) sq[d] = qrow[d];
     __syncthreads();
 
-    float m = -INFINITY, l = 0.0f;
+    float m = NEG_INF, l = 0.0f;
     float acc[ATT_PER_LANE];
 #pragma unroll
     for (int i = 0; i < ATT_PER_LANE; ++i) acc[i] = 0.0f;
@@ -90,13 +92,13 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
         sl[warp] = l;
     }
     __syncthreads();
-    float M = -INFINITY;
+    float M = NEG_INF;
     for (int w = 0; w < ATT_WARPS; ++w) M = fmaxf(M, sm[w]);
     float L = 0.0f, wt[ATT_WARPS];
     for (int w = 0; w < ATT_WARPS; ++w) {
         // A warp that saw no key (fewer keys than warps) has m = -inf and weighs nothing; a
         // NaN m gives a NaN weight, so a NaN score reaches the output as in the reference.
-        wt[w] = sm[w] == -INFINITY ? 0.0f : expf(sm[w] - M);
+        wt[w] = sm[w] == NEG_INF ? 0.0f : expf(sm[w] - M);
         L += sl[w] * wt[w];
     }
     float* orow = out + ((long long)t * n_head + h) * hd;
