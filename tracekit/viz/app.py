@@ -1,0 +1,818 @@
+"""The Dash app that replays a trace: ``create_app(paths)`` and ``tracekit viz``.
+
+Security: the traces are read once, at start-up, from the paths given on the command line;
+no callback takes a path (or anything but node ids, step positions and view names) from the
+browser, the server binds 127.0.0.1 unless told otherwise, and trace content is only ever
+parsed as JSON (``load_trace``) and shown as text (HTML-escaped in figure hover labels).
+
+Callbacks are registered once per app, in :func:`create_app`, and stay thin: each reads the
+traces closed over here and calls the pure builders of :mod:`tracekit.viz.figures` and
+:mod:`tracekit.viz.data`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import ipaddress
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dash
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
+from tracekit.runner.diff import DiffReport, diff_traces
+from tracekit.runner.trace import TraceError, load_trace
+from tracekit.viz import data as d
+from tracekit.viz import figures as f
+
+ASSETS = Path(__file__).with_name("assets")
+#: Playback: one node per tick (ms); a node change renders in well under this.
+PLAY_INTERVAL_MS = 600
+_GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": False}
+
+Trace = Mapping[str, Any]
+
+
+# -- small layout helpers --------------------------------------------------------------------
+def _kv_table(rows: Sequence[tuple[str, Any]], cls: str = "tk-kv") -> html.Table:
+    return html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows], className=cls)
+
+
+def _goto(node_id: int, label: str, src: str, step: int = -1) -> html.Button:
+    """A link-styled button that selects ``node_id`` (and step ``step`` when >= 0); ``src``
+    names the panel it sits in, so the same target in two panels keeps two distinct ids."""
+    return html.Button(
+        label,
+        id={"type": "goto", "node": node_id, "step": step, "src": src},
+        className="tk-link",
+    )
+
+
+def _graph(gid: str, **kw: Any) -> dcc.Graph:
+    return dcc.Graph(id=gid, figure=f.empty_figure(""), config=_GRAPH_CONFIG, **kw)
+
+
+def _step_marks(n: int) -> dict[int, str]:
+    every = max(1, -(-n // 10))
+    return {j: ("prefill" if j == 0 else str(j)) for j in range(0, n, every)}
+
+
+def _nan_alert(trace: Trace, where: str) -> html.Div | None:
+    at = d.first_nonfinite(trace)
+    if at is None:
+        return None
+    j, i = at
+    name, step = trace["nodes"][i]["name"], trace["steps"][j]["name"]
+    rec = trace["steps"][j]["nodes"][i]["stats"]
+    return html.Div(
+        [
+            html.Strong("NaN/Inf: "),
+            f"the first node whose output held a NaN or an Inf is {name} at {step} "
+            f"({rec['nan']} NaN, {rec['pos_inf']} +Inf, {rec['neg_inf']} −Inf). ",
+            _goto(i, f"select {name}", where, step=j),
+        ],
+        id=f"nan-alert-{where}",
+        className="tk-alert",
+    )
+
+
+# -- overview --------------------------------------------------------------------------------
+def _overview(trace: Trace, path: Path) -> html.Div:
+    m, run, c = trace["model"], trace["run"], trace["ceilings"]
+    cap = d.capture_summary(trace)
+    model_rows = [
+        ("file", str(path)),
+        ("model", f"{m['name']} ({m['architecture']})"),
+        (
+            "size",
+            f"{m['n_layer']} layers, n_embd {m['n_embd']}, heads {m['n_head']}/"
+            f"{m['n_head_kv']} × {m['head_dim']}, n_ff {m['n_ff']}, vocab {m['n_vocab']}",
+        ),
+        (
+            "weights",
+            ", ".join(f"{k} × {v}" for k, v in m["tensor_types"].items())
+            + f" · {d.fmt_bytes(m['file_bytes'])}",
+        ),
+        ("device", f"{run['device']} ({run['backend']} backend)"),
+        (
+            "prompt",
+            repr(run["prompt"])
+            if run["prompt"] is not None
+            else f"token ids {run['prompt_tokens']}",
+        ),
+        ("generated", repr(run["generated_text"])),
+        (
+            "steps",
+            f"prefill + {len(trace['steps']) - 1} decode (requested "
+            f"{run['steps_requested']})"
+            + ("" if trace["complete"] else " · INCOMPLETE: run interrupted"),
+        ),
+    ]
+    method = c["method"]
+    method_txt = (
+        "; ".join(f"{k}: {v}" for k, v in method.items()) if isinstance(method, dict) else method
+    )
+    ceil_rows = [
+        ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
+        ("launch overhead", d.fmt_time(c["launch_overhead_s"])),
+        ("peak compute", d.fmt_rate(c["peak_flops"], "flop/s")),
+        ("ridge point", f"{c['ridge_flop_per_byte']:.3g} flop/B"),
+        ("measured", f"{c['measured_at']} · {method_txt}"),
+        ("bound rule", trace["classification"]["rule"]),
+    ]
+    worst = cap["worst_cost"]
+    cap_rows = [
+        (
+            "capture",
+            f"{cap['capture']} · CUDA graph {'on' if cap['cuda_graph'] else 'off'}"
+            f" · NVTX {'on' if cap['nvtx'] else 'off'}",
+        ),
+        (
+            "capture cost per node",
+            "— (no timing-only pass)"
+            if cap["median_cost"] is None
+            else f"median {cap['median_cost']:.3g}×, worst {worst[0]:.3g}× ({worst[1]}) host time",
+        ),
+        (
+            "node time, full ÷ timing pass",
+            "—" if cap["time_ratio"] is None else f"{cap['time_ratio']:.3g}×",
+        ),
+    ]
+    counts = d.bound_counts(trace)
+    bound_table = html.Table(
+        [
+            html.Tr(
+                [html.Th("node records")]
+                + [html.Th(f"{b}-bound") for b in d.BOUND_CLASSES]
+                + [html.Th("no launch")]
+            )
+        ]
+        + [
+            html.Tr([html.Td(kind)] + [html.Td(str(v[b])) for b in (*d.BOUND_CLASSES, "none")])
+            for kind, v in counts.items()
+        ],
+        className="tk-grid",
+        id="bound-counts",
+    )
+    slow = d.slowest_nodes(trace, 10)
+    slow_table = html.Table(
+        [
+            html.Tr(
+                [
+                    html.Th(h)
+                    for h in ("node", "family", "prefill", "decode (mean)", "all steps", "share")
+                ]
+            )
+        ]
+        + [
+            html.Tr(
+                [
+                    html.Td(_goto(r["id"], r["name"], "slowest")),
+                    html.Td(r["family"]),
+                    html.Td(d.fmt_time(r["prefill_s"])),
+                    html.Td(d.fmt_time(r["decode_mean_s"])),
+                    html.Td(d.fmt_time(r["total_s"])),
+                    html.Td(d.fmt_pct(r["share"])),
+                ]
+            )
+            for r in slow
+        ],
+        className="tk-grid",
+        id="slowest-nodes",
+    )
+    alert = _nan_alert(trace, "overview")
+    return html.Div(
+        [
+            alert
+            if alert is not None
+            else html.Div(
+                "No node produced a NaN or an Inf."
+                if d.has_stats(trace)
+                else "Timing capture: no statistics, so NaN/Inf were not checked.",
+                className="tk-ok",
+            ),
+            html.Div(
+                [
+                    html.Div(
+                        [html.H3("model and run"), _kv_table(model_rows)], className="tk-card"
+                    ),
+                    html.Div(
+                        [
+                            html.H3("measured ceilings"),
+                            _kv_table(ceil_rows),
+                            html.H3("capture"),
+                            _kv_table(cap_rows),
+                        ],
+                        className="tk-card",
+                    ),
+                ],
+                className="tk-row",
+            ),
+            dcc.Graph(figure=f.family_time_figure(trace), config=_GRAPH_CONFIG, id="family-time"),
+            html.Div(
+                [
+                    html.Div([html.H3("slowest nodes"), slow_table], className="tk-card"),
+                    html.Div([html.H3("bound classes"), bound_table], className="tk-card"),
+                ],
+                className="tk-row",
+            ),
+        ],
+        id="overview",
+    )
+
+
+# -- node detail -----------------------------------------------------------------------------
+def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
+    node, rec = trace["nodes"][i], trace["steps"][j]["nodes"][i]
+    p = rec["perf"]
+    ins, outs = d.input_ids(trace, i), d.consumer_ids(trace, i)
+    weights = d.weight_inputs(trace, i)
+    shape = "×".join(map(str, rec["shape"])) or "scalar"
+    head = [
+        html.H2(node["name"], id="detail-name"),
+        html.Div(
+            f"{node['op']} · {node['family']} · "
+            + ("no layer" if node["layer"] is None else f"layer {node['layer']}")
+            + f" · {shape} {rec['dtype']} · {trace['steps'][j]['name']}",
+            className="tk-sub",
+        ),
+        html.Div(
+            [html.Span("inputs: ", className="tk-label")]
+            + [_goto(k, trace["nodes"][k]["name"], "inputs") for k in dict.fromkeys(ins)]
+            + [
+                html.Span(
+                    f"weight {w}" + (f" ({node['weight_type']})" if node["weight_type"] else ""),
+                    className="tk-weight",
+                )
+                for w in weights
+            ]
+            + ([] if ins or weights else [html.Span("none")]),
+            className="tk-nav",
+            id="detail-inputs",
+        ),
+        html.Div(
+            [html.Span("consumers: ", className="tk-label")]
+            + [_goto(k, trace["nodes"][k]["name"], "consumers") for k in outs]
+            + ([] if outs else [html.Span("none (a graph output)")]),
+            className="tk-nav",
+            id="detail-consumers",
+        ),
+    ]
+    bound = p["bound"]
+    body: list[Any] = [
+        html.Div(
+            [
+                html.Span(
+                    f"{bound}-bound" if bound else "no launch",
+                    className=f"tk-badge tk-{bound or 'none'}",
+                ),
+                html.Span(p["reason"], className="tk-reason"),
+            ],
+            id="detail-bound",
+        ),
+        _kv_table(d.perf_rows(trace, rec)),
+    ]
+    launches = d.launch_rows(rec)
+    if launches:
+        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops")
+        heads = (
+            "kernel",
+            "grid",
+            "block",
+            "threads working of launched",
+            "read",
+            "written",
+            "flops",
+        )
+        body.append(
+            html.Table(
+                [html.Tr([html.Th(h) for h in heads])]
+                + [html.Tr([html.Td(r[k]) for k in cols]) for r in launches],
+                className="tk-grid",
+                id="detail-launches",
+            )
+        )
+    stats = rec["stats"]
+    if stats is None:
+        body.append(html.Div("timing capture: no statistics for this node", className="tk-sub"))
+    else:
+        body.append(_kv_table(d.stats_rows(stats), cls="tk-kv tk-stats"))
+    return head, body
+
+
+# -- compare ---------------------------------------------------------------------------------
+def _compare_summary(
+    a: Trace,
+    b: Trace,
+    j: int,
+    deltas: Sequence[d.NodeDelta],
+    report: DiffReport,
+    paths: Sequence[Path],
+) -> list[Any]:
+    """The whole-trace verdict of ``tracekit diff`` (same rule), then this step's first
+    diverging node with a link that selects it."""
+    out: list[Any] = [
+        html.Div(
+            f"A: {paths[0]} ({a['run']['device']}, {a['run']['backend']}, {a['run']['capture']})"
+        ),
+        html.Div(
+            f"B: {paths[1]} ({b['run']['device']}, {b['run']['backend']}, {b['run']['capture']})"
+        ),
+        html.Pre(report.text(), className="tk-text", id="diff-report"),
+    ]
+    fd = report.first_divergence
+    by_name = {n["name"]: n["id"] for n in a["nodes"]}
+    if fd is not None and fd.node in by_name:
+        k = next(i for i, s in enumerate(a["steps"]) if s["name"] == fd.step)
+        out.append(
+            html.Div(
+                [
+                    f"first divergence over the whole trace: {fd.node} at {fd.step}. ",
+                    _goto(by_name[fd.node], f"select {fd.node} at {fd.step}", "diff", step=k),
+                ],
+                className="tk-alert",
+                id="first-divergence",
+            )
+        )
+    if j >= len(b["steps"]):
+        out.append(html.Div(f"B has no {a['steps'][j]['name']}: nothing to compare here"))
+        return out
+    first = d.first_divergence(deltas)
+    step = a["steps"][j]["name"]
+    if first is None:
+        out.append(
+            html.Div(f"{step}: every common node agrees within the tolerance.", className="tk-ok")
+        )
+    else:
+        out.append(
+            html.Div(
+                [f"{step}: first diverging node {first.name}. ", _goto(first.id_a, "select it", "step-diff")],
+                className="tk-warn",
+                id="step-divergence",
+            )
+        )
+    return out
+
+
+def _compare_node_table(a: Trace, b: Trace, j: int, i: int) -> html.Table | html.Div:
+    name = a["nodes"][i]["name"]
+    ib = next((n["id"] for n in b["nodes"] if n["name"] == name), None)
+    if ib is None or j >= len(b["steps"]):
+        return html.Div(f"{name} is not in B at this step")
+    ra, rb = a["steps"][j]["nodes"][i], b["steps"][j]["nodes"][ib]
+    keys = ("min", "max", "mean", "std", "absmax", "nan", "pos_inf", "neg_inf", "zeros")
+    rows = [html.Tr([html.Th(name), html.Th("A"), html.Th("B"), html.Th("B − A")])]
+    rows.append(
+        html.Tr(
+            [
+                html.Td("time"),
+                html.Td(d.fmt_time(ra["time_s"])),
+                html.Td(d.fmt_time(rb["time_s"])),
+                html.Td(d.fmt_time(abs(rb["time_s"] - ra["time_s"]))),
+            ]
+        )
+    )
+    sa, sb = ra["stats"], rb["stats"]
+    for k in keys:
+        va = None if sa is None else sa[k]
+        vb = None if sb is None else sb[k]
+        delta = None if va is None or vb is None else vb - va
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(k),
+                    html.Td(d.fmt_num(va)),
+                    html.Td(d.fmt_num(vb)),
+                    html.Td(d.fmt_num(delta)),
+                ]
+            )
+        )
+    return html.Table(rows, className="tk-grid", id="compare-node")
+
+
+# -- the app ---------------------------------------------------------------------------------
+def _error_layout(failures: Sequence[tuple[Path, str]]) -> html.Div:
+    return html.Div(
+        [
+            html.H1("tracekit could not open a trace"),
+            html.Ul([html.Li([html.Code(str(p)), ": ", msg]) for p, msg in failures]),
+            html.P(
+                "Nothing else was read. Fix or re-record the file, then restart "
+                "`tracekit viz`; this server keeps running."
+            ),
+        ],
+        id="load-error",
+        className="tk-error",
+    )
+
+
+def _load(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[tuple[Path, str]]]:
+    traces, failures = [], []
+    for p in paths:
+        try:
+            t = load_trace(p)
+        except TraceError as e:
+            # load_trace's messages start with the path already.
+            msg = str(e)
+            failures.append((p, msg[len(str(p)) + 2 :] if msg.startswith(f"{p}: ") else msg))
+            continue
+        if not t["steps"]:
+            failures.append(
+                (
+                    p,
+                    "the trace holds no steps (the run was interrupted before its "
+                    "prefill finished)",
+                )
+            )
+            continue
+        traces.append(t)
+    return traces, failures
+
+
+def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
+    """Build the dashboard over one trace (or two: A and B, to compare).
+
+    Args:
+        trace_paths: one or two trace files; they are read here, once, and never again.
+
+    Returns:
+        The Dash app. A file that fails :func:`tracekit.runner.trace.load_trace` gives an app
+        whose only page names the file and the problem (the server still runs).
+
+    Raises:
+        ValueError: not one or two paths.
+    """
+    paths = [Path(p) for p in trace_paths]
+    if not 1 <= len(paths) <= 2:
+        raise ValueError(f"viz takes one or two trace files, got {len(paths)}")
+    app = dash.Dash(
+        __name__,
+        assets_folder=str(ASSETS),
+        title="tracekit viz",
+        update_title=None,
+        serve_locally=True,
+    )
+    traces, failures = _load(paths)
+    if failures:
+        app.layout = _error_layout(failures)
+        return app
+    a = traces[0]
+    b = traces[1] if len(traces) == 2 else None
+    lay = d.grid_layout(a["nodes"])
+    n_steps, n_nodes = len(a["steps"]), len(a["nodes"])
+    first_node = max(range(n_nodes), key=lambda i: a["steps"][0]["nodes"][i]["time_s"])
+
+    tabs = [
+        dcc.Tab(label="Overview", value="overview", children=_overview(a, paths[0])),
+        dcc.Tab(label="Graph", value="graph", children=_graph("graph", className="tk-graphview")),
+        dcc.Tab(label="Timeline", value="timeline", children=_graph("timeline")),
+        dcc.Tab(label="Roofline", value="roofline", children=_graph("roofline")),
+        dcc.Tab(
+            label="Tokens",
+            value="tokens",
+            children=html.Div(
+                [
+                    html.Div(id="gen-text", className="tk-text"),
+                    html.Div([_graph("topk"), _graph("entropy")], className="tk-row"),
+                    _graph("logit-hist"),
+                ]
+            ),
+        ),
+    ]
+    if b is not None:
+
+        @functools.cache
+        def diff_report() -> DiffReport:
+            # Computed on the first visit to the compare tab, then kept (the traces never change).
+            return diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+
+        tabs.append(
+            dcc.Tab(
+                label="Compare",
+                value="compare",
+                children=html.Div(
+                    [
+                        html.Div(id="compare-summary"),
+                        _graph("compare"),
+                        html.Div(
+                            [_graph("compare-heat-a"), _graph("compare-heat-b")], className="tk-row"
+                        ),
+                        html.Div(id="compare-table"),
+                    ]
+                ),
+            )
+        )
+    alert = _nan_alert(a, "banner")
+    files = " vs ".join(str(p) for p in paths)
+    app.layout = html.Div(
+        [
+            html.Div(
+                [
+                    html.Span("tracekit", className="tk-brand"),
+                    html.Span(
+                        f"{a['model']['name']} · {a['run']['device']} · {files}",
+                        className="tk-files",
+                    ),
+                    html.Span("" if a["complete"] else "INCOMPLETE RUN", className="tk-warn"),
+                ],
+                className="tk-header",
+            ),
+            html.Div(
+                [
+                    html.Button("◀", id="step-prev", className="tk-btn", title="previous step"),
+                    html.Div(
+                        dcc.Slider(
+                            id="step",
+                            min=0,
+                            max=n_steps - 1,
+                            step=1,
+                            value=0,
+                            marks=_step_marks(n_steps),
+                            updatemode="mouseup",
+                        ),
+                        className="tk-slider",
+                    ),
+                    html.Button("▶", id="step-next", className="tk-btn", title="next step"),
+                    html.Span(id="step-info", className="tk-stepinfo"),
+                    html.Label("colour by", className="tk-label"),
+                    dcc.Dropdown(
+                        id="measure",
+                        options=[{"label": v, "value": k} for k, v in d.MEASURES.items()],
+                        value="time",
+                        clearable=False,
+                        className="tk-measure",
+                    ),
+                    html.Button(
+                        "play",
+                        id="play",
+                        className="tk-btn",
+                        title="walk the nodes in execution order",
+                    ),
+                    dcc.Interval(id="play-timer", interval=PLAY_INTERVAL_MS, disabled=True),
+                ],
+                className="tk-controls",
+            ),
+            alert if alert is not None else html.Div(),
+            html.Div(
+                [
+                    html.Div(
+                        dcc.Tabs(id="tabs", value="graph", children=tabs), className="tk-views"
+                    ),
+                    html.Div(
+                        [
+                            html.Div(id="detail-head"),
+                            html.Div([_graph("detail-heatmap"), _graph("detail-hist")]),
+                            html.Div(id="detail-body"),
+                        ],
+                        className="tk-detail",
+                        id="node-detail",
+                    ),
+                ],
+                className="tk-main",
+            ),
+            dcc.Store(id="node", data=first_node),
+        ],
+        className="tk-app",
+    )
+
+    @app.callback(
+        Output("step", "value"),
+        Output("node", "data"),
+        Output("tabs", "value"),
+        Output("play-timer", "disabled", allow_duplicate=True),
+        Output("play", "children", allow_duplicate=True),
+        Input("step-prev", "n_clicks"),
+        Input("step-next", "n_clicks"),
+        Input("graph", "clickData"),
+        Input("timeline", "clickData"),
+        Input("roofline", "clickData"),
+        Input({"type": "goto", "node": ALL, "step": ALL, "src": ALL}, "n_clicks"),
+        Input("play-timer", "n_intervals"),
+        State("step", "value"),
+        State("node", "data"),
+        prevent_initial_call=True,
+    )
+    def navigate(*args: Any) -> tuple[Any, ...]:
+        step, node = args[-2], args[-1]
+        trig = ctx.triggered_id
+        value = ctx.triggered[0]["value"] if ctx.triggered else None
+        keep = no_update
+        # A goto button that was just rendered (n_clicks None) triggers too: ignore it.
+        if trig is None or not value:
+            return keep, keep, keep, keep, keep
+        if trig == "step-prev":
+            return max(step - 1, 0), keep, keep, keep, keep
+        if trig == "step-next":
+            return min(step + 1, n_steps - 1), keep, keep, keep, keep
+        if trig == "play-timer":
+            if node + 1 < n_nodes:
+                return keep, node + 1, keep, keep, keep
+            if step + 1 < n_steps:
+                return step + 1, 0, keep, keep, keep
+            return keep, keep, keep, True, "play"  # end of the trace: stop
+        if isinstance(trig, Mapping):  # a goto link
+            s = int(trig["step"])
+            if s >= 0:
+                return s, int(trig["node"]), "graph", keep, keep
+            return keep, int(trig["node"]), keep, keep, keep
+        pt = value["points"][0]
+        hit: int | None
+        if trig == "graph":
+            # Trace 0 is the heatmap; the overlay markers (selection, inputs) are not nodes.
+            ok = pt.get("curveNumber", 0) == 0
+            hit = lay.node_at(int(pt["y"]), int(pt["x"])) if ok else None
+        else:
+            cd = pt.get("customdata")
+            hit = None if cd is None else int(cd)
+        return keep, (keep if hit is None else hit), keep, keep, keep
+
+    @app.callback(
+        Output("play-timer", "disabled"),
+        Output("play", "children"),
+        Input("play", "n_clicks"),
+        State("play-timer", "disabled"),
+        prevent_initial_call=True,
+    )
+    def toggle_play(_: int, disabled: bool) -> tuple[bool, str]:
+        return (False, "pause") if disabled else (True, "play")
+
+    @app.callback(
+        Output("graph", "figure"),
+        Output("step-info", "children"),
+        Input("step", "value"),
+        Input("measure", "value"),
+        Input("node", "data"),
+    )
+    def update_graph(j: int, measure: str, node: int) -> tuple[Any, str]:
+        s = a["steps"][j]
+        info = (
+            f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']} · "
+            f"nodes {d.fmt_time(s['gpu_s'])} · wall {d.fmt_time(s['wall_s'])}"
+        )
+        return f.graph_figure(a, j, measure, node, lay), info
+
+    @app.callback(
+        Output("detail-head", "children"),
+        Output("detail-body", "children"),
+        Output("detail-heatmap", "figure"),
+        Output("detail-hist", "figure"),
+        Input("step", "value"),
+        Input("node", "data"),
+    )
+    def update_detail(j: int, node: int) -> tuple[Any, Any, Any, Any]:
+        head, body = _detail(a, j, node)
+        stats = a["steps"][j]["nodes"][node]["stats"]
+        return (
+            head,
+            body,
+            f.heatmap_figure(stats),
+            f.histogram_figure(None if stats is None else stats["hist"]),
+        )
+
+    @app.callback(
+        Output("timeline", "figure"),
+        Input("step", "value"),
+        Input("node", "data"),
+        Input("tabs", "value"),
+    )
+    def update_timeline(j: int, node: int, tab: str) -> Any:
+        return f.timeline_figure(a, j, node) if tab == "timeline" else no_update
+
+    @app.callback(
+        Output("roofline", "figure"),
+        Input("step", "value"),
+        Input("node", "data"),
+        Input("tabs", "value"),
+    )
+    def update_roofline(j: int, node: int, tab: str) -> Any:
+        return f.roofline_figure(a, j, node) if tab == "roofline" else no_update
+
+    @app.callback(
+        Output("topk", "figure"),
+        Output("entropy", "figure"),
+        Output("logit-hist", "figure"),
+        Output("gen-text", "children"),
+        Input("step", "value"),
+        Input("tabs", "value"),
+    )
+    def update_tokens(j: int, tab: str) -> tuple[Any, Any, Any, Any]:
+        if tab != "tokens":
+            return no_update, no_update, no_update, no_update
+        prompt = a["run"]["prompt"] or ""
+        text = [
+            html.Span(prompt, className="tk-prompt"),
+            html.Span(d.generated_text(a, j), className="tk-gen"),
+        ]
+        return (
+            f.topk_figure(a, j),
+            f.entropy_figure(a, j),
+            f.logit_hist_figure(a, j),
+            [html.Span(f"text through {a['steps'][j]['name']}: ", className="tk-label")] + text,
+        )
+
+    if b is not None:
+
+        @app.callback(
+            Output("compare-summary", "children"),
+            Output("compare", "figure"),
+            Output("compare-heat-a", "figure"),
+            Output("compare-heat-b", "figure"),
+            Output("compare-table", "children"),
+            Input("step", "value"),
+            Input("node", "data"),
+            Input("tabs", "value"),
+        )
+        def update_compare(j: int, node: int, tab: str) -> tuple[Any, ...]:
+            if tab != "compare":
+                return (no_update,) * 5
+            deltas = d.compare_step(a, b, j)
+            report = diff_report()
+            name = a["nodes"][node]["name"]
+            ib = next((n["id"] for n in b["nodes"] if n["name"] == name), None)
+            sa = a["steps"][j]["nodes"][node]["stats"]
+            sb = (
+                b["steps"][j]["nodes"][ib]["stats"]
+                if ib is not None and j < len(b["steps"])
+                else None
+            )
+            rng = f.shared_range(sa, sb)
+            return (
+                _compare_summary(a, b, j, deltas, report, paths),
+                f.compare_figure(deltas, selected=node),
+                f.heatmap_figure(sa, f"A: {name}", rng),
+                f.heatmap_figure(sb, f"B: {name}", rng),
+                _compare_node_table(a, b, j, node),
+            )
+
+        @app.callback(
+            Output("node", "data", allow_duplicate=True),
+            Input("compare", "clickData"),
+            prevent_initial_call=True,
+        )
+        def compare_click(click: Any) -> Any:
+            cd = click["points"][0].get("customdata") if click else None
+            return no_update if cd is None else int(cd)
+
+    return app
+
+
+# -- CLI -------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tracekit viz",
+        description="Replay a trace (or compare two) in the browser.",
+    )
+    p.add_argument("trace", type=Path, help="trace file (record-trace -o ...)")
+    p.add_argument("trace_b", type=Path, nargs="?", help="a second trace to compare against")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (default 127.0.0.1: this machine only)",
+    )
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    return p
+
+
+def viz_main(argv: Sequence[str] | None = None) -> int:
+    """``tracekit viz TRACE [TRACE_B] [--host 127.0.0.1] [--port 8050]``: serve until Ctrl-C.
+
+    Returns:
+        0 after Ctrl-C; 2 (one line on stderr) for a missing file or a bad port.
+    """
+    args = _parser().parse_args(argv)
+    paths = [p for p in (args.trace, args.trace_b) if p is not None]
+    for p in paths:
+        if not p.is_file():
+            print(f"tracekit viz: {p}: no such trace file", file=sys.stderr)
+            return 2
+    if not 0 < args.port < 65536:
+        print(f"tracekit viz: port {args.port} is not in 1..65535", file=sys.stderr)
+        return 2
+    app = create_app(paths)
+    if app.layout is not None and getattr(app.layout, "id", None) == "load-error":
+        print(
+            f"tracekit viz: could not load {' or '.join(map(str, paths))}; the page says why",
+            file=sys.stderr,
+        )
+    try:
+        loopback = ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = args.host == "localhost"
+    if not loopback:
+        print(
+            f"tracekit viz: serving on {args.host}: other machines can read these traces",
+            file=sys.stderr,
+        )
+    print(f"tracekit viz: http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
+    try:
+        app.run(host=args.host, port=args.port, debug=False)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(viz_main())

@@ -1,0 +1,467 @@
+"""Trace -> the tables and derived numbers the dashboard shows (no plotly, no Dash here).
+
+Everything takes the trace dict that :func:`tracekit.runner.trace.load_trace` returns
+(docs/trace-format.md) and a step *position* ``j`` (``trace["steps"][j]``: 0 = prefill,
+k = decode k). Node ids index ``trace["nodes"]`` and every ``step["nodes"]`` alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracekit.kernels.stats import decode_heatmap
+
+Trace = Mapping[str, Any]
+
+#: Measures the graph view can colour by: key -> label (with unit).
+MEASURES: dict[str, str] = {
+    "time": "GPU time (µs)",
+    "fraction": "% of ceiling",
+    "bound": "bound class",
+    "absmax": "absmax",
+    "nonfinite": "NaN/Inf count",
+}
+BOUND_CLASSES: tuple[str, ...] = ("launch", "bandwidth", "compute")
+#: Tolerance of the compare view, the same rule as ``tracekit diff`` (tracekit/runner/diff.py):
+#: a node diverges when a statistic or a heatmap cell differs by more than
+#: ATOL + RTOL x max(absmax_a, absmax_b) (heatmap cells also get each side's 8-bit code step),
+#: or when its NaN/Inf counts differ.
+RTOL = 1e-3
+ATOL = 1e-5
+
+
+# -- formatting (decimal units, as bandwidths are quoted) ------------------------------------
+def fmt_time(s: float | None) -> str:
+    if s is None:
+        return "—"
+    if s >= 1.0:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "—"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_rate(x: float | None, unit: str) -> str:
+    if x is None:
+        return "—"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_num(v: float | int | None) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:.5g}"
+
+
+def fmt_pct(frac: float | None) -> str:
+    return "—" if frac is None else f"{100 * frac:.3g}%"
+
+
+# -- nodes and layout ------------------------------------------------------------------------
+def node_kind(node: Mapping[str, Any]) -> str:
+    """``blk.3.ffn_up`` -> ``ffn_up``: the column of a layer node in the graph view."""
+    name, layer = node["name"], node["layer"]
+    prefix = f"blk.{layer}."
+    return name[len(prefix) :] if layer is not None and name.startswith(prefix) else name
+
+
+@dataclass(frozen=True)
+class GridLayout:
+    """Where each node sits in the graph view: one row per layer, one column per node kind.
+
+    Nodes outside any layer sit in an ``input`` row (before the first layer node in execution
+    order) or an ``output`` row (after), left to right in execution order.
+    """
+
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    cell: dict[int, tuple[int, int]]  # node id -> (row, col)
+    at: dict[tuple[int, int], int]  # (row, col) -> node id
+
+    def node_at(self, row: int, col: int) -> int | None:
+        return self.at.get((row, col))
+
+
+def grid_layout(nodes: Sequence[Mapping[str, Any]]) -> GridLayout:
+    """Lay the topology out by layer (rows) and node kind (columns)."""
+    layers = sorted({n["layer"] for n in nodes if n["layer"] is not None})
+    first_layer = next((i for i, n in enumerate(nodes) if n["layer"] is not None), len(nodes))
+    kinds: list[str] = []
+    for n in nodes:
+        if n["layer"] is not None and node_kind(n) not in kinds:
+            kinds.append(node_kind(n))
+    inputs = [i for i, n in enumerate(nodes) if n["layer"] is None and i < first_layer]
+    outputs = [i for i, n in enumerate(nodes) if n["layer"] is None and i > first_layer]
+    rows = (["input"] if inputs else []) + [f"blk.{L}" for L in layers]
+    rows += ["output"] if outputs else []
+    row_of = {f"blk.{L}": r for r, L in enumerate(layers, start=1 if inputs else 0)}
+    ncols = max(len(kinds), len(inputs), len(outputs), 1)
+    cols = kinds + [""] * (ncols - len(kinds))
+    cell: dict[int, tuple[int, int]] = {}
+    for c, i in enumerate(inputs):
+        cell[i] = (0, c)
+    for c, i in enumerate(outputs):
+        cell[i] = (len(rows) - 1, c)
+    taken: set[tuple[int, int]] = set(cell.values())
+    for i, n in enumerate(nodes):
+        if n["layer"] is None:
+            continue
+        rc = (row_of[f"blk.{n['layer']}"], kinds.index(node_kind(n)))
+        if rc in taken:  # two nodes of one kind in a layer: give the second its own column
+            cols.append(f"{node_kind(n)} ({i})")
+            rc = (rc[0], len(cols) - 1)
+        cell[i] = rc
+        taken.add(rc)
+    return GridLayout(tuple(rows), tuple(cols), cell, {rc: i for i, rc in cell.items()})
+
+
+def input_ids(trace: Trace, node_id: int) -> list[int]:
+    """Ids of the graph nodes ``node_id`` reads (weights excluded), in input order."""
+    by_name = {n["name"]: n["id"] for n in trace["nodes"]}
+    return [by_name[x] for x in trace["nodes"][node_id]["inputs"] if x in by_name]
+
+
+def weight_inputs(trace: Trace, node_id: int) -> list[str]:
+    """Names of the weights ``node_id`` reads (``weight:<tensor>`` inputs, prefix dropped)."""
+    return [x[7:] for x in trace["nodes"][node_id]["inputs"] if x.startswith("weight:")]
+
+
+def consumer_ids(trace: Trace, node_id: int) -> list[int]:
+    """Ids of the nodes that read ``node_id``'s output, in execution order."""
+    name = trace["nodes"][node_id]["name"]
+    return [n["id"] for n in trace["nodes"] if name in n["inputs"]]
+
+
+# -- per-step values -------------------------------------------------------------------------
+def nonfinite(stats: Mapping[str, Any] | None) -> int | None:
+    if stats is None:
+        return None
+    return int(stats["nan"]) + int(stats["pos_inf"]) + int(stats["neg_inf"])
+
+
+def measure_values(trace: Trace, j: int, measure: str) -> np.ndarray:
+    """One float per node of step ``j`` for ``measure`` (a :data:`MEASURES` key); NaN = none.
+
+    ``time`` is in µs, ``fraction`` in %, ``bound`` is the index into :data:`BOUND_CLASSES`.
+    """
+    if measure not in MEASURES:
+        raise ValueError(f"measure {measure!r} is not one of {', '.join(MEASURES)}")
+    out = np.full(len(trace["nodes"]), np.nan)
+    for i, rec in enumerate(trace["steps"][j]["nodes"]):
+        perf, stats = rec["perf"], rec["stats"]
+        v: float | None
+        if measure == "time":
+            v = rec["time_s"] * 1e6
+        elif measure == "fraction":
+            f = perf["fraction_of_ceiling"]
+            v = None if f is None else 100 * f
+        elif measure == "bound":
+            b = perf["bound"]
+            v = None if b is None else BOUND_CLASSES.index(b)
+        elif measure == "absmax":
+            v = None if stats is None else stats["absmax"]
+        else:
+            v = nonfinite(stats)
+        out[i] = np.nan if v is None else v
+    return out
+
+
+def has_stats(trace: Trace) -> bool:
+    return any(r["stats"] is not None for s in trace["steps"] for r in s["nodes"])
+
+
+def first_nonfinite(trace: Trace) -> tuple[int, int] | None:
+    """(step position, node id) of the first node record, in execution order, whose output
+    held a NaN or an Inf; None when every output was finite (or no statistics were kept)."""
+    for j, step in enumerate(trace["steps"]):
+        for rec in step["nodes"]:
+            if nonfinite(rec["stats"]):
+                return j, rec["id"]
+    return None
+
+
+def heatmap_grid(stats: Mapping[str, Any] | None) -> np.ndarray | None:
+    """The decoded [rows, cols] value grid of a node's heatmap (NaN = non-finite cell)."""
+    if stats is None or stats.get("heatmap") is None:
+        return None
+    hm = stats["heatmap"]
+    if hm["rows"] * hm["cols"] == 0:
+        return None
+    return decode_heatmap(hm)
+
+
+def launch_rows(rec: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The node's launches as table rows (grid, block, threads launched vs working, bytes)."""
+    out = []
+    for la in rec["launches"]:
+        tl, tw = la["threads_launched"], la["threads_working"]
+        geo = "host (numpy)" if la["grid"] is None else "×".join(map(str, la["grid"]))
+        out.append(
+            {
+                "kernel": la["kernel"],
+                "grid": geo,
+                "block": "—" if la["block"] is None else "×".join(map(str, la["block"])),
+                "threads": f"{tw:,} of {tl:,} ({100 * tw / tl:.3g}%)" if tl else "—",
+                "read": fmt_bytes(la["bytes_read"]),
+                "written": fmt_bytes(la["bytes_written"]),
+                "flops": fmt_num(int(la["flops"])),
+            }
+        )
+    return out
+
+
+def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) pairs of a node's performance annotation, units included."""
+    p, c = rec["perf"], trace["ceilings"]
+    read = sum(la["bytes_read"] for la in rec["launches"])
+    written = sum(la["bytes_written"] for la in rec["launches"])
+    rows = [
+        ("time", fmt_time(rec["time_s"])),
+        ("timing-pass time", fmt_time(rec["timing_time_s"])),
+        (
+            "capture cost",
+            "—" if rec["capture_cost"] is None else f"{rec['capture_cost']:.3g}× host time",
+        ),
+        ("bytes read / written", f"{fmt_bytes(read)} / {fmt_bytes(written)}"),
+        ("flops", fmt_num(int(p["flops"]))),
+        ("intensity", "—" if p["intensity"] is None else f"{p['intensity']:.3g} flop/B"),
+        (
+            "achieved bandwidth",
+            f"{fmt_rate(p['achieved_Bps'], 'B/s')} of {fmt_rate(c['copy_bandwidth_Bps'], 'B/s')}",
+        ),
+        (
+            "achieved compute",
+            f"{fmt_rate(p['achieved_flops'], 'flop/s')} of {fmt_rate(c['peak_flops'], 'flop/s')}",
+        ),
+        ("% of ceiling", fmt_pct(p["fraction_of_ceiling"])),
+    ]
+    ncu = rec.get("ncu")
+    if ncu:
+        measured = ncu.get("measured_bytes")
+        rows.append(("ncu DRAM bytes (measured)", fmt_bytes(measured)))
+        rows.append(("ncu kernel time", fmt_time(ncu.get("gpu_time_s"))))
+    return rows
+
+
+def stats_rows(stats: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    if stats is None:
+        return []
+    keys = ("count", "min", "max", "mean", "std", "absmax", "nan", "pos_inf", "neg_inf", "zeros")
+    return [(k.replace("_", " "), fmt_num(stats[k])) for k in keys]
+
+
+# -- overview --------------------------------------------------------------------------------
+def families(trace: Trace) -> list[str]:
+    """Kernel families in order of first appearance."""
+    return list(dict.fromkeys(n["family"] for n in trace["nodes"]))
+
+
+def family_times(trace: Trace) -> dict[str, list[float]]:
+    """family -> node time summed per step (seconds), one entry per step."""
+    fam = [n["family"] for n in trace["nodes"]]
+    out = {f: [0.0] * len(trace["steps"]) for f in families(trace)}
+    for j, step in enumerate(trace["steps"]):
+        for rec in step["nodes"]:
+            out[fam[rec["id"]]][j] += rec["time_s"]
+    return out
+
+
+def slowest_nodes(trace: Trace, n: int = 10) -> list[dict[str, Any]]:
+    """The ``n`` nodes with the largest time over all steps: id, name, family, prefill time,
+    mean decode time, total (seconds) and share of the whole trace's node time."""
+    steps = trace["steps"]
+    total = np.zeros(len(trace["nodes"]))
+    for step in steps:
+        total += [r["time_s"] for r in step["nodes"]]
+    grand = float(total.sum()) or 1.0
+    decode = [s for s in steps if s["kind"] == "decode"]
+    rows = []
+    for i in np.argsort(-total, kind="stable")[:n]:
+        i = int(i)
+        node = trace["nodes"][i]
+        mean_dec = sum(s["nodes"][i]["time_s"] for s in decode) / len(decode) if decode else None
+        rows.append(
+            {
+                "id": i,
+                "name": node["name"],
+                "family": node["family"],
+                "prefill_s": steps[0]["nodes"][i]["time_s"] if steps else None,
+                "decode_mean_s": mean_dec,
+                "total_s": float(total[i]),
+                "share": float(total[i]) / grand,
+            }
+        )
+    return rows
+
+
+def bound_counts(trace: Trace) -> dict[str, dict[str, int]]:
+    """step kind (``prefill``/``decode``) -> bound class (or ``none``) -> node-record count."""
+    out: dict[str, dict[str, int]] = {}
+    for step in trace["steps"]:
+        d = out.setdefault(step["kind"], {b: 0 for b in (*BOUND_CLASSES, "none")})
+        for rec in step["nodes"]:
+            d[rec["perf"]["bound"] or "none"] += 1
+    return out
+
+
+def capture_summary(trace: Trace) -> dict[str, Any]:
+    """Capture mode and what it cost: the median and worst per-node capture cost, and the
+    full pass's summed node time over the timing pass's (None where no timing pass ran)."""
+    run = trace["run"]
+    costs, worst = [], (0.0, "")
+    t_full = t_timing = 0.0
+    for step in trace["steps"]:
+        for rec in step["nodes"]:
+            c = rec["capture_cost"]
+            if c is not None:
+                costs.append(c)
+                if c > worst[0]:
+                    worst = (c, f"{trace['nodes'][rec['id']]['name']} ({step['name']})")
+            if rec["timing_time_s"] is not None:
+                t_full += rec["time_s"]
+                t_timing += rec["timing_time_s"]
+    return {
+        "capture": run["capture"],
+        "cuda_graph": run["cuda_graph"],
+        "nvtx": run["nvtx"],
+        "median_cost": float(np.median(costs)) if costs else None,
+        "worst_cost": worst if costs else None,
+        "time_ratio": t_full / t_timing if t_timing > 0 else None,
+    }
+
+
+# -- tokens ----------------------------------------------------------------------------------
+def generated_text(trace: Trace, j: int) -> str:
+    """The text generated through step ``j``: the chosen tokens of steps 0..j, concatenated."""
+    return "".join(s["logits"]["chosen"]["text"] for s in trace["steps"][: j + 1])
+
+
+def entropies(trace: Trace) -> list[float]:
+    return [s["logits"]["entropy"] for s in trace["steps"]]
+
+
+# -- compare ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeDelta:
+    """One node of trace A against the node of the same name in trace B, at one step."""
+
+    id_a: int
+    id_b: int
+    name: str
+    time_a: float
+    time_b: float
+    #: max |a - b| over min/max/mean/std/absmax and the heatmap cells (less the cells' 8-bit
+    #: code steps); None where either side kept no statistics.
+    abs_diff: float | None
+    #: max(absmax_a, absmax_b): what the difference is judged against.
+    scale: float
+    nonfinite_a: int | None
+    nonfinite_b: int | None
+    d_mean: float | None
+    d_absmax: float | None
+
+    @property
+    def time_ratio(self) -> float | None:
+        return self.time_b / self.time_a if self.time_a > 0 else None
+
+    @property
+    def rel_diff(self) -> float | None:
+        """abs_diff ÷ scale (what the compare plot shows); inf for a difference on zeros."""
+        if self.abs_diff is None:
+            return None
+        if self.scale == 0.0:
+            return 0.0 if self.abs_diff == 0.0 else math.inf
+        return self.abs_diff / self.scale
+
+    def diverges(self, rtol: float = RTOL, atol: float = ATOL) -> bool:
+        if (self.nonfinite_a or 0) != (self.nonfinite_b or 0):
+            return True
+        return self.abs_diff is not None and self.abs_diff > atol + rtol * self.scale
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def _abs_diff(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> float | None:
+    diffs = [
+        abs(sb[k] - sa[k])
+        for k in ("min", "max", "mean", "std", "absmax")
+        if sa[k] is not None and sb[k] is not None
+    ]
+    ga, gb = heatmap_grid(sa), heatmap_grid(sb)
+    if ga is not None and gb is not None and ga.shape == gb.shape:
+        both = np.isfinite(ga) & np.isfinite(gb)
+        if both.any():
+            # A code is within (hi - lo) / 508 of its cell mean: allow each side's step.
+            ha, hb = sa["heatmap"], sb["heatmap"]
+            steps = ((ha["hi"] - ha["lo"]) + (hb["hi"] - hb["lo"])) / 508
+            diffs.append(max(float(np.abs(ga[both] - gb[both]).max()) - steps, 0.0))
+    return max(diffs) if diffs else None
+
+
+def compare_step(a: Trace, b: Trace, j: int) -> list[NodeDelta]:
+    """Per-node deltas of step ``j`` (B minus A), over the nodes both traces have by name, in
+    A's execution order. The heatmap term only counts where both grids have the same shape."""
+    if j >= len(a["steps"]) or j >= len(b["steps"]):
+        return []
+    by_name_b = {n["name"]: n["id"] for n in b["nodes"]}
+    ra, rb = a["steps"][j]["nodes"], b["steps"][j]["nodes"]
+    out = []
+    for node in a["nodes"]:
+        ib = by_name_b.get(node["name"])
+        if ib is None:
+            continue
+        x, y = ra[node["id"]], rb[ib]
+        sa, sb = x["stats"], y["stats"]
+        both = sa is not None and sb is not None
+        out.append(
+            NodeDelta(
+                id_a=node["id"],
+                id_b=ib,
+                name=node["name"],
+                time_a=x["time_s"],
+                time_b=y["time_s"],
+                abs_diff=_abs_diff(sa, sb) if both else None,
+                scale=max(sa["absmax"] or 0.0, sb["absmax"] or 0.0) if both else 0.0,
+                nonfinite_a=nonfinite(sa),
+                nonfinite_b=nonfinite(sb),
+                d_mean=_diff(sa["mean"], sb["mean"]) if both else None,
+                d_absmax=_diff(sa["absmax"], sb["absmax"]) if both else None,
+            )
+        )
+    return out
+
+
+def first_divergence(
+    deltas: Sequence[NodeDelta], rtol: float = RTOL, atol: float = ATOL
+) -> NodeDelta | None:
+    """The first node of a step, in execution order, whose output differs beyond the
+    tolerance (the whole-trace verdict is :func:`tracekit.runner.diff.diff_traces`)."""
+    return next((x for x in deltas if x.diverges(rtol, atol)), None)
+
+
+def unmatched_nodes(a: Trace, b: Trace) -> tuple[list[str], list[str]]:
+    """Node names only in A, and only in B (a different model or graph)."""
+    na, nb = [n["name"] for n in a["nodes"]], [n["name"] for n in b["nodes"]]
+    sa, sb = set(na), set(nb)
+    return [x for x in na if x not in sb], [x for x in nb if x not in sa]
