@@ -1,0 +1,329 @@
+"""The ``tracekit`` and ``record-trace`` commands. Only this module prints and exits.
+
+Every error a user can cause (a bad path, a malformed or unsupported model, a bad trace, an
+unusable backend, bad token ids) ends as ONE line on stderr, ``error: ...``, and exit code 2;
+no traceback (set ``TRACEKIT_DEBUG=1`` to see one). ``tracekit diff`` exits 1 when the traces
+diverge, like diff(1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(ValueError):
+    """A command-line value that is well-formed for argparse but wrong (e.g. ``--tokens a,b``)."""
+
+
+def _one_line(e: BaseException) -> str:
+    msg = str(e).strip() or type(e).__name__
+    problems = getattr(e, "problems", None)
+    if problems and len(problems) > 1:
+        where = f"{Path(e.path).name}: " if getattr(e, "path", None) else ""  # type: ignore[attr-defined]
+        msg = where + "; ".join(problems)
+    return re.sub(r"\s*\n\s*", "; ", msg)
+
+
+def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return fn(args)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # every failure is one line; malformed files raise anything
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
+        known = _known_errors()
+        prefix = "" if isinstance(e, known) else f"{type(e).__name__}: "
+        print(f"error: {prefix}{_one_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    # Errors whose message already says what is wrong; others get their type name prefixed.
+    from tracekit.kernels.backend import BackendUnavailable
+    from tracekit.kernels.checks import KernelInputError
+    from tracekit.runner.trace import TraceError
+
+    out: list[type[BaseException]] = [
+        UsageError,
+        BackendUnavailable,
+        KernelInputError,
+        TraceError,
+        FileNotFoundError,
+    ]
+    for mod, name in (
+        ("tracekit.runner.model", "ModelError"),
+        ("tracekit.runner.ops", "OpError"),
+        ("tracekit.runner.ncu", "NcuError"),
+        ("tracekit.runner.tokenizer", "TokenizerError"),
+    ):
+        try:
+            out.append(getattr(__import__(mod, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(out)
+
+
+# -- record-trace -------------------------------------------------------------------------------
+def _add_record_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", help="a .gguf model (default: the bundled demo model)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="prompt text (tokenized with the model's tokenizer)")
+    src.add_argument("--tokens", help="prompt token ids, e.g. '1,2,3' or '1 2 3'")
+    p.add_argument(
+        "--steps", type=int, default=8, help="decode steps after the prefill (default 8)"
+    )
+    p.add_argument("--backend", choices=("auto", "cupy", "numpy"), default="auto")
+    p.add_argument(
+        "--capture",
+        choices=("full", "timing"),
+        default="full",
+        help="full: timing pass + statistics pass per step; timing: node times only",
+    )
+    p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
+    p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
+    p.add_argument("--temperature", type=float, default=0.0, help="> 0 samples (default: greedy)")
+    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely (0: all)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("-o", "--output", help="output trace (default: traces/<model>-<backend>.json)")
+
+
+def parse_tokens(text: str) -> list[int]:
+    """``"1,2,3"`` or ``"1 2 3"`` -> [1, 2, 3]."""
+    parts = [t for t in re.split(r"[,\s]+", text.strip()) if t]
+    if not parts:
+        raise UsageError("--tokens is empty: give ids like '1,2,3'")
+    out = []
+    for i, t in enumerate(parts):
+        try:
+            out.append(int(t))
+        except ValueError:
+            raise UsageError(f"--tokens: {t!r} at position {i} is not an integer id") from None
+    return out
+
+
+def _record(args: argparse.Namespace) -> int:
+    from tracekit.runner.record import record_trace
+
+    if args.steps < 0:
+        raise UsageError(f"--steps {args.steps} must be >= 0")
+    if args.temperature < 0:
+        raise UsageError(f"--temperature {args.temperature} must be >= 0")
+    if args.top_k < 0:
+        raise UsageError(f"--top-k {args.top_k} must be >= 0")
+    tokens = parse_tokens(args.tokens) if args.tokens is not None else None
+    if args.model is not None and not Path(args.model).is_file():
+        what = "is a folder" if Path(args.model).is_dir() else "does not exist"
+        raise UsageError(f"model {args.model} {what}")
+    sampling: dict[str, Any] = {"mode": "greedy"}
+    if args.temperature > 0:
+        sampling = {
+            "mode": "sample",
+            "temperature": args.temperature,
+            "top_k": args.top_k,
+            "seed": args.seed,
+        }
+    out = record_trace(
+        args.model,
+        prompt=args.prompt,
+        tokens=tokens,
+        steps=args.steps,
+        backend=args.backend,
+        capture=args.capture,
+        output=args.output,
+        nvtx=not args.no_nvtx,
+        cuda_graph=args.cuda_graph,
+        progress=not args.no_progress,
+        sampling=sampling,
+    )
+    print(out)
+    return EXIT_OK
+
+
+# -- info ---------------------------------------------------------------------------------------
+def _fmt_bytes(n: int) -> str:
+    from tracekit.runner.perf import fmt_bytes
+
+    return fmt_bytes(n)
+
+
+def info_text(model: Any, tensors: bool = False) -> str:
+    """What ``tracekit info`` prints for a loaded model."""
+    c = model.config
+    path = Path(model.path)
+    total = sum(t.nbytes for t in model.tensors.values())
+    by_type: dict[str, list[int]] = {}
+    for t in model.tensors.values():
+        e = by_type.setdefault(t.qtype.name, [0, 0])
+        e[0] += 1
+        e[1] += t.nbytes
+    lines = [
+        f"model:        {c.name or path.stem} ({path.name}, {_fmt_bytes(path.stat().st_size)})",
+        f"architecture: {c.arch}",
+        f"layers:       {c.n_layer}",
+        f"n_embd:       {c.n_embd}    n_ff: {c.n_ff}",
+        f"heads:        {c.n_head} (kv {c.n_head_kv}), head_dim {c.head_dim}",
+        f"vocab:        {c.n_vocab}    context: {c.n_ctx}",
+        f"rope:         base {c.rope_base:g}, {'neox' if c.rope_neox else 'normal'} pairs",
+        f"output:       {'tied to token_embd' if c.tied_output else 'output.weight'}",
+        f"graph nodes:  {len(model.graph)} per step",
+        f"tensors:      {len(model.tensors)}, {_fmt_bytes(total)} ({total:,} bytes)",
+    ]
+    for name, (count, nbytes) in sorted(by_type.items(), key=lambda kv: -kv[1][1]):
+        lines.append(
+            f"  {name:6s} {count:5d} tensors  {_fmt_bytes(nbytes):>9s}  ({nbytes:,} bytes)"
+        )
+    if tensors:
+        lines.append("")
+        for t in model.tensors.values():
+            shape = "x".join(str(s) for s in t.shape)
+            lines.append(f"  {t.name:40s} {t.qtype.name:6s} {shape:>16s} {t.nbytes:>12,d}")
+    return "\n".join(lines)
+
+
+def _info(args: argparse.Namespace) -> int:
+    from tracekit.runner.model import load_model
+
+    if not Path(args.model).is_file():
+        what = "is a folder" if Path(args.model).is_dir() else "does not exist"
+        raise UsageError(f"model {args.model} {what}")
+    print(info_text(load_model(args.model), tensors=args.tensors))
+    return EXIT_OK
+
+
+# -- export / diff / ncu-import -------------------------------------------------------------------
+def _export(args: argparse.Namespace) -> int:
+    from tracekit.runner.export import export_chrome
+    from tracekit.runner.trace import load_trace
+
+    out = export_chrome(load_trace(args.trace), args.out)
+    print(out)
+    return EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    import json
+
+    from tracekit.runner.diff import diff_traces
+    from tracekit.runner.trace import load_trace
+
+    a, b = load_trace(args.a), load_trace(args.b)
+    report = diff_traces(a, b, rtol=args.rtol, atol=args.atol)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        print(f"A: {args.a}\nB: {args.b}")
+        print(report.text())
+    return EXIT_DIFFERENT if report.diverged else EXIT_OK
+
+
+def _ncu_import(args: argparse.Namespace) -> int:
+    from tracekit.runner.ncu import import_ncu, summary
+    from tracekit.runner.trace import load_trace, write_trace
+
+    trace = import_ncu(load_trace(args.trace), args.csv)
+    out = write_trace(trace, args.output or args.trace)
+    print(summary(trace))
+    m = trace["ncu"]
+    print(
+        f"{m['kernels_matched']} of {m['kernels_in_csv']} kernels joined onto "
+        f"{m['nodes_matched']} node records; wrote {out}"
+    )
+    return EXIT_OK
+
+
+# -- entry points ---------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tracekit",
+        description="Trace a GGUF transformer's forward pass node by node (NVTX, stats, roofline).",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    r = sub.add_parser("record-trace", help="run a model and record a trace")
+    _add_record_args(r)
+    r.set_defaults(fn=_record)
+    i = sub.add_parser("info", help="architecture, dimensions, tensor types and bytes of a model")
+    i.add_argument("model")
+    i.add_argument("--tensors", action="store_true", help="also list every tensor")
+    i.set_defaults(fn=_info)
+    e = sub.add_parser("export", help="export a trace for another viewer")
+    e.add_argument(
+        "--format", choices=("chrome",), default="chrome", help="Chrome Trace Event JSON"
+    )
+    e.add_argument("trace")
+    e.add_argument("out")
+    e.set_defaults(fn=_export)
+    d = sub.add_parser(
+        "diff", help="node-by-node comparison of two traces (exit 1 if they diverge)"
+    )
+    d.add_argument("a")
+    d.add_argument("b")
+    d.add_argument("--rtol", type=float, default=1e-3, help="relative to the tensor's absmax")
+    d.add_argument("--atol", type=float, default=1e-5)
+    d.add_argument("--json", action="store_true", help="the report as JSON")
+    d.set_defaults(fn=_diff)
+    n = sub.add_parser("ncu-import", help="join Nsight Compute CSV metrics onto a trace's nodes")
+    n.add_argument("trace")
+    n.add_argument("csv")
+    n.add_argument("-o", "--output", help="output trace (default: update TRACE in place)")
+    n.set_defaults(fn=_ncu_import)
+    sub.add_parser("bench", help="benchmarks (tracekit bench --help)", add_help=False)
+    sub.add_parser(
+        "viz", help="open traces in the browser app (tracekit viz --help)", add_help=False
+    )
+    return p
+
+
+def _delegate(command: str, rest: list[str]) -> int:
+    def go(_: argparse.Namespace) -> int:
+        if command == "bench":
+            from tracekit.bench import bench_main
+
+            return int(bench_main(rest) or 0)
+        from tracekit.viz.app import viz_main
+
+        return int(viz_main(rest) or 0)
+
+    return _run(go, argparse.Namespace())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``tracekit COMMAND ...``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("bench", "viz"):
+        return _delegate(argv[0], argv[1:])
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # argparse: usage errors (2) and --help (0)
+        return int(e.code or 0)
+    return _run(args.fn, args)
+
+
+def record_trace_main(argv: Sequence[str] | None = None) -> int:
+    """The ``record-trace`` console script; returns the exit code."""
+    p = argparse.ArgumentParser(
+        prog="record-trace", description="Run a GGUF model and record a tracekit trace."
+    )
+    _add_record_args(p)
+    try:
+        args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as e:
+        return int(e.code or 0)
+    return _run(_record, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,606 @@
+"""Traced execution: run a model step by step, wrap every node, write a trace file v1.
+
+Per node (the :class:`Tracer`, a ``node_hook``): an NVTX push/pop range (domain ``tracekit``,
+message = node name, category = kernel family, payload = node index) nested in the step range
+(``prefill``, ``decode 3``) and the layer range (``blk.7``), popped in ``finally``; CUDA events
+around the node's launches only (on NumPy the host clock around the call); then, outside the
+timed region and outside the node's range, the statistics of its output (full pass only).
+
+Capture modes:
+
+- ``timing``: one pass per step, no statistics.
+- ``full``: per step, the timing pass, then the full pass (timing + statistics). A step is
+  stateful only through the KV cache: it writes cache rows ``n_past .. n_past + nt - 1`` and
+  reads rows below ``n_past + nt``. So the full pass re-runs the same step after rewinding the
+  session's ``n_past``: it reads the same cache prefix, recomputes the same rows and overwrites
+  them (on the same backend, with the same kernels, the same values), and its logits choose the
+  token. Each node's ``capture_cost`` = its full-pass host time (launches + statistics) ÷ its
+  timing-pass host time.
+
+CUDA graphs (``cuda_graph=True``) are not used: the kernels take ``n_past`` and the positions as
+launch scalars and inputs are copied from the host at every step, so a captured decode step
+cannot be replayed for the next one. The timing pass runs without graphs and the trace says so
+(``run.notes``).
+
+Ctrl-C (KeyboardInterrupt) during a run writes the steps completed so far with
+``complete: false`` and raises :class:`RecordInterrupted`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracekit.runner import perf
+from tracekit.runner.trace import FORMAT, VERSION, utc_now, write_trace
+
+if TYPE_CHECKING:
+    from tracekit.kernels.backend import Backend
+    from tracekit.runner.graph import Node
+    from tracekit.runner.model import Model
+
+DOMAIN = "tracekit"
+TOP_K = 10
+LOGIT_BINS = 32
+CUDA_GRAPH_NOTE = (
+    "cuda_graph requested but not used: the kernels take n_past and the positions as launch "
+    "scalars and each step copies its inputs from the host, so a captured decode step cannot be "
+    "replayed for the next step; the timing pass ran without CUDA graphs"
+)
+#: ARGB colour per kernel family for nsys' timeline (any distinct colours would do).
+_COLORS = {
+    "embed": 0xFF8C564B,
+    "elementwise": 0xFF1F77B4,
+    "dequant": 0xFF9467BD,
+    "norm": 0xFF2CA02C,
+    "rope": 0xFFBCBD22,
+    "attention": 0xFFD62728,
+    "matmul": 0xFFFF7F0E,
+    "reduce": 0xFF17BECF,
+}
+
+
+class RecordInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a recording; the completed steps were saved to ``path`` (incomplete)."""
+
+    def __init__(self, path: Path | None, steps: int) -> None:
+        super().__init__(f"interrupted after {steps} complete step(s)")
+        self.path = path
+        self.steps = steps
+
+
+# -- NVTX ---------------------------------------------------------------------------------------
+class Ranges:
+    """NVTX push/pop ranges of one domain, with event attributes built once per message.
+
+    ``domain=None`` disables them (``--no-nvtx``). Any object with ``get_event_attributes``,
+    ``push_range`` and ``pop_range`` works as the domain (tests pass a recorder).
+    """
+
+    def __init__(self, enabled: bool = True, domain: Any = None) -> None:
+        if domain is None and enabled:
+            import nvtx
+
+            domain = nvtx.get_domain(DOMAIN)
+        self.domain = domain if enabled else None
+        self._attrs: dict[str, Any] = {}
+        self.depth = 0
+
+    def attrs(self, message: str, category: str | None = None, payload: int | None = None) -> Any:
+        a = self._attrs.get(message)
+        if a is None and self.domain is not None:
+            a = self.domain.get_event_attributes(
+                message=message,
+                color=_COLORS.get(category or "", 0xFF7F7F7F),
+                category=category,
+                payload=payload,
+            )
+            self._attrs[message] = a
+        return a
+
+    def push(self, attrs: Any) -> None:
+        if self.domain is not None:
+            self.domain.push_range(attrs)
+        self.depth += 1
+
+    def pop(self) -> None:
+        if self.depth <= 0:
+            return
+        self.depth -= 1
+        if self.domain is not None:
+            self.domain.pop_range()
+
+    def pop_all(self) -> None:
+        while self.depth:
+            self.pop()
+
+
+# -- timers -------------------------------------------------------------------------------------
+class _HostTimer:
+    """NumPy: the node's time is the host time of its call."""
+
+    def __init__(self, n: int) -> None:
+        self.t = [0.0] * n
+        self._t0 = 0.0
+
+    def start(self, i: int) -> None:
+        self._t0 = time.perf_counter()
+
+    def stop(self, i: int) -> None:
+        self.t[i] = time.perf_counter() - self._t0
+
+    def times(self, ran: int) -> list[float]:
+        return self.t[:ran]
+
+
+class _EventTimer:
+    """CuPy: a CUDA event pair per node, recorded around its launches, read after the step."""
+
+    def __init__(self, n: int) -> None:
+        import cupy
+
+        self._cupy = cupy
+        self.ev = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+
+    def start(self, i: int) -> None:
+        self.ev[i][0].record()
+
+    def stop(self, i: int) -> None:
+        self.ev[i][1].record()
+
+    def times(self, ran: int) -> list[float]:
+        if ran:
+            self.ev[ran - 1][1].synchronize()
+        get = self._cupy.cuda.get_elapsed_time
+        return [get(a, b) * 1e-3 for a, b in self.ev[:ran]]  # ms -> s
+
+
+# -- the node hook ------------------------------------------------------------------------------
+def heatmap_axes(node: Node) -> tuple[str, str]:
+    """Names of the heatmap's axes, from the node's symbolic output shape."""
+    shape = node.shape
+    first = "rows" if shape and shape[0] == "nr" else "tokens"
+    if len(shape) == 3:
+        return f"{first}×heads", "head_dim"
+    if node.name == "output":
+        return first, "vocab"
+    return first, "features"
+
+
+class Tracer:
+    """The ``node_hook`` of traced execution: NVTX ranges, node timing, launches, statistics.
+
+    Use: ``begin_step(name, full)``, ``session.run_step(tokens, node_hook=tracer)``,
+    ``end_step()`` (in ``finally``), then ``results()`` for that pass.
+    """
+
+    def __init__(self, backend: Backend, nodes: list[Node], ranges: Ranges) -> None:
+        self.be = backend
+        self.nodes = nodes
+        self.ranges = ranges
+        self.node_attrs = [ranges.attrs(n.name, n.family, n.id) for n in nodes]
+        self.axes = [heatmap_axes(n) for n in nodes]
+        self.timer = _EventTimer(len(nodes)) if backend.name == "cupy" else _HostTimer(len(nodes))
+        self.full = False
+        self._layer: int | None = None
+        self._ran = 0
+        self._host = [0.0] * len(nodes)
+        self._launches: list[list[Any]] = [[] for _ in nodes]
+        self._stats: list[dict[str, Any] | None] = [None] * len(nodes)
+        self._shape: list[list[int]] = [[] for _ in nodes]
+        self._dtype = [""] * len(nodes)
+
+    def begin_step(self, name: str, full: bool) -> None:
+        self.full = full
+        self._ran = 0
+        self._layer = None
+        self.be.take_records()  # nothing queued before the step belongs to a node
+        self.ranges.push(self.ranges.attrs(name, "step"))
+
+    def end_step(self) -> None:
+        self.ranges.pop_all()
+        self._layer = None
+
+    def __call__(self, node: Node, thunk: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        i = node.id
+        if node.layer != self._layer:
+            if self._layer is not None:
+                self.ranges.pop()
+            if node.layer is not None:
+                self.ranges.push(self.ranges.attrs(f"blk.{node.layer}", "layer"))
+            self._layer = node.layer
+        self.ranges.push(self.node_attrs[i])
+        try:
+            self.timer.start(i)
+            out = thunk()
+            self.timer.stop(i)
+        finally:
+            self.ranges.pop()
+        self._launches[i] = self.be.take_records()
+        if self.full:
+            from tracekit.kernels.stats import tensor_stats
+
+            self._stats[i] = compact_stats(tensor_stats(out, axes=self.axes[i]))
+        self._shape[i] = [int(s) for s in out.shape]
+        self._dtype[i] = np.dtype(out.dtype).name
+        self._host[i] = time.perf_counter() - t0
+        self._ran = i + 1
+        return out
+
+    def results(self) -> list[dict[str, Any]]:
+        """Per node of the pass just run: time_s, host_s, launches, stats, shape, dtype."""
+        times = self.timer.times(self._ran)
+        return [
+            {
+                "time_s": times[i],
+                "host_s": self._host[i],
+                "launches": [r.to_json() for r in self._launches[i]],
+                "stats": self._stats[i] if self.full else None,
+                "shape": self._shape[i],
+                "dtype": self._dtype[i],
+            }
+            for i in range(self._ran)
+        ]
+
+
+def _f32(v: Any) -> Any:
+    # Shortest repr of the float32 nearest v: stats are f32 data, and 9 digits instead of 17
+    # keep a 24-layer x 32-step trace under 20 MB (docs/trace-format.md).
+    if isinstance(v, float) and math.isfinite(v):
+        r = float(str(np.float32(v)))
+        return r if math.isfinite(r) else v
+    return v
+
+
+def compact_stats(s: dict[str, Any]) -> dict[str, Any]:
+    """``tensor_stats`` output with its floats at float32 precision (shortest repr)."""
+    out = {k: _f32(v) for k, v in s.items()}
+    h = s.get("hist")
+    if h:
+        out["hist"] = {"edges": [_f32(e) for e in h["edges"]], "counts": h["counts"]}
+    hm = s.get("heatmap")
+    if hm:
+        out["heatmap"] = {**hm, "lo": _f32(hm["lo"]), "hi": _f32(hm["hi"])}
+    return out
+
+
+# -- logits -------------------------------------------------------------------------------------
+def logit_summary(
+    logits: np.ndarray, chosen: int, text: Callable[[int], str], k: int = TOP_K
+) -> dict[str, Any]:
+    """Top-k tokens with probabilities, entropy (nats), a histogram and the chosen token."""
+    z = np.asarray(logits, dtype=np.float64).reshape(-1)
+    finite = np.isfinite(z)
+    if not finite.any():
+        p = np.zeros_like(z)
+    else:
+        zz = np.where(finite, z, -np.inf)
+        zz = zz - zz.max()
+        p = np.exp(zz)
+        p /= p.sum()
+    nz = p[p > 0]
+    entropy = float(-(nz * np.log(nz)).sum()) if nz.size else 0.0
+    k = min(k, z.size)
+    top = np.argsort(-np.where(finite, z, -np.inf), kind="stable")[:k]
+    if finite.any():
+        lo, hi = float(z[finite].min()), float(z[finite].max())
+        if hi <= lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        counts, edges = np.histogram(z[finite], bins=LOGIT_BINS, range=(lo, hi))
+    else:
+        counts, edges = np.zeros(0, np.int64), np.zeros(0)
+    return {
+        "top_k": [{"id": int(t), "text": text(int(t)), "prob": min(1.0, float(p[t]))} for t in top],
+        "entropy": max(0.0, entropy),
+        "hist": {"edges": [_f32(float(e)) for e in edges], "counts": [int(c) for c in counts]},
+        "chosen": {
+            "id": int(chosen),
+            "text": text(int(chosen)),
+            "prob": min(1.0, float(p[chosen])),
+        },
+    }
+
+
+# -- trace assembly -----------------------------------------------------------------------------
+def model_info(model: Model) -> dict[str, Any]:
+    c = model.config
+    types: dict[str, int] = {}
+    for t in model.tensors.values():
+        types[t.qtype.name] = types.get(t.qtype.name, 0) + 1
+    path = Path(model.path)
+    return {
+        "name": c.name or path.stem,
+        "path": str(path),
+        "architecture": c.arch,
+        "n_layer": c.n_layer,
+        "n_embd": c.n_embd,
+        "n_head": c.n_head,
+        "n_head_kv": c.n_head_kv,
+        "head_dim": c.head_dim,
+        "n_ff": c.n_ff,
+        "n_vocab": c.n_vocab,
+        "n_ctx": c.n_ctx,
+        "file_bytes": path.stat().st_size if path.exists() else 0,
+        "tensor_types": types,
+    }
+
+
+def _ceilings_json(c: dict[str, Any]) -> dict[str, Any]:
+    out = dict(c)
+    out.setdefault("ridge_flop_per_byte", c["peak_flops"] / c["copy_bandwidth_Bps"])
+    out.setdefault("measured_at", utc_now())
+    out.setdefault("method", "given by the caller")
+    return out
+
+
+def _node_record(
+    i: int, timing: dict[str, Any], full: dict[str, Any] | None, ceilings: dict[str, Any]
+) -> dict[str, Any]:
+    src = full or timing
+    return {
+        "id": i,
+        "shape": src["shape"],
+        "dtype": src["dtype"],
+        "time_s": timing["time_s"],
+        "timing_time_s": timing["time_s"],
+        "full_time_s": full["time_s"] if full else None,
+        "host_s": timing["host_s"],
+        "full_host_s": full["host_s"] if full else None,
+        "capture_cost": (full["host_s"] / timing["host_s"])
+        if full and timing["host_s"] > 0
+        else None,
+        "launches": timing["launches"],
+        "perf": perf.annotate(timing["launches"], timing["time_s"], ceilings),
+        "stats": full["stats"] if full else None,
+    }
+
+
+def _resolve_model(model: Any) -> Model:
+    from tracekit.runner.model import Model, load_model
+
+    if isinstance(model, Model):
+        return model
+    if model is None:
+        from tracekit.runner.demo import demo_model_path
+
+        model = demo_model_path()
+    return load_model(model)
+
+
+def _sampling_json(sampling: Any) -> tuple[dict[str, Any], dict[str, Any] | str]:
+    """(the trace's ``run.sampling``, the spec ``execute.Sampling.of`` takes)."""
+    if sampling is None or sampling == "greedy":
+        return {"mode": "greedy"}, "greedy"
+    if not isinstance(sampling, dict):
+        raise ValueError(f"sampling {sampling!r} must be 'greedy' or a dict")
+    s = {k: v for k, v in sampling.items() if k != "mode"}
+    if sampling.get("mode") == "greedy" or float(s.get("temperature", 0.0)) == 0.0:
+        return {"mode": "greedy"}, "greedy"
+    spec = {"temperature": float(s["temperature"]), "top_k": int(s.get("top_k", 0))}
+    spec["seed"] = s.get("seed")
+    return {"mode": "sample", **spec}, spec
+
+
+def record_trace(
+    model_path: Any = None,
+    prompt: str | None = None,
+    tokens: list[int] | None = None,
+    steps: int = 8,
+    backend: Any = "auto",
+    capture: str = "full",
+    output: str | os.PathLike[str] | None = None,
+    nvtx: bool = True,
+    cuda_graph: bool = False,
+    progress: bool = True,
+    sampling: Any = None,
+    ceilings: dict[str, Any] | None = None,
+    on_step: Callable[[dict[str, Any]], Any] | None = None,
+    nvtx_domain: Any = None,
+    top_k: int = TOP_K,
+) -> Path:
+    """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
+
+    Args:
+        model_path: a .gguf path, a loaded Model, or None for the bundled demo model.
+        prompt, tokens: the prompt as text (tokenized by the model) or ids; neither: "Hello".
+        steps: decode steps after the prefill (stops early at the model's EOS token).
+        backend: "auto", "cupy", "numpy" or a Backend.
+        capture: "full" (timing pass + statistics pass per step) or "timing".
+        output: the trace path (default ``traces/<model>-<backend>.json``).
+        nvtx: emit NVTX ranges; cuda_graph: see the module docstring (not available).
+        progress: a tqdm bar on stderr.
+        sampling: "greedy"/None, or {"temperature", "top_k", "seed"}.
+        ceilings: device ceilings to use instead of ``measure_ceilings(backend)``.
+        on_step: called with each completed step record (after it is in the trace).
+        nvtx_domain: an NVTX domain object to use instead of ``nvtx.get_domain("tracekit")``.
+        top_k: tokens listed per step.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: bad arguments, token ids, or prompt + steps beyond the context (before any
+            kernel runs); ModelError, BackendUnavailable, TraceError as raised below.
+        RecordInterrupted: Ctrl-C; the completed steps were written, marked incomplete.
+    """
+    from tracekit.runner.execute import GenerationError, Sampling, Session, check_token_ids
+
+    if capture not in ("full", "timing"):
+        raise ValueError(f"capture {capture!r} must be 'full' or 'timing'")
+    if prompt is not None and tokens is not None:
+        raise ValueError("give a prompt or tokens, not both")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps {steps!r} must be an integer >= 0")
+    run_sampling, spec = _sampling_json(sampling)
+    sampler = Sampling.of(spec)
+    model = _resolve_model(model_path)
+    cfg = model.config
+    if tokens is None:
+        prompt = "Hello" if prompt is None else prompt
+        ids = model.tokenize(prompt)
+    else:
+        ids = list(tokens)
+    if not ids:
+        raise GenerationError("the prompt is empty: give at least one token")
+    ids = check_token_ids(ids, cfg.n_vocab)
+    if len(ids) + steps > cfg.n_ctx:
+        raise GenerationError(
+            f"the prompt of {len(ids)} tokens + {steps} decode steps need {len(ids) + steps} "
+            f"positions, more than the model's context of {cfg.n_ctx}"
+        )
+    be = model.backend(backend)
+    from tracekit.kernels.ceilings import measure_ceilings
+
+    ceil = _ceilings_json(ceilings if ceilings is not None else measure_ceilings(be))
+    session = Session(model, be, n_ctx=len(ids) + steps)
+    notes: list[str] = []
+    if cuda_graph:
+        notes.append(CUDA_GRAPH_NOTE)
+        warnings.warn(CUDA_GRAPH_NOTE, stacklevel=2)
+    texts: dict[int, str] = {}
+
+    def text(t: int) -> str:
+        if t not in texts:
+            try:
+                texts[t] = model.detokenize([t])
+            except Exception as e:  # a model without a usable tokenizer: ids still recorded
+                note = f"token text unavailable ({type(e).__name__}: {e})"
+                if note not in notes:
+                    notes.append(note)
+                texts[t] = f"<{t}>"
+        return texts[t]
+
+    out_path = (
+        Path(output)
+        if output is not None
+        else Path("traces") / f"{Path(model.path).stem}-{be.name}.json"
+    )
+    nodes = list(model.graph)
+    trace: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "complete": False,
+        "created": utc_now(),
+        "tool": {"name": "tracekit", "version": _version()},
+        "model": model_info(model),
+        "run": {
+            "backend": be.name,
+            "device": be.device_name(),
+            "capture": capture,
+            "cuda_graph": False,
+            "cuda_graph_requested": bool(cuda_graph),
+            "nvtx": bool(nvtx),
+            "prompt": prompt if tokens is None else None,
+            "prompt_tokens": ids,
+            "steps_requested": steps,
+            "sampling": run_sampling,
+            "generated_tokens": [],
+            "generated_text": "",
+            "stop_reason": None,
+            "notes": notes,
+        },
+        "ceilings": ceil,
+        "classification": perf.classification(ceil),
+        "nodes": [n.to_json() for n in nodes],
+        "steps": [],
+    }
+    tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
+    eos = model.eos_id
+    generated: list[int] = []
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=steps + 1, unit="step", file=sys.stderr, disable=not progress, leave=False,
+        desc=f"{trace['model']['name']} [{be.name}, {capture}]",
+    )  # fmt: skip
+    try:
+        feed = ids
+        for k in range(steps + 1):
+            name = "prefill" if k == 0 else f"decode {k}"
+            bar.set_postfix_str(name)
+            n_past = session.n_past
+            timing, t_wall = _pass(session, tracer, feed, name, full=False)
+            full = None
+            f_wall = None
+            if capture == "full":
+                session.n_past = n_past  # rewind: the full pass re-runs this step (docstring)
+                full, f_wall = _pass(session, tracer, feed, name, full=True)
+            logits = (full or timing)["logits"]
+            token = sampler(logits)
+            generated.append(token)
+            recs = [
+                _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil)
+                for i in range(len(nodes))
+            ]
+            step = {
+                "index": k,
+                "kind": "prefill" if k == 0 else "decode",
+                "name": name,
+                "n_tokens": len(feed),
+                "n_past": n_past,
+                "input_tokens": list(feed),
+                "wall_s": t_wall,
+                "full_wall_s": f_wall,
+                "gpu_s": float(sum(r["time_s"] for r in recs)),
+                "nodes": recs,
+                "logits": logit_summary(logits, token, text, top_k),
+            }
+            trace["steps"].append(step)
+            trace["run"]["generated_tokens"] = list(generated)
+            bar.update(1)
+            if on_step is not None:
+                on_step(step)
+            if eos is not None and token == eos:
+                trace["run"]["stop_reason"] = "eos"
+                break
+            feed = [token]
+        else:
+            trace["run"]["stop_reason"] = "steps"
+    except KeyboardInterrupt:
+        bar.close()
+        trace["run"]["stop_reason"] = "interrupted"
+        _finish(trace, generated, text)
+        path = write_trace(trace, out_path)
+        raise RecordInterrupted(path, len(trace["steps"])) from None
+    finally:
+        bar.close()
+    trace["complete"] = True
+    _finish(trace, generated, text)
+    return write_trace(trace, out_path)
+
+
+def _finish(trace: dict[str, Any], generated: list[int], text: Callable[[int], str]) -> None:
+    trace["run"]["generated_tokens"] = list(generated)
+    trace["run"]["generated_text"] = "".join(text(t) for t in generated)
+    trace["created"] = utc_now()
+
+
+def _pass(
+    session: Any, tracer: Tracer, feed: list[int], name: str, full: bool
+) -> tuple[dict[str, Any], float]:
+    """One pass of one step; returns ({"nodes", "logits"}, host wall seconds)."""
+    be = session.backend
+    be.synchronize()
+    t0 = time.perf_counter()
+    tracer.begin_step(name, full)
+    try:
+        logits = session.run_step(feed, node_hook=tracer)[-1]
+    finally:
+        tracer.end_step()
+    wall = time.perf_counter() - t0  # run_step returns host logits: the device is idle here
+    return {"nodes": tracer.results(), "logits": logits}, wall
+
+
+def _version() -> str:
+    from tracekit import __version__
+
+    return __version__
