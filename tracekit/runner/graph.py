@@ -102,13 +102,19 @@ class Graph:
         if len(self._by_name) != len(self.nodes):
             raise ValueError("graph has duplicate node names")
         self._consumers: dict[str, list[str]] = {}
-        for n in self.nodes:
-            assert n.id == self.nodes.index(n), "node ids must be execution indices"
-            assert "/" not in n.name, f"node name {n.name!r} contains '/'"
+        produced = set(STEP_INPUTS)
+        for idx, n in enumerate(self.nodes):
+            if n.id != idx:
+                raise ValueError(f"node {n.name} has id {n.id}, expected its index {idx}")
+            if "/" in n.name:
+                raise ValueError(
+                    f"node name {n.name!r} contains '/' (NVTX filters read it as nesting)"
+                )
             for i in n.data_inputs:
-                if i not in STEP_INPUTS and i not in self._by_name:
+                if i not in produced:
                     raise ValueError(f"node {n.name} reads {i!r}, which is not produced before it")
                 self._consumers.setdefault(i, []).append(n.name)
+            produced.add(n.name)
         #: For each node output (and step input), the index of the last node that reads it:
         #: the executor frees a value after that node (a long prefill keeps few activations).
         self.last_use: dict[str, int] = {}
