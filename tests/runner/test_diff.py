@@ -1,0 +1,104 @@
+"""tracekit diff: finds a planted divergence and a planted NaN, and nothing in identical traces."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+import numpy as np
+import pytest
+
+from tests.runner.test_trace import make_trace
+from tracekit.runner.diff import diff_traces
+
+
+def test_identical_traces_do_not_diverge() -> None:
+    t = make_trace()
+    r = diff_traces(t, copy.deepcopy(t))
+    assert not r.diverged and r.first_divergence is None
+    assert r.node_records_compared == len(t["nodes"]) * len(t["steps"])
+    assert r.nonfinite_a is None and r.nonfinite_b is None
+    assert "first divergence: none within tolerance" in r.text()
+
+
+def test_planted_divergence_is_found_with_its_numbers() -> None:
+    a = make_trace()
+    b = copy.deepcopy(a)
+    rec = b["steps"][1]["nodes"][4]
+    rec["stats"]["mean"] += 0.01 * rec["stats"]["absmax"]  # 1% of the tensor's magnitude
+    b["steps"][2]["nodes"][2]["stats"]["max"] += 1.0  # a later one must not be reported first
+    r = diff_traces(a, b, rtol=1e-3)
+    d = r.first_divergence
+    assert r.diverged and d is not None
+    assert (d.step, d.node, d.metric) == ("decode 1", a["nodes"][4]["name"], "mean")
+    assert d.tolerance == pytest.approx(1e-5 + 1e-3 * rec["stats"]["absmax"])
+    assert f"decode 1 / {a['nodes'][4]['name']}: mean" in r.text()
+    # within a looser tolerance the same change passes
+    assert diff_traces(a, b, rtol=0.02).first_divergence.step == "decode 2"
+
+
+def test_rounding_sized_differences_pass() -> None:
+    a = make_trace()
+    b = copy.deepcopy(a)
+    for s in b["steps"]:
+        for rec in s["nodes"]:
+            for k in ("min", "max", "mean", "std", "absmax"):
+                rec["stats"][k] *= 1 + 1e-6
+    assert not diff_traces(a, b).diverged
+
+
+def test_heatmap_divergence_is_found() -> None:
+    a = make_trace()
+    b = copy.deepcopy(a)
+    hm = b["steps"][0]["nodes"][3]["stats"]["heatmap"]
+    codes = bytearray(base64.b64decode(hm["codes"]))
+    codes[7] = (codes[7] + 128) % 255  # half the value range away
+    hm["codes"] = base64.b64encode(bytes(codes)).decode()
+    d = diff_traces(a, b).first_divergence
+    assert d is not None and d.node == a["nodes"][3]["name"] and d.metric.startswith("heatmap cell")
+
+
+def _plant_nan(t: dict, step: int, start: int, count: int) -> None:
+    for rec in t["steps"][step]["nodes"][start : start + count]:
+        s = rec["stats"]
+        s["nan"] = 3
+        hm = s["heatmap"]
+        codes = np.frombuffer(base64.b64decode(hm["codes"]), np.uint8).copy()
+        codes[0] = 255
+        hm["codes"] = base64.b64encode(codes.tobytes()).decode()
+
+
+def test_planted_nan_first_node_and_spread() -> None:
+    a = make_trace(n_layer=2, n_decode=3)
+    b = copy.deepcopy(a)
+    _plant_nan(b, 1, 5, 4)  # decode 1: nodes 5..8 hold NaN
+    _plant_nan(b, 3, 0, 1)  # and one node of decode 3
+    r = diff_traces(a, b)
+    assert r.nonfinite_a is None
+    nf = r.nonfinite_b
+    assert nf is not None and (nf.step, nf.node, nf.nan) == ("decode 1", b["nodes"][5]["name"], 3)
+    assert nf.later_in_step == 3 and nf.nodes_after_in_step == len(b["nodes"]) - 6
+    assert nf.later_steps_affected == 1
+    assert r.first_divergence is not None and r.first_divergence.metric == "nan"
+    assert f"first NaN/Inf in B: decode 1 / {b['nodes'][5]['name']}" in r.text()
+
+
+def test_token_mismatch_and_step_count() -> None:
+    a = make_trace(n_decode=3)
+    b = copy.deepcopy(a)
+    b["steps"][2]["logits"]["chosen"]["id"] += 1
+    b["steps"].pop()
+    r = diff_traces(a, b)
+    assert r.first_token_mismatch == ("decode 2", a["steps"][2]["logits"]["chosen"]["id"],
+                                      a["steps"][2]["logits"]["chosen"]["id"] + 1)  # fmt: skip
+    assert r.steps_compared == 3 and any("comparing 3" in n for n in r.notes)
+
+
+def test_timing_traces_are_noted() -> None:
+    r = diff_traces(make_trace(stats=False), make_trace(stats=False))
+    assert r.node_records_compared == 0 and any("timing capture" in n for n in r.notes)
+
+
+def test_negative_tolerance_is_refused() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        diff_traces(make_trace(), make_trace(), rtol=-1)
