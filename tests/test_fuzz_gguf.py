@@ -1,0 +1,134 @@
+"""A deterministic slice of the malformed-GGUF fuzz campaign (the full one: scripts/fuzz_gguf.py).
+
+Every mutant must end in one `error: ...` line with exit code 2, or (a benign mutation) succeed
+with valid output; never a traceback, a crash or a hang.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import struct
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import gguf
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fuzz_gguf.py"
+#: CI slice: mutant ids [0, CI_COUNT) of seed 0 on the small bases (SmolLM2 costs ~2 s a parse).
+CI_COUNT = 120
+CI_BASES = ("demo", "tiny", "gemma3")
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fuzz_gguf", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fuzz_gguf"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fz = _load()
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return fz.prepare_bases(tmp_path_factory.mktemp("bases"), ["tiny", "gemma3"])
+
+
+def test_layout_finds_every_field(bases: dict[str, Path]) -> None:
+    lay = fz.read_layout(bases["tiny"])
+    reader = gguf.GGUFReader(bases["tiny"])
+    raw = bases["tiny"].read_bytes()
+    assert lay.data_offset == reader.data_offset and lay.data_offset % 64 == 0
+    assert len(lay.tensors) == len(reader.tensors)
+    (kv,) = lay.sites["kv_count"]
+    assert struct.unpack_from("<Q", raw, kv.offset)[0] == len(reader.fields) - 3
+    for t, rt in zip(lay.tensors, reader.tensors, strict=True):
+        assert t.name == rt.name
+        assert struct.unpack_from("<I", raw, t.type_site.offset)[0] == int(rt.tensor_type)
+        dims = [struct.unpack_from("<Q", raw, s.offset)[0] for s in t.dims_sites]
+        assert dims == [int(d) for d in rt.shape]
+        assert raw[t.name_site.offset : t.name_site.offset + t.name_site.size] == rt.name.encode()
+        rel = struct.unpack_from("<Q", raw, t.offset_site.offset)[0]
+        assert lay.data_offset + rel == rt.data_offset
+    regions = lay.regions()
+    assert regions["header"] == (0, 24)
+    assert regions["metadata"][1] == regions["tensor_infos"][0] < regions["data"][0]
+
+
+def test_mutants_are_deterministic_and_hit_their_fields(bases: dict[str, Path]) -> None:
+    layouts = {k: fz.read_layout(p) for k, p in bases.items()}
+    a = [fz.Mutator(layouts, 7).mutant(i).to_json() for i in range(300)]
+    b = [fz.Mutator(layouts, 7).mutant(i).to_json() for i in range(300)]
+    assert a == b
+    assert a != [fz.Mutator(layouts, 8).mutant(i).to_json() for i in range(300)]
+    families = {m["op"].split(":")[0] for m in a}
+    assert {"truncate", "flip", "set_int", "tensor_type", "dims_overflow", "row_block"} <= families
+    for m in a:
+        lay = layouts[m["base"]]
+        if m["op"].startswith("truncate:"):
+            assert m["length"] is not None and m["length"] < lay.size
+            region = m["op"].split(":")[1]
+            lo, hi = lay.regions()[region]
+            assert lo <= m["length"] < hi
+        elif m["op"].startswith("tensor_type:unknown"):
+            ((off, val),) = m["patches"]
+            assert off in {t.type_site.offset for t in lay.tensors}
+            assert struct.unpack("<I", bytes.fromhex(val))[0] not in set(
+                int(t) for t in gguf.GGMLQuantizationType
+            )
+
+
+def test_materialize_applies_patches(tmp_path: Path, bases: dict[str, Path]) -> None:
+    base = bases["tiny"]
+    m = fz.Mutant(0, "tiny", "test", "", [(4, "ff"), (100, "0102")], 200)
+    out = tmp_path / "m.gguf"
+    assert fz.materialize(m, base, out) == 200
+    raw, new = base.read_bytes(), out.read_bytes()
+    assert len(new) == 200
+    assert new[4] == 0xFF and new[100:102] == b"\x01\x02"
+    assert new[:4] == raw[:4] and new[5:100] == raw[5:100] and new[102:] == raw[102:200]
+
+
+def test_classify() -> None:
+    assert fz.classify(2, "", "error: bad file\n", None, None) == "error"
+    assert fz.classify(2, "", "  0%|   |\r\rerror: bad file\n", None, None) == "error"
+    assert fz.classify(2, "", "error: IndexError: index 0\n", None, None) == "error-untyped"
+    assert fz.classify(2, "", "error: a\nerror: b\n", None, None) == "bad-error"
+    assert fz.classify(1, "", "error: a\n", None, None) == "bad-error"
+    assert fz.classify(0, "ok", "", None, True) == "success"
+    assert fz.classify(0, "ok", "", None, False) == "bad-output"
+    assert fz.classify(2, "", "Traceback (most recent call last):\n", None, None) == "traceback"
+    assert fz.classify(-1, "", "", "Traceback ...", None) == "traceback"
+
+
+def test_harness_catches_hang_crash_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The harness itself must be able to fail: inject each failure kind into a worker.
+    monkeypatch.setenv("FUZZ_GGUF_INJECT", "0:hang,1:crash,2:raise,3:lines")
+    out = fz.run_campaign(
+        4, seed=0, jobs=2, bases=("tiny",), timeout=3.0, work=tmp_path, mem_limit_gb=0
+    )
+    got = {r["id"]: r["outcome"] for r in out["results"]}
+    assert got == {0: "hang", 1: "crash", 2: "traceback", 3: "bad-error"}
+    tb = out["results"][2]["runs"]["info"]["traceback"]
+    assert tb[-1] == "RuntimeError: injected failure"
+    assert any("time.sleep" in ln or "_call_injected" in ln for ln in out["results"][0]["log_tail"])
+
+
+@pytest.mark.slow
+def test_fuzz_slice(tmp_path: Path) -> None:
+    pytest.importorskip("tracekit.cli")
+    out = fz.run_campaign(CI_COUNT, seed=0, jobs=2, bases=CI_BASES, timeout=60.0, work=tmp_path)
+    summary = out["summary"]
+    assert summary["mutants"] == CI_COUNT
+    bad = [r for r in out["results"] if r["outcome"] in fz.FAILURES]
+    report = "\n".join(f"{r['id']} {r['op']}: {fz._signature(r)}" for r in bad[:10])
+    assert not bad, f"{len(bad)} of {CI_COUNT} mutants failed:\n{report}"
+    # Both verdicts occur: the slice really exercises rejection and benign mutations.
+    assert summary["outcomes"].get("error", 0) > CI_COUNT // 3
+    assert summary["outcomes"].get("success", 0) > 0
