@@ -218,3 +218,13 @@ def test_model_error_is_a_value_error_with_one_line_per_problem() -> None:
     e = ModelError(["a", "b"], "/x/m.gguf")
     assert isinstance(e, ValueError) and str(e) == "m.gguf: a\nm.gguf: b"
     assert e.problems == ["a", "b"]
+
+
+def test_block_count_must_match_the_tensors(synth: dict[str, Path], tmp_path: Path) -> None:
+    p = rewrite(
+        synth["llama"], tmp_path / "bc.gguf", meta={"llama.block_count": (2**32 - 1, V.UINT32)}
+    )
+    (msg,) = problems_of(p)  # reported at once, without looping over 4 billion layers
+    assert msg.endswith(
+        "metadata llama.block_count = 4294967295 but the file has tensors for 3 blocks"
+    )

@@ -152,7 +152,7 @@ class _CheckedReader(gguf.GGUFReader):
                 problems.append(f"tensor {name} has unknown tensor type id {int(raw_dtype[0])}")
                 continue
             block, tsize = GGML_QUANT_SIZES[qtype]
-            n = int(np.prod(dims.astype(np.int64))) if len(dims) else 1
+            n = math.prod(int(d) for d in dims)  # Python ints: a fuzzed dim cannot wrap
             if n % block:
                 problems.append(
                     f"tensor {name} has {n} elements, not a multiple of {qtype.name} "
@@ -280,6 +280,16 @@ def _read_config(
                 )
             if head_dim % 2:
                 problems.append(f"head_dim {head_dim} must be even for rope")
+    if n_layer:
+        # Checked before anything loops over the layers (a corrupt count could be 2^32 - 1).
+        blocks = {int(n.split(".")[1]) for n in tensors if n.split(".")[0] == "blk" and
+                  n.split(".")[1].isdigit()}  # fmt: skip
+        n_file = max(blocks) + 1 if blocks else 0
+        if n_layer != n_file:
+            problems.append(
+                f"metadata {a}.block_count = {n_layer} but the file has tensors for {n_file} blocks"
+            )
+            n_layer = None
     if n_head and n_head_kv and n_head % n_head_kv:
         problems.append(
             f"attention.head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"
