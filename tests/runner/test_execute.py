@@ -207,6 +207,8 @@ def test_model_logits_errors(models: dict[str, Model]) -> None:
         models["qwen2"].logits([400], backend="numpy")
     with pytest.raises(GenerationError, match="at least one token"):
         models["qwen2"].logits([], backend="numpy")
+    with pytest.raises(GenerationError, match="token id 1.5 at position 1 is not an integer"):
+        models["qwen2"].logits([1, 1.5], backend="numpy")
 
 
 def test_op_error_names_the_node(models: dict[str, Model], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -598,7 +598,7 @@ class Model:
         """
         from tracekit.runner.execute import Session
 
-        ids = [int(i) for i in token_ids]
+        ids = list(token_ids)  # validated (integers, in range) by the session before any kernel
         be = self.backend(backend)
         session = Session(self, be, n_ctx=max(1, min(len(ids), self.config.n_ctx)))
         return session.run_step(ids, all_logits=True)
