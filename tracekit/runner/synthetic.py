@@ -191,6 +191,20 @@ class Vocab:
     bos_id: int
     eos_id: int
 
+    def padded(self, n_vocab: int) -> Vocab:
+        """Padded to ``n_vocab`` with ``[PAD{i}]`` tokens of type 5 (unused), as llama.cpp's
+        converter pads a vocabulary to the model's embedding rows."""
+        n = n_vocab - len(self.tokens)
+        if n < 0:
+            raise ValueError(f"vocabulary of {len(self.tokens)} tokens exceeds n_vocab {n_vocab}")
+        return Vocab(
+            self.tokens + [f"[PAD{i}]" for i in range(len(self.tokens), n_vocab)],
+            self.token_types + [5] * n,
+            self.merges,
+            self.bos_id,
+            self.eos_id,
+        )
+
 
 def byte_level_vocab(n_merges: int, corpus: str = CORPUS) -> Vocab:
     """256 byte tokens (id = byte value), ``n_merges`` learned merges, then the specials.
@@ -257,6 +271,7 @@ class SyntheticSpec:
     types: dict[str, T | tuple[T, ...]]
     n_ctx: int = 512
     n_merges: int = 45
+    n_vocab: int | None = None  # pad the vocabulary to this many tokens
     rope_base: float = 10000.0
     rms_eps: float = 1e-6
     tied: bool = False
@@ -286,17 +301,21 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
     s = spec
     rng = np.random.default_rng(seed)
     vocab = byte_level_vocab(s.n_merges)
+    if s.n_vocab is not None:
+        vocab = vocab.padded(s.n_vocab)
     n_vocab = len(vocab.tokens)
     e, f, hd = s.n_embd, s.n_ff, s.head_dim
     qd, kvd = s.n_head * hd, s.n_head_kv * hd
     gemma = s.arch == "gemma3"
 
     def normal(shape: tuple[int, ...], std: float) -> np.ndarray:
-        return (rng.standard_normal(shape) * std).astype(np.float32)
+        x = rng.standard_normal(shape, dtype=np.float32)
+        x *= np.float32(std)
+        return x
 
     def norm_weight(n: int) -> np.ndarray:
         # gemma stores 1 + w (HF's x * (1 + w)); others store w near 1 directly.
-        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+        return 1.0 + normal((n,), 0.1)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -460,17 +479,57 @@ SPECS: dict[str, SyntheticSpec] = {
 }
 
 
+#: Benchmark-sized synthetic models (not part of the parity tests: too big for CI).
+BENCH_SPECS: dict[str, SyntheticSpec] = {
+    # Qwen2.5-0.5B's shape (the seed's model): 24 layers, n_embd 896, 14 heads / 2 KV heads,
+    # n_ff 4864, vocab 151936, tied output; Q4_0 everywhere but norms and biases, like the
+    # seed's 0.5B Q4_0 file (its Q4_0 embedding is 76.6 MB). 896 is not a multiple of 256, so
+    # no K-quants. About 280 MB on disk; writing it takes tens of seconds (host quantization).
+    "qwen2-0.5b": SyntheticSpec(
+        arch="qwen2",
+        name="tracekit synthetic qwen2 0.5B-shape",
+        n_layer=24,
+        n_embd=896,
+        n_ff=4864,
+        n_head=14,
+        n_head_kv=2,
+        head_dim=64,
+        n_ctx=4096,
+        n_merges=253,
+        n_vocab=151936,
+        types={
+            r: T.Q4_0
+            for r in (
+                "token_embd",
+                "attn_q",
+                "attn_k",
+                "attn_v",
+                "attn_output",
+                "ffn_gate",
+                "ffn_up",
+                "ffn_down",
+            )
+        },  # fmt: skip
+        tied=True,
+        rope_base=1000000.0,
+        pre="qwen2",
+    ),
+}
+
+
 def write_synthetic_model(
     path: str | os.PathLike[str], arch: str, seed: int = 0, **changes: object
 ) -> Path:
-    """Write the synthetic model of ``arch`` (``SPECS[arch]``, fields overridable) to ``path``.
+    """Write the synthetic model ``arch`` (a key of ``SPECS`` or ``BENCH_SPECS``; fields
+    overridable) to ``path``.
 
     Raises:
-        ValueError: an architecture without a synthetic spec.
+        ValueError: a name without a synthetic spec.
     """
-    if arch not in SPECS:
-        raise ValueError(f"no synthetic model for architecture {arch!r} (have: {', '.join(SPECS)})")
-    spec = SPECS[arch]
+    specs = {**SPECS, **BENCH_SPECS}
+    if arch not in specs:
+        raise ValueError(f"no synthetic model {arch!r} (have: {', '.join(specs)})")
+    spec = specs[arch]
     if changes:
         from dataclasses import replace
 
