@@ -13,6 +13,7 @@ generation) runs: token ids in range, the prompt and the requested steps within 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,14 @@ def check_token_ids(ids: Sequence[Any], n_vocab: int, start: int = 0) -> list[in
     return out
 
 
+def _call(arm: Any, be: Backend, node: Node, st: StepContext, args: list[Any]) -> Any:
+    """Run one node's arm; a kernel gate's error is re-raised naming the node."""
+    try:
+        return arm(be, node, st, *args)
+    except KernelInputError as e:
+        raise OpError(f"node {node.name} ({node.op}): {e}") from e
+
+
 class Session:
     """A model on a backend with its KV cache: run steps, or a whole generation.
 
@@ -155,6 +164,7 @@ class Session:
         frees: dict[int, list[str]] = {}
         for name, last in self.graph.last_use.items():
             frees.setdefault(last, []).append(name)
+        self._shapes: dict[tuple[int, int], list[tuple[int, ...]]] = {}
         self._plan = [
             (n, ARMS[n.op], n.data_inputs, tuple(frees.get(n.id, ()))) for n in self.graph
         ]
@@ -212,22 +222,18 @@ class Session:
             weights=self.weights,
         )
         values: dict[str, Any] = dict(st.inputs)
+        shapes = self._shapes.get((nt, st.nr))
+        if shapes is None:
+            shapes = self._shapes[(nt, st.nr)] = [n.out_shape(nt, st.nr) for n in self.graph]
         out = None
-        for node, arm, inputs, frees in self._plan:
+        records = be.records
+        for (node, arm, inputs, frees), want in zip(self._plan, shapes, strict=True):
             args = [values[i] for i in inputs]
-
-            def thunk(arm: Any = arm, node: Node = node, args: list[Any] = args) -> Any:
-                try:
-                    return arm(be, node, st, *args)
-                except KernelInputError as e:
-                    raise OpError(f"node {node.name} ({node.op}): {e}") from e
-
             if node_hook is None:
-                out = thunk()
-                be.records.clear()
+                out = _call(arm, be, node, st, args)
+                records.clear()
             else:
-                out = node_hook(node, thunk)
-            want = node.out_shape(nt, st.nr)
+                out = node_hook(node, functools.partial(_call, arm, be, node, st, args))
             if tuple(out.shape) != want:
                 raise OpError(
                     f"node {node.name} ({node.op}) produced shape {tuple(out.shape)}, "
