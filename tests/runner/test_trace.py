@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path
@@ -133,7 +132,7 @@ def make_trace(
 def test_round_trip(tmp_path: Path) -> None:
     t = make_trace()
     p = write_trace(t, tmp_path / "sub" / "t.json")
-    assert load_trace(p) == json.loads(dumps_trace(t))
+    assert load_trace(p) == json.loads(json.dumps(t))  # histograms come back as edges
     assert not [f for f in p.parent.iterdir() if f.name != "t.json"]  # no temp file left
 
 
@@ -282,11 +281,23 @@ def test_timing_trace_without_stats_is_valid() -> None:
     validate_trace(json.loads(dumps_trace(make_trace(stats=False))))
 
 
-def test_validate_does_not_mutate() -> None:
-    t = json.loads(dumps_trace(make_trace()))
-    before = copy.deepcopy(t)
-    validate_trace(t)
-    assert t == before
+def test_histograms_are_stored_as_lo_hi_and_come_back_exact(tmp_path: Path) -> None:
+    t = make_trace()
+    text = dumps_trace(t)
+    on_disk = json.loads(text)["steps"][1]["nodes"][2]["stats"]["hist"]
+    assert set(on_disk) == {"lo", "hi", "counts"}  # 2 numbers instead of 33 edges
+    assert "edges" in t["steps"][1]["nodes"][2]["stats"]["hist"]  # the input is not changed
+    back = load_trace(write_trace(t, tmp_path / "t.json"))
+    assert (
+        back["steps"][1]["nodes"][2]["stats"]["hist"] == t["steps"][1]["nodes"][2]["stats"]["hist"]
+    )
+    assert back["steps"][0]["logits"]["hist"] == t["steps"][0]["logits"]["hist"]
+
+
+def test_edges_and_counts_must_agree(tmp_path: Path) -> None:
+    t = make_trace()
+    t["steps"][1]["nodes"][2]["stats"]["hist"]["edges"] = [0.0, 1.0, 5.0]  # not uniform: kept
+    _rejects(t, tmp_path, "$.steps[1].nodes[2].stats.hist", "3 edges for 32 counts")
 
 
 def test_golden_traces_keep_loading() -> None:

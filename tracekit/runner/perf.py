@@ -62,7 +62,9 @@ def fmt_time(s: float) -> str:
         return f"{s * 1e3:.3g} ms"
     if s >= 1e-6:
         return f"{s * 1e6:.3g} µs"
-    return f"{s * 1e6:.2g} µs"
+    if s >= 1e-9:
+        return f"{s * 1e6:.2g} µs"
+    return "<0.001 µs" if s > 0 else "0 µs"
 
 
 def _get(rec: Any, key: str) -> int:
@@ -109,47 +111,40 @@ def annotate(
     if n == 0:
         return out
     t_mem, t_flop, t_launch = nbytes / bw, flops / peak, n * launch
-    launches_txt = (
-        f"{n} launches cost {fmt_time(t_launch)}"
-        if n > 1
-        else f"the {fmt_time(t_launch)} launch cost"
+    cost = (
+        f"{n} launches' {fmt_time(t_launch)}" if n > 1 else f"the {fmt_time(t_launch)} launch cost"
     )
+    traffic = f"{fmt_bytes(nbytes)} at {fmt_rate(bw, 'B/s')}"
     if t_mem < t_launch and t_flop < t_launch:
         out["bound"] = "launch"
         out["fraction_of_ceiling"] = t_launch / t if t else None
-        what = f"{fmt_bytes(nbytes)} at {fmt_rate(bw, 'B/s')} would take {fmt_time(t_mem)}"
-        if flops:
-            what += (
-                f" and {fmt_rate(flops, 'flop')} at {fmt_rate(peak, 'flop/s')} {fmt_time(t_flop)}"
-            )
-        out["reason"] = f"{what}, under {launches_txt}: launch-bound"
+        extra = f" ({fmt_rate(flops, 'flop')} at peak: {fmt_time(t_flop)})" if flops else ""
+        out["reason"] = f"{traffic} would take {fmt_time(t_mem)}{extra}, under {cost}: launch-bound"
         return out
     intensity = out["intensity"] or 0.0
-    measured = f"; ran in {fmt_time(t)}" if t else ""
+    ran = f"; ran {fmt_time(t)}" if t else ""
     if intensity < ridge:
         out["bound"] = "bandwidth"
         if t:
             out["fraction_of_ceiling"] = out["achieved_Bps"] / bw
-            measured += (
-                f" = {fmt_rate(out['achieved_Bps'], 'B/s')}, "
-                f"{100 * out['fraction_of_ceiling']:.3g}% of the copy bandwidth"
+            ran += (
+                f" = {fmt_rate(out['achieved_Bps'], 'B/s')} = "
+                f"{100 * out['fraction_of_ceiling']:.3g}% of copy BW"
             )
         out["reason"] = (
-            f"intensity {intensity:.3g} flop/B (moves {fmt_bytes(nbytes)}) is under the ridge "
-            f"{ridge:.3g} flop/B, and {fmt_bytes(nbytes)} at {fmt_rate(bw, 'B/s')} takes "
-            f"{fmt_time(t_mem)}, over {launches_txt}: bandwidth-bound{measured}"
+            f"{intensity:.3g} flop/B < {ridge:.3g} ridge; {traffic}: {fmt_time(t_mem)} > "
+            f"{cost}: bandwidth-bound{ran}"
         )
         return out
     out["bound"] = "compute"
     if t:
         out["fraction_of_ceiling"] = out["achieved_flops"] / peak
-        measured += (
-            f" = {fmt_rate(out['achieved_flops'], 'flop/s')}, "
+        ran += (
+            f" = {fmt_rate(out['achieved_flops'], 'flop/s')} = "
             f"{100 * out['fraction_of_ceiling']:.3g}% of peak"
         )
     out["reason"] = (
-        f"intensity {intensity:.3g} flop/B is at or over the ridge {ridge:.3g} flop/B "
-        f"({fmt_rate(flops, 'flop')} at {fmt_rate(peak, 'flop/s')} takes {fmt_time(t_flop)}): "
-        f"compute-bound{measured}"
+        f"{intensity:.3g} flop/B >= {ridge:.3g} ridge; {fmt_rate(flops, 'flop')} at "
+        f"{fmt_rate(peak, 'flop/s')}: {fmt_time(t_flop)}: compute-bound{ran}"
     )
     return out

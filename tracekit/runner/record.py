@@ -263,10 +263,7 @@ def _f32(v: Any) -> Any:
 
 def compact_stats(s: dict[str, Any]) -> dict[str, Any]:
     """``tensor_stats`` output with its floats at float32 precision (shortest repr)."""
-    out = {k: _f32(v) for k, v in s.items()}
-    h = s.get("hist")
-    if h:
-        out["hist"] = {"edges": [_f32(e) for e in h["edges"]], "counts": h["counts"]}
+    out = {k: _f32(v) for k, v in s.items()}  # hist kept exact: stored as lo/hi (trace.py)
     hm = s.get("heatmap")
     if hm:
         out["heatmap"] = {**hm, "lo": _f32(hm["lo"]), "hi": _f32(hm["hi"])}
@@ -301,7 +298,7 @@ def logit_summary(
     return {
         "top_k": [{"id": int(t), "text": text(int(t)), "prob": min(1.0, float(p[t]))} for t in top],
         "entropy": max(0.0, entropy),
-        "hist": {"edges": [_f32(float(e)) for e in edges], "counts": [int(c) for c in counts]},
+        "hist": {"edges": edges.tolist(), "counts": [int(c) for c in counts]},
         "chosen": {
             "id": int(chosen),
             "text": text(int(chosen)),
@@ -342,24 +339,33 @@ def _ceilings_json(c: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _sig(x: float | None, digits: int = 5) -> float | None:
+    # Times and rates to 5 significant digits: timer noise is far above 1e-5 relative, and
+    # 17-digit floats would cost ~70 B per node record.
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
 def _node_record(
     i: int, timing: dict[str, Any], full: dict[str, Any] | None, ceilings: dict[str, Any]
 ) -> dict[str, Any]:
     src = full or timing
+    t = _sig(timing["time_s"])
+    p = perf.annotate(timing["launches"], t, ceilings)
+    for k in ("intensity", "achieved_Bps", "achieved_flops", "fraction_of_ceiling"):
+        p[k] = _sig(p[k])
+    host, full_host = timing["host_s"], full["host_s"] if full else None
     return {
         "id": i,
         "shape": src["shape"],
         "dtype": src["dtype"],
-        "time_s": timing["time_s"],
-        "timing_time_s": timing["time_s"],
-        "full_time_s": full["time_s"] if full else None,
-        "host_s": timing["host_s"],
-        "full_host_s": full["host_s"] if full else None,
-        "capture_cost": (full["host_s"] / timing["host_s"])
-        if full and timing["host_s"] > 0
-        else None,
+        "time_s": t,
+        "timing_time_s": t,
+        "full_time_s": _sig(full["time_s"]) if full else None,
+        "host_s": _sig(host),
+        "full_host_s": _sig(full_host),
+        "capture_cost": _sig(full_host / host) if full_host is not None and host > 0 else None,
         "launches": timing["launches"],
-        "perf": perf.annotate(timing["launches"], timing["time_s"], ceilings),
+        "perf": p,
         "stats": full["stats"] if full else None,
     }
 

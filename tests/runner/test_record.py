@@ -1,0 +1,284 @@
+"""Traced execution on the demo model (NumPy backend; the cupy variant is marked gpu)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tracekit.kernels.backend import NumpyBackend
+from tracekit.runner.diff import diff_traces
+from tracekit.runner.execute import Session
+from tracekit.runner.model import load_model
+from tracekit.runner.record import CUDA_GRAPH_NOTE, RecordInterrupted, record_trace
+from tracekit.runner.trace import load_trace
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+#: Fixed ceilings for tests that do not measure (CPU-like numbers).
+CEIL = {"copy_bandwidth_Bps": 2e10, "launch_overhead_s": 1e-6, "peak_flops": 1e11}
+
+
+@pytest.fixture(scope="module")
+def demo() -> Any:
+    from tracekit.runner.demo import demo_model_path
+
+    return load_model(demo_model_path())
+
+
+def _record(model: Any, out: Path, **kw: Any) -> dict[str, Any]:
+    kw.setdefault("tokens", [5, 17, 99, 300])
+    kw.setdefault("steps", 3)
+    kw.setdefault("backend", "numpy")
+    kw.setdefault("ceilings", CEIL)
+    kw.setdefault("progress", False)
+    return load_trace(record_trace(model, output=out, **kw))
+
+
+class RecordingDomain:
+    """Stands in for nvtx's Domain: records pushes/pops and checks their nesting."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        self.node_stacks: dict[str, list[list[str]]] = {}
+        self.pushes = 0
+
+    def get_event_attributes(self, message: str, color: Any, category: Any, payload: Any) -> Any:
+        return (message, category, payload)
+
+    def push_range(self, attrs: Any) -> None:
+        self.pushes += 1
+        self.stack.append(attrs[0])
+        if attrs[1] not in ("step", "layer"):
+            self.node_stacks.setdefault(attrs[0], []).append(list(self.stack))
+
+    def pop_range(self) -> None:
+        assert self.stack, "pop without push"
+        self.stack.pop()
+
+
+def test_full_capture_trace(demo: Any, tmp_path: Path) -> None:
+    t = _record(demo, tmp_path / "t.json")
+    g = demo.graph
+    assert t["complete"] and t["run"]["stop_reason"] in ("steps", "eos")
+    assert [n["name"] for n in t["nodes"]] == g.names()
+    assert len(t["steps"]) == 4 and [s["name"] for s in t["steps"]][:2] == ["prefill", "decode 1"]
+    assert t["steps"][0]["n_tokens"] == 4 and t["steps"][1]["n_past"] == 4
+    for s in t["steps"]:
+        for rec in s["nodes"]:
+            assert rec["stats"] is not None and rec["stats"]["count"] == int(np.prod(rec["shape"]))
+            assert rec["launches"] and rec["perf"]["bound"] in ("launch", "bandwidth", "compute")
+            assert rec["time_s"] > 0 and rec["capture_cost"] > 0 and rec["full_host_s"] > 0
+            assert rec["stats"]["heatmap"]["rows"] == min(32, rec["shape"][0])
+        assert s["logits"]["top_k"][0]["prob"] >= s["logits"]["top_k"][-1]["prob"]
+        assert s["logits"]["chosen"]["id"] == s["logits"]["top_k"][0]["id"]  # greedy
+        assert sum(s["logits"]["hist"]["counts"]) == demo.config.n_vocab
+    last = t["steps"][0]["nodes"][-1]
+    assert last["shape"] == [1, demo.config.n_vocab]
+    assert t["run"]["generated_tokens"] == [s["logits"]["chosen"]["id"] for s in t["steps"]]
+    assert t["run"]["generated_text"] == demo.detokenize(t["run"]["generated_tokens"])
+    assert t["steps"][1]["input_tokens"] == [t["steps"][0]["logits"]["chosen"]["id"]]
+    assert t["classification"]["rule"].startswith("launch-bound if")
+
+
+def test_double_pass_matches_untraced_generation(demo: Any, tmp_path: Path) -> None:
+    """The full pass re-runs each step after rewinding n_past: the tokens and final logits
+    must be those of a plain, untraced generation."""
+    t = _record(demo, tmp_path / "t.json", steps=5)
+    s = Session(demo, "numpy", n_ctx=9)
+    assert (
+        s.generate([5, 17, 99, 300], 5, stop_at_eos=False)[: len(t["steps"])]
+        == t["run"]["generated_tokens"]
+    )
+
+
+def test_timing_capture_has_no_stats(demo: Any, tmp_path: Path) -> None:
+    full = _record(demo, tmp_path / "f.json")
+    t = _record(demo, tmp_path / "t.json", capture="timing")
+    assert t["run"]["capture"] == "timing"
+    for s in t["steps"]:
+        for rec in s["nodes"]:
+            assert rec["stats"] is None and rec["capture_cost"] is None
+            assert rec["full_time_s"] is None and rec["time_s"] > 0
+        assert s["full_wall_s"] is None
+    assert t["run"]["generated_tokens"] == full["run"]["generated_tokens"]
+
+
+def test_nvtx_ranges_nest_and_do_not_change_results(demo: Any, tmp_path: Path) -> None:
+    dom = RecordingDomain()
+    on = _record(demo, tmp_path / "on.json", nvtx_domain=dom)
+    off = _record(demo, tmp_path / "off.json", nvtx=False)
+    assert dom.stack == []  # every push popped
+    node = "blk.2.ffn_up"
+    # 4 steps x 2 passes, each inside its step and layer range
+    assert dom.node_stacks[node] == [[s, "blk.2", node] for s in on_steps(on) for _ in (0, 1)]
+    assert dom.node_stacks["token_embd"][0] == ["prefill", "token_embd"]
+    assert dom.node_stacks["output"][-1] == ["decode 3", "output"]
+    assert on["run"]["nvtx"] and not off["run"]["nvtx"]
+    for a, b in zip(on["steps"], off["steps"], strict=True):
+        assert a["logits"] == b["logits"]
+        assert [r["stats"] for r in a["nodes"]] == [r["stats"] for r in b["nodes"]]
+    assert not diff_traces(on, off, rtol=0, atol=0).diverged
+
+
+def on_steps(t: dict[str, Any]) -> list[str]:
+    return [s["name"] for s in t["steps"]]
+
+
+def test_ctrl_c_between_steps_saves_complete_steps(demo: Any, tmp_path: Path) -> None:
+    def stop(step: dict[str, Any]) -> None:
+        if step["index"] == 1:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "t.json"
+    with pytest.raises(RecordInterrupted) as ei:
+        record_trace(demo, tokens=[1, 2, 3], steps=5, backend="numpy", output=out,
+                     ceilings=CEIL, progress=False, on_step=stop)  # fmt: skip
+    assert ei.value.path == out and ei.value.steps == 2
+    t = load_trace(out)
+    assert not t["complete"] and t["run"]["stop_reason"] == "interrupted"
+    assert [s["name"] for s in t["steps"]] == ["prefill", "decode 1"]
+    assert len(t["run"]["generated_tokens"]) == 2
+
+
+class InterruptingBackend(NumpyBackend):
+    """Ctrl-C arrives inside the n-th add (mid-step, inside a node's NVTX range)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.left = after
+
+    def add_f32(self, x: Any, y: Any) -> Any:
+        self.left -= 1
+        if self.left < 0:
+            raise KeyboardInterrupt
+        return super().add_f32(x, y)
+
+
+def test_ctrl_c_mid_step_saves_earlier_steps_and_pops_ranges(demo: Any, tmp_path: Path) -> None:
+    n_add = sum(1 for n in demo.graph if n.op == "add")
+    dom = RecordingDomain()
+    out = tmp_path / "t.json"
+    be = InterruptingBackend(after=2 * n_add * 2 + 3)  # 2 steps x 2 passes, then 3 more adds
+    with pytest.raises(RecordInterrupted):
+        record_trace(demo, tokens=[1, 2, 3], steps=5, backend=be, output=out, ceilings=CEIL,
+                     progress=False, nvtx_domain=dom)  # fmt: skip
+    assert dom.stack == []
+    t = load_trace(out)
+    assert not t["complete"] and len(t["steps"]) == 2
+
+
+def test_interrupt_before_any_step_saves_an_empty_valid_trace(demo: Any, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    with pytest.raises(RecordInterrupted):
+        record_trace(demo, tokens=[1, 2], steps=2, backend=InterruptingBackend(after=0),
+                     output=out, ceilings=CEIL, progress=False)  # fmt: skip
+    t = load_trace(out)
+    assert t["steps"] == [] and not t["complete"]
+
+
+class NaNBackend(NumpyBackend):
+    """Plants a NaN in the output of the k-th mul (SwiGLU of one layer)."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+        self.calls = 0
+
+    def mul_f32(self, x: Any, y: Any) -> Any:
+        out = super().mul_f32(x, y)
+        if self.calls == self.k:
+            out = out.copy()
+            out[0, 3] = np.nan
+        self.calls += 1
+        return out
+
+
+def test_diff_names_planted_nan_node(demo: Any, tmp_path: Path) -> None:
+    a = _record(demo, tmp_path / "a.json", steps=1)
+    # the prefill's timing pass runs muls 0..3, its full pass 4..7: k=5 is layer 1, full pass
+    b = _record(demo, tmp_path / "b.json", steps=1, backend=NaNBackend(k=5))
+    r = diff_traces(a, b)
+    assert r.nonfinite_a is None
+    nf = r.nonfinite_b
+    assert nf is not None and (nf.step, nf.node) == ("prefill", "blk.1.ffn_mul") and nf.nan == 1
+    assert nf.later_in_step > 0  # it spread downstream
+    assert r.first_divergence is not None and r.first_divergence.node == "blk.1.ffn_mul"
+    assert json.dumps(b)  # still strict JSON
+
+
+def test_bad_inputs_fail_before_running(demo: Any, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    with pytest.raises(ValueError, match="out of range"):
+        record_trace(demo, tokens=[1, 10**6], output=out, backend="numpy", ceilings=CEIL)
+    with pytest.raises(ValueError, match="more than the model's context"):
+        record_trace(demo, tokens=[1], steps=10**5, output=out, backend="numpy", ceilings=CEIL)
+    with pytest.raises(ValueError, match="capture"):
+        record_trace(demo, tokens=[1], capture="all", output=out, backend="numpy")
+    assert not out.exists()
+
+
+def test_cuda_graph_request_is_noted(demo: Any, tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match="cuda_graph requested but not used"):
+        t = _record(demo, tmp_path / "t.json", capture="timing", cuda_graph=True, steps=1)
+    assert t["run"]["cuda_graph"] is False and t["run"]["cuda_graph_requested"] is True
+    assert CUDA_GRAPH_NOTE in t["run"]["notes"]
+
+
+def test_sampling_is_seeded_and_recorded(demo: Any, tmp_path: Path) -> None:
+    s = {"temperature": 1.5, "top_k": 5, "seed": 7}
+    a = _record(demo, tmp_path / "a.json", sampling=s, capture="timing")
+    b = _record(demo, tmp_path / "b.json", sampling=s, capture="timing")
+    assert a["run"]["sampling"] == {"mode": "sample", **s}
+    assert a["run"]["generated_tokens"] == b["run"]["generated_tokens"]
+
+
+def test_cli_record_trace_default_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from tracekit.cli import record_trace_main
+
+    monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path / "cache"))  # measures its own ceilings
+    out = tmp_path / "t.json"
+    rc = record_trace_main(["--prompt", "The kernel reads", "--steps", "2", "--backend", "numpy",
+                            "--no-progress", "-o", str(out)])  # fmt: skip
+    assert rc == 0 and capsys.readouterr().out.strip() == str(out)
+    t = load_trace(out)
+    assert t["run"]["prompt"] == "The kernel reads" and t["model"]["architecture"] == "qwen2"
+    assert t["ceilings"]["copy_bandwidth_Bps"] > 0 and t["ceilings"]["method"]
+
+
+@pytest.mark.slow
+def test_trace_size_24_layers_32_decode_steps(tmp_path: Path) -> None:
+    """docs/trace-format.md's compactness figure: 24 layers x (prefill + 32 decode steps),
+    statistics and heatmaps on every node, must stay under 20 MB."""
+    from tracekit.runner.synthetic import write_synthetic_model
+
+    p = write_synthetic_model(tmp_path / "m24.gguf", "qwen2", n_layer=24)
+    out = _record(load_model(p), tmp_path / "t.json", tokens=list(range(1, 17)), steps=32)
+    assert len(out["steps"]) == 33 or out["run"]["stop_reason"] == "eos"
+    size = (tmp_path / "t.json").stat().st_size
+    n_records = len(out["nodes"]) * len(out["steps"])
+    print(f"24-layer trace: {size / 1e6:.2f} MB, {len(out['nodes'])} nodes x "
+          f"{len(out['steps'])} steps, {size / n_records:.0f} B per node record")  # fmt: skip
+    assert size <= 20e6
+
+
+@pytest.mark.gpu
+def test_record_on_cupy(demo: Any, tmp_path: Path) -> None:
+    t = _record(demo, tmp_path / "gpu.json", backend="cupy", ceilings=None, steps=4)
+    assert t["run"]["backend"] == "cupy" and t["ceilings"]["launch_overhead_s"] > 0
+    for s in t["steps"]:
+        assert s["gpu_s"] > 0
+        for rec in s["nodes"]:
+            assert rec["time_s"] > 0 and rec["full_time_s"] > 0 and rec["stats"] is not None
+            assert all(la["grid"] is None or len(la["grid"]) == 3 for la in rec["launches"])
+    timing = _record(demo, tmp_path / "gpu-t.json", backend="cupy", ceilings=None, steps=4,
+                     capture="timing")  # fmt: skip
+    assert timing["run"]["generated_tokens"] == t["run"]["generated_tokens"]
+    cpu = _record(demo, tmp_path / "cpu.json", steps=4)
+    # f16 GEMM inputs (11-bit mantissa) against the f32 CPU graph: 1% of each tensor's absmax
+    r = diff_traces(cpu, t, rtol=1e-2, atol=1e-3)
+    print(r.text("numpy", "cupy"))
+    assert r.nonfinite_a is None and r.nonfinite_b is None
