@@ -574,19 +574,24 @@ def record_trace(
     except KeyboardInterrupt:
         bar.close()
         trace["run"]["stop_reason"] = "interrupted"
-        _finish(trace, generated, text)
+        _finish(trace, generated, text, model)
         path = write_trace(trace, out_path)
         raise RecordInterrupted(path, len(trace["steps"])) from None
     finally:
         bar.close()
     trace["complete"] = True
-    _finish(trace, generated, text)
+    _finish(trace, generated, text, model)
     return write_trace(trace, out_path)
 
 
-def _finish(trace: dict[str, Any], generated: list[int], text: Callable[[int], str]) -> None:
+def _finish(
+    trace: dict[str, Any], generated: list[int], text: Callable[[int], str], model: Model
+) -> None:
     trace["run"]["generated_tokens"] = list(generated)
-    trace["run"]["generated_text"] = "".join(text(t) for t in generated)
+    try:  # decoded as one sequence: a character's bytes may span several byte-level tokens
+        trace["run"]["generated_text"] = model.detokenize(generated)
+    except Exception:  # no usable tokenizer (already noted in run.notes by text())
+        trace["run"]["generated_text"] = "".join(text(t) for t in generated)
     trace["created"] = utc_now()
 
 
