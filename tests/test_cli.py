@@ -185,3 +185,19 @@ def test_python_dash_m(tmp_path: Path) -> None:
         [sys.executable, "-m", "tracekit", "--help"], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0 and "record-trace" in r.stdout and "ncu-import" in r.stdout
+
+
+def test_record_trace_ctrl_c_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tracekit.runner.record as rec
+
+    def interrupted(*a: object, **k: object) -> Path:
+        raise rec.RecordInterrupted(tmp_path / "t.json", 3)
+
+    monkeypatch.setattr(rec, "record_trace", interrupted)
+    assert record_trace_main(["--no-progress", "-o", str(tmp_path / "t.json")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == f"interrupted: saved 3 complete step(s) to {tmp_path / 't.json'} (marked incomplete)"
+    )

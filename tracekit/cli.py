@@ -35,8 +35,15 @@ def _one_line(e: BaseException) -> str:
 def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return fn(args)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        path, steps = getattr(e, "path", None), getattr(e, "steps", None)
+        if path is not None:  # record-trace saved what it had (RecordInterrupted)
+            print(
+                f"interrupted: saved {steps} complete step(s) to {path} (marked incomplete)",
+                file=sys.stderr,
+            )
+        else:
+            print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK

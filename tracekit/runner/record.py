@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracekit.kernels.stats import tensor_stats
 from tracekit.runner import perf
 from tracekit.runner.trace import FORMAT, VERSION, utc_now, write_trace
 
@@ -195,8 +196,8 @@ class Tracer:
         self._host = [0.0] * len(nodes)
         self._launches: list[list[Any]] = [[] for _ in nodes]
         self._stats: list[dict[str, Any] | None] = [None] * len(nodes)
-        self._shape: list[list[int]] = [[] for _ in nodes]
-        self._dtype = [""] * len(nodes)
+        self._shape: list[tuple[int, ...]] = [() for _ in nodes]
+        self._dtype: list[Any] = [None] * len(nodes)
 
     def begin_step(self, name: str, full: bool) -> None:
         self.full = full
@@ -227,11 +228,9 @@ class Tracer:
             self.ranges.pop()
         self._launches[i] = self.be.take_records()
         if self.full:
-            from tracekit.kernels.stats import tensor_stats
-
             self._stats[i] = compact_stats(tensor_stats(out, axes=self.axes[i]))
-        self._shape[i] = [int(s) for s in out.shape]
-        self._dtype[i] = np.dtype(out.dtype).name
+        self._shape[i] = out.shape  # converted in results(), off the per-node path
+        self._dtype[i] = out.dtype
         self._host[i] = time.perf_counter() - t0
         self._ran = i + 1
         return out
@@ -245,8 +244,8 @@ class Tracer:
                 "host_s": self._host[i],
                 "launches": [r.to_json() for r in self._launches[i]],
                 "stats": self._stats[i] if self.full else None,
-                "shape": self._shape[i],
-                "dtype": self._dtype[i],
+                "shape": [int(d) for d in self._shape[i]],
+                "dtype": np.dtype(self._dtype[i]).name,
             }
             for i in range(self._ran)
         ]
