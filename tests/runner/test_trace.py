@@ -136,6 +136,17 @@ def test_round_trip(tmp_path: Path) -> None:
     assert not [f for f in p.parent.iterdir() if f.name != "t.json"]  # no temp file left
 
 
+def test_written_file_has_ordinary_permissions(tmp_path: Path) -> None:
+    mask = os.umask(0o022)
+    try:
+        p = write_trace(make_trace(), tmp_path / "t.json")
+        assert p.stat().st_mode & 0o777 == 0o644
+        p.chmod(0o600)  # a replaced file keeps its mode
+        assert write_trace(make_trace(), p).stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(mask)
+
+
 def test_numpy_scalars_are_converted(tmp_path: Path) -> None:
     t = make_trace()
     t["steps"][0]["nodes"][0]["time_s"] = np.float32(2e-6)

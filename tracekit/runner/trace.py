@@ -314,6 +314,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _file_mode(path))  # mkstemp makes 0600; a trace is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -328,6 +329,16 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def _file_mode(path: Path) -> int:
+    """The replaced file's mode, or what open() would give a new file (0666 minus umask)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _fsync_dir(folder: Path) -> None:
