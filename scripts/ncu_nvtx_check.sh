@@ -26,8 +26,9 @@ for NODE in "${NODES[@]}"; do
   tag=${NODE//[^A-Za-z0-9_.-]/_}
   echo "== $NODE"
   # --capture timing: one pass per step, so each node runs once per step; --clock-control none
-  # keeps the GPU at its own clocks (ncu locks them to base by default).
-  "$NCU" --nvtx --nvtx-include "tracekit@${NODE}/" --clock-control none \
+  # keeps the GPU at its own clocks (ncu locks them to base by default). Its own cache folder:
+  # ceilings measured under the profiler must not be cached for later, unprofiled runs.
+  TRACEKIT_CACHE="$OUT/cache" "$NCU" --nvtx --nvtx-include "tracekit@${NODE}/" --clock-control none \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
     --csv --page raw --print-units base --log-file "$OUT/$tag.csv" \
     "$PY" -m tracekit record-trace "${MODEL_ARGS[@]}" --backend cupy --capture timing \
