@@ -118,3 +118,24 @@ def test_errors_are_clear(tmp_path: Path) -> None:
         n["name"] = "x" + n["name"]
     with pytest.raises(NcuError, match="none of 9 profiled kernels"):
         import_ncu(other, RAW)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_ncu_nvtx_filter_profiles_exactly_one_nodes_kernels(tmp_path: Path) -> None:
+    """On a GPU host with Nsight Compute: scripts/ncu_nvtx_check.sh passes for two nodes."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu (Nsight Compute CLI) is not on PATH")
+    root = Path(__file__).resolve().parents[2]
+    env = {**__import__("os").environ, "PYTHON": sys.executable, "STEPS": "1", "OUT": str(tmp_path)}
+    r = subprocess.run(
+        ["bash", str(root / "scripts" / "ncu_nvtx_check.sh"), "blk.0.ffn_up", "blk.0.attn_residual"],
+        capture_output=True, text=True, env=env, timeout=1200,
+    )  # fmt: skip
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0
+    assert r.stdout.count("OK: exactly this node's kernels were profiled") == 2
