@@ -280,3 +280,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=f"no headless browser: {why}"))
+
+
+# -- a trace recorded from the demo model (the app and browser tests use this one) -----------
+@pytest.fixture(scope="session")
+def demo_trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """prefill + 3 decode steps of the bundled demo model on the NumPy backend, written by
+    ``record_trace`` (the real recorder: measured ceilings, real statistics)."""
+    from tracekit.runner.record import record_trace
+
+    out = tmp_path_factory.mktemp("traces") / "demo-numpy.json"
+    return Path(
+        record_trace(None, steps=3, backend="numpy", output=out, progress=False, nvtx=False)
+    )
+
+
+@pytest.fixture(scope="session")
+def demo_trace(demo_trace_path: Path) -> dict[str, Any]:
+    from tracekit.runner.trace import load_trace
+
+    return load_trace(demo_trace_path)

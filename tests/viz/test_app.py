@@ -1,0 +1,89 @@
+"""The app factory and ``tracekit viz`` without a browser (Flask's test client, argparse)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracekit.viz import app as viz_app
+
+
+def _layout_text(app) -> str:
+    resp = app.server.test_client().get("/_dash-layout")
+    assert resp.status_code == 200
+    # re-dumped: the served JSON may escape "/" and non-ASCII characters
+    return json.dumps(json.loads(resp.get_data(as_text=True)), ensure_ascii=False)
+
+
+def test_app_over_a_recorded_trace_serves_its_layout(demo_trace_path: Path, demo_trace):
+    app = viz_app.create_app([demo_trace_path])
+    text = _layout_text(app)
+    assert demo_trace["model"]["name"] in text
+    assert str(demo_trace_path) in text
+    # the index page and the component bundles are served locally (no CDN)
+    index = app.server.test_client().get("/").get_data(as_text=True)
+    assert "cdn" not in index.lower() and "unpkg" not in index.lower()
+
+
+def test_truncated_trace_gives_an_error_page_naming_file_and_problem(
+    demo_trace_path: Path, tmp_path: Path
+):
+    bad = tmp_path / "cut.json"
+    raw = demo_trace_path.read_bytes()
+    bad.write_bytes(raw[: len(raw) // 2])
+    app = viz_app.create_app([bad])
+    flat = _layout_text(app)
+    assert "load-error" in flat and str(bad) in flat and "not valid JSON" in flat
+    # the server still answers after serving the error
+    assert app.server.test_client().get("/").status_code == 200
+
+
+def test_second_trace_failing_names_that_file(demo_trace_path: Path, tmp_path: Path):
+    newer = tmp_path / "newer.json"
+    t = json.loads(demo_trace_path.read_text())
+    t["version"] = 99
+    newer.write_text(json.dumps(t))
+    flat = _layout_text(viz_app.create_app([demo_trace_path, newer]))
+    assert str(newer) in flat and "newer" in flat
+    assert str(demo_trace_path) not in flat  # only the failing file is named
+
+
+def test_create_app_takes_one_or_two_traces(demo_trace_path: Path):
+    with pytest.raises(ValueError, match="one or two trace files, got 3"):
+        viz_app.create_app([demo_trace_path] * 3)
+
+
+def test_callbacks_take_no_path_from_the_browser(demo_trace_path: Path):
+    app = viz_app.create_app([demo_trace_path, demo_trace_path])
+    inputs = [
+        i["id"] + "." + i["property"]
+        for cb in app.callback_map.values()
+        for i in cb["inputs"] + cb.get("state", [])
+    ]
+    props = {x.rsplit(".", 1)[1] for x in inputs}
+    # clicks, selections and the step/measure/tab values only: nothing that could name a file
+    assert props <= {"n_clicks", "clickData", "value", "data", "n_intervals", "disabled"}
+
+
+def test_viz_main_missing_file_is_one_line_exit_2(tmp_path: Path, capsys):
+    assert viz_app.viz_main([str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope.json: no such trace file" in err
+
+
+def test_viz_main_bad_port_exit_2(demo_trace_path: Path, capsys):
+    assert viz_app.viz_main([str(demo_trace_path), "--port", "70000"]) == 2
+    assert "port 70000" in capsys.readouterr().err
+
+
+def test_viz_main_binds_loopback_by_default(demo_trace_path: Path, monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr("dash.Dash.run", lambda self, **kw: seen.update(kw))
+    assert viz_app.viz_main([str(demo_trace_path), "--port", "8123"]) == 0
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123 and seen["debug"] is False
+    assert "other machines" not in capsys.readouterr().err
+    viz_app.viz_main([str(demo_trace_path), "--host", "0.0.0.0"])
+    assert seen["host"] == "0.0.0.0"
+    assert "other machines can read these traces" in capsys.readouterr().err

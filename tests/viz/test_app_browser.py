@@ -1,0 +1,208 @@
+"""The dashboard in a real headless Chromium (dash.testing's ``dash_duo``: selenium + the
+system's chromedriver), over a trace recorded from the demo model.
+
+Chromium comes from Debian's ``chromium`` and ``chromium-driver`` packages; the options are
+set by ``pytest_setup_options`` in conftest.py. Without /usr/bin/chromium these tests skip,
+saying so.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tracekit.viz import data as d
+from tracekit.viz.app import create_app
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT = 10  # s; a render takes well under one
+
+
+def _click_cell(dash_duo: Any, row: int, col: int) -> None:
+    """A real mouse click (Chromium's input pipeline, via CDP) on the graph view's cell."""
+    xy = dash_duo.driver.execute_script(
+        """
+        const gd = document.querySelector('#graph .js-plotly-plot');
+        gd.scrollIntoView();
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const r = gd.getBoundingClientRect();
+        return [r.left + xa._offset + xa.d2p(arguments[1]),
+                r.top + ya._offset + ya.d2p(arguments[0])];
+        """,
+        row,
+        col,
+    )
+    for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+        dash_duo.driver.execute_cdp_cmd(
+            "Input.dispatchMouseEvent",
+            {"type": kind, "x": xy[0], "y": xy[1], "button": "left", "clickCount": 1},
+        )
+
+
+def _graph_title(dash_duo: Any) -> str:
+    return dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#graph .js-plotly-plot');"
+        "return gd && gd.layout && gd.layout.title ? gd.layout.title.text : '';"
+    )
+
+
+def _graph_z(dash_duo: Any) -> np.ndarray:
+    """The graph view's cell values as the browser holds them (plotly's typed-array spec
+    ``{dtype, bdata, shape}`` decoded, or a plain nested list)."""
+    z = dash_duo.driver.execute_script(
+        "return document.querySelector('#graph .js-plotly-plot').data[0].z;"
+    )
+    if isinstance(z, dict):
+        shape = [int(x) for x in str(z["shape"]).split(",")]
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+    return np.array(z, dtype=float)
+
+
+def _wait_graph(dash_duo: Any, text: str) -> None:
+    dash_duo.wait_for_contains_text("#step-info", text, timeout=TIMEOUT)
+    from dash.testing.wait import until
+
+    until(lambda: text in _graph_title(dash_duo), timeout=TIMEOUT)
+
+
+def test_app_loads_a_recorded_demo_trace(dash_duo: Any, demo_trace_path: Path, demo_trace):
+    dash_duo.start_server(create_app([demo_trace_path]))
+    dash_duo.wait_for_contains_text(".tk-files", demo_trace["model"]["name"], timeout=TIMEOUT)
+    _wait_graph(dash_duo, "prefill")
+    # the initial selection is the prefill's slowest node, with its detail shown
+    recs = demo_trace["steps"][0]["nodes"]
+    slowest = max(range(len(recs)), key=lambda i: recs[i]["time_s"])
+    dash_duo.wait_for_text_to_equal(
+        "#detail-name", demo_trace["nodes"][slowest]["name"], timeout=TIMEOUT
+    )
+    dash_duo.wait_for_element("#detail-heatmap .main-svg", timeout=TIMEOUT)
+    n_cells = int(np.isfinite(_graph_z(dash_duo)).sum())
+    assert n_cells == len(demo_trace["nodes"])
+    assert dash_duo.get_logs() == []
+
+
+def test_node_click_shows_its_detail_and_navigates_to_inputs(
+    dash_duo: Any, demo_trace_path: Path, demo_trace
+):
+    dash_duo.start_server(create_app([demo_trace_path]))
+    _wait_graph(dash_duo, "prefill")
+    lay = d.grid_layout(demo_trace["nodes"])
+    # a layer node that reads another graph node and is read by one
+    target = next(
+        n["id"]
+        for n in demo_trace["nodes"]
+        if n["layer"] == 1
+        and d.input_ids(demo_trace, n["id"])
+        and d.consumer_ids(demo_trace, n["id"])
+    )
+    name = demo_trace["nodes"][target]["name"]
+    _click_cell(dash_duo, *lay.cell[target])
+    dash_duo.wait_for_text_to_equal("#detail-name", name, timeout=TIMEOUT)
+    rec = demo_trace["steps"][0]["nodes"][target]
+    bound = rec["perf"]["bound"]
+    dash_duo.wait_for_contains_text("#detail-bound", f"{bound}-bound", timeout=TIMEOUT)
+    assert rec["perf"]["reason"] in dash_duo.find_element("#detail-bound").text
+    if rec["launches"]:
+        assert rec["launches"][0]["kernel"] in dash_duo.find_element("#detail-launches").text
+    # navigate to its first input through the link in the detail panel
+    first_in = d.input_ids(demo_trace, target)[0]
+    dash_duo.find_element("#detail-inputs .tk-link").click()
+    dash_duo.wait_for_text_to_equal(
+        "#detail-name", demo_trace["nodes"][first_in]["name"], timeout=TIMEOUT
+    )
+    assert dash_duo.get_logs() == []
+
+
+def test_step_change_updates_the_graph_and_detail(dash_duo: Any, demo_trace_path: Path, demo_trace):
+    dash_duo.start_server(create_app([demo_trace_path]))
+    _wait_graph(dash_duo, "prefill")
+    z0 = _graph_z(dash_duo)
+    dash_duo.find_element("#step-next").click()
+    _wait_graph(dash_duo, "decode 1")
+    dash_duo.wait_for_contains_text("#node-detail .tk-sub", "decode 1", timeout=TIMEOUT)
+    z1 = _graph_z(dash_duo)
+    assert z1.shape == z0.shape and not np.array_equal(z1, z0, equal_nan=True)
+    recs = demo_trace["steps"][1]["nodes"]
+    lay = d.grid_layout(demo_trace["nodes"])
+    r, c = lay.cell[0]
+    assert z1[r, c] == pytest.approx(np.log10(recs[0]["time_s"] * 1e6))  # decode 1's time
+    # colour by bound class: the cells hold class indices 0..2
+    dash_duo.select_dcc_dropdown("#measure", "bound class")
+    from dash.testing.wait import until
+
+    until(lambda: "bound class" in _graph_title(dash_duo), timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+def test_tabs_render_timeline_roofline_tokens_overview(
+    dash_duo: Any, demo_trace_path: Path, demo_trace
+):
+    dash_duo.start_server(create_app([demo_trace_path]))
+    _wait_graph(dash_duo, "prefill")
+    for label, sel in (
+        ("Timeline", "#timeline .main-svg"),
+        ("Roofline", "#roofline .main-svg"),
+        ("Tokens", "#topk .main-svg"),
+        ("Overview", "#slowest-nodes"),
+    ):
+        tab = next(e for e in dash_duo.find_elements(".tab") if e.text == label)
+        tab.click()
+        dash_duo.wait_for_element(sel, timeout=TIMEOUT)
+    text = demo_trace["steps"][0]["logits"]["chosen"]["text"]
+    tab = next(e for e in dash_duo.find_elements(".tab") if e.text == "Tokens")
+    tab.click()
+    dash_duo.wait_for_contains_text("#gen-text", text.strip() or "text", timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+def test_compare_two_traces(dash_duo: Any, demo_trace_path: Path, tmp_path: Path):
+    # B: the same recording with one node's statistics shifted, so it diverges there.
+    t = json.loads(demo_trace_path.read_text())
+    victim = next(n for n in t["nodes"] if n["layer"] == 0 and n["op"] == "matmul")
+    st = t["steps"][0]["nodes"][victim["id"]]["stats"]
+    st["mean"] += 0.5 * (st["absmax"] or 1.0)
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(t))
+    dash_duo.start_server(create_app([demo_trace_path, b]))
+    _wait_graph(dash_duo, "prefill")
+    next(e for e in dash_duo.find_elements(".tab") if e.text == "Compare").click()
+    dash_duo.wait_for_contains_text("#first-divergence", victim["name"], timeout=TIMEOUT)
+    dash_duo.find_element("#first-divergence .tk-link").click()
+    dash_duo.wait_for_text_to_equal("#detail-name", victim["name"], timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "newer", "bad node"])
+def test_corrupt_trace_shows_a_readable_error_and_the_server_stays_up(
+    dash_duo: Any, demo_trace_path: Path, tmp_path: Path, damage: str
+):
+    bad = tmp_path / f"{damage.replace(' ', '-')}.json"
+    raw = demo_trace_path.read_text()
+    if damage == "truncated":
+        bad.write_text(raw[: len(raw) // 3])
+        want = "not valid JSON"
+    else:
+        t = json.loads(raw)
+        if damage == "newer":
+            t["version"] = 2
+            want = "newer"
+        else:
+            t["steps"][0]["nodes"][3]["time_s"] = "fast"
+            want = "$.steps[0].nodes[3].time_s"
+        bad.write_text(json.dumps(t))
+    dash_duo.start_server(create_app([bad]))
+    dash_duo.wait_for_contains_text("#load-error", str(bad), timeout=TIMEOUT)
+    assert want in dash_duo.find_element("#load-error").text
+    # the server stays up: it answers again, and a reload shows the same page
+    with urllib.request.urlopen(dash_duo.server_url + "/_dash-layout", timeout=5) as r:
+        assert r.status == 200
+    dash_duo.driver.refresh()
+    dash_duo.wait_for_contains_text("#load-error", want, timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []

@@ -1,0 +1,146 @@
+"""Derived tables of the dashboard (tracekit/viz/data.py), on synthetic traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.viz.conftest import make_trace
+from tracekit.runner.diff import diff_traces
+from tracekit.viz import data as d
+
+
+def _id(trace, name):
+    return next(n["id"] for n in trace["nodes"] if n["name"] == name)
+
+
+def test_grid_layout_rows_per_layer_and_columns_per_kind(small_trace):
+    lay = d.grid_layout(small_trace["nodes"])
+    assert lay.rows == ("input", "blk.0", "blk.1", "output")
+    assert lay.cols[:3] == ("attn_norm", "attn_q", "attn_k")
+    assert lay.cell[_id(small_trace, "token_embd")] == (0, 0)
+    assert lay.cell[_id(small_trace, "blk.1.attn_q")] == (2, 1)
+    assert lay.cell[_id(small_trace, "output")] == (3, 1)
+    # every node has its own cell, and the reverse map agrees
+    assert len(set(lay.cell.values())) == len(small_trace["nodes"])
+    assert all(lay.node_at(*rc) == i for i, rc in lay.cell.items())
+    assert lay.node_at(0, 5) is None
+
+
+def test_grid_layout_gives_a_repeated_kind_its_own_column():
+    nodes = [
+        dict(id=0, name="blk.0.a", layer=0),
+        dict(id=1, name="blk.0.b", layer=0),
+        dict(id=2, name="x", layer=0),  # not prefixed: kind "x"
+        dict(id=3, name="blk.1.a", layer=1),
+    ]
+    nodes.append(dict(id=4, name="blk.1.a", layer=1))
+    lay = d.grid_layout(nodes)
+    assert lay.cell[4] != lay.cell[3] and lay.cell[4][0] == lay.cell[3][0]
+
+
+def test_inputs_weights_and_consumers(small_trace):
+    mul = _id(small_trace, "blk.0.ffn_mul")
+    assert [small_trace["nodes"][i]["name"] for i in d.input_ids(small_trace, mul)] == [
+        "blk.0.ffn_act",
+        "blk.0.ffn_up",
+    ]
+    up = _id(small_trace, "blk.0.ffn_up")
+    assert d.weight_inputs(small_trace, up) == ["blk.0.ffn_up.weight"]
+    assert d.consumer_ids(small_trace, up) == [mul]
+    assert d.consumer_ids(small_trace, _id(small_trace, "output")) == []
+
+
+def test_measure_values_units(small_trace):
+    recs = small_trace["steps"][0]["nodes"]
+    t = d.measure_values(small_trace, 0, "time")
+    assert t[3] == pytest.approx(recs[3]["time_s"] * 1e6)
+    frac = d.measure_values(small_trace, 0, "fraction")
+    assert frac[3] == pytest.approx(100 * recs[3]["perf"]["fraction_of_ceiling"])
+    absmax = d.measure_values(small_trace, 0, "absmax")
+    assert absmax[3] == recs[3]["stats"]["absmax"]
+    with pytest.raises(ValueError, match="measure 'speed' is not one of"):
+        d.measure_values(small_trace, 0, "speed")
+
+
+def test_first_nonfinite_is_the_first_poisoned_record():
+    tr = make_trace(nan_from="blk.0.ffn_up")
+    assert d.first_nonfinite(tr) == (1, _id(tr, "blk.0.ffn_up"))
+    assert d.first_nonfinite(make_trace()) is None
+    assert d.first_nonfinite(make_trace(capture="timing")) is None
+
+
+def test_slowest_nodes_sorted_with_shares(small_trace):
+    rows = d.slowest_nodes(small_trace, 5)
+    totals = [r["total_s"] for r in rows]
+    assert totals == sorted(totals, reverse=True)
+    all_t = sum(r["time_s"] for s in small_trace["steps"] for r in s["nodes"])
+    assert rows[0]["share"] == pytest.approx(totals[0] / all_t)
+    i = rows[0]["id"]
+    dec = [s["nodes"][i]["time_s"] for s in small_trace["steps"][1:]]
+    assert rows[0]["decode_mean_s"] == pytest.approx(np.mean(dec))
+
+
+def test_bound_counts_cover_every_record(small_trace):
+    counts = d.bound_counts(small_trace)
+    n = len(small_trace["nodes"])
+    assert sum(counts["prefill"].values()) == n
+    assert sum(counts["decode"].values()) == n * (len(small_trace["steps"]) - 1)
+
+
+def test_family_times_sum_to_step_time(small_trace):
+    ft = d.family_times(small_trace)
+    for j, s in enumerate(small_trace["steps"]):
+        assert sum(v[j] for v in ft.values()) == pytest.approx(sum(r["time_s"] for r in s["nodes"]))
+
+
+def test_capture_summary(small_trace):
+    cap = d.capture_summary(small_trace)
+    costs = [r["capture_cost"] for s in small_trace["steps"] for r in s["nodes"]]
+    assert cap["median_cost"] == pytest.approx(float(np.median(costs)))
+    assert cap["worst_cost"][0] == pytest.approx(max(costs))
+    assert cap["time_ratio"] == pytest.approx(1 / 0.98)
+
+
+def test_generated_text_through_a_step(small_trace):
+    chosen = [s["logits"]["chosen"]["text"] for s in small_trace["steps"]]
+    assert d.generated_text(small_trace, 1) == chosen[0] + chosen[1]
+
+
+def test_launch_rows_show_threads_working_of_launched(small_trace):
+    row = d.launch_rows(small_trace["steps"][0]["nodes"][0])[0]
+    la = small_trace["steps"][0]["nodes"][0]["launches"][0]
+    assert row["grid"] == "×".join(map(str, la["grid"]))
+    assert row["threads"].startswith(f"{la['threads_working']:,} of {la['threads_launched']:,}")
+
+
+@pytest.mark.parametrize("scaled", ["blk.0.attn_k", "blk.1.ffn_down", "output"])
+def test_first_divergence_agrees_with_tracekit_diff(scaled):
+    a = make_trace(seed=7)
+    b = make_trace(seed=7, scale={scaled: 1.02})
+    first = d.first_divergence(d.compare_step(a, b, 0))
+    assert first is not None and first.name == scaled
+    report = diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+    assert report.first_divergence.node == scaled
+
+
+def test_nan_mismatch_diverges_even_within_tolerance():
+    a = make_trace(seed=1)
+    b = make_trace(seed=1, nan_from="blk.1.attn")
+    deltas = d.compare_step(a, b, 1)
+    assert d.first_divergence(deltas).name == "blk.1.attn"
+    assert d.first_divergence(d.compare_step(a, b, 0)) is None
+
+
+def test_unmatched_nodes():
+    a, b = make_trace(n_layer=2), make_trace(n_layer=3)
+    only_a, only_b = d.unmatched_nodes(a, b)
+    assert only_a == [] and only_b[0] == "blk.2.attn_norm"
+
+
+def test_formatting_uses_decimal_units():
+    assert d.fmt_bytes(123_000) == "123 KB"
+    assert d.fmt_rate(4.2e12, "B/s") == "4.2 TB/s"
+    assert d.fmt_time(6.7e-6) == "6.7 µs"
+    assert d.fmt_time(None) == "—"
+    assert d.fmt_pct(0.5) == "50%"
