@@ -611,6 +611,11 @@ def _pass(
 
 
 def _version() -> str:
-    from tracekit import __version__
+    try:
+        from tracekit import __version__
 
-    return __version__
+        return __version__
+    except ImportError:  # an editable install made before tracekit/__init__.py existed
+        from importlib.metadata import version
+
+        return version("tracekit")
