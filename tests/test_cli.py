@@ -201,3 +201,10 @@ def test_record_trace_ctrl_c_message(
     assert (
         err == f"interrupted: saved 3 complete step(s) to {tmp_path / 't.json'} (marked incomplete)"
     )
+
+
+def test_bench_and_viz_are_dispatched(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["viz", "--help"]) == 0
+    assert "trace" in capsys.readouterr().out
+    assert main(["bench", "--help"]) == 0
+    capsys.readouterr()

@@ -297,12 +297,13 @@ def _parser() -> argparse.ArgumentParser:
 def _delegate(command: str, rest: list[str]) -> int:
     def go(_: argparse.Namespace) -> int:
         if command == "bench":
-            from tracekit.bench import bench_main
-
-            return int(bench_main(rest) or 0)
-        from tracekit.viz.app import viz_main
-
-        return int(viz_main(rest) or 0)
+            from tracekit.bench import bench_main as entry
+        else:
+            from tracekit.viz.app import viz_main as entry
+        try:
+            return int(entry(rest) or 0)
+        except SystemExit as e:  # their argparse: --help (0), usage errors (2)
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_ERROR)
 
     return _run(go, argparse.Namespace())
 
