@@ -9,8 +9,8 @@ through the residual stream. A node therefore agrees when
 
     max |gpu - cpu| <= RTOL * max |cpu|,   RTOL = 2e-2
 
-(20x the single-GEMM error, room for 30 layers of accumulation; the embedding gather is exact
-and is held to 1e-6). The chosen token must be identical at every step; each test prints the
+(20x the single-GEMM error, room for 30 layers of accumulation; the embedding gather itself is
+exact and is held to 1e-6). The chosen token must be identical at every step; each test prints the
 worst relative error per kernel family, so the margin is on record.
 """
 
@@ -33,7 +33,9 @@ from tracekit.runner.synthetic import SPECS, write_synthetic_model
 pytestmark = pytest.mark.gpu
 
 RTOL = 2e-2
-RTOL_EXACT = {"embed": 1e-6}
+#: The embedding gather is exact on both backends (same dequantized values); by op, not family:
+#: output_rows is an "embed"-family gather of values that already carry the GEMM error.
+RTOL_EXACT = {"embed_rows": 1e-6}
 STEPS = 8
 
 
@@ -79,6 +81,7 @@ def compare(model: Model, prompt: list[int]) -> dict[str, float]:
     assert cpu.keys() == gpu.keys()
     worst: dict[str, float] = defaultdict(float)
     families = {n.name: n.family for n in model.graph}
+    ops = {n.name: n.op for n in model.graph}
     failures = []
     for key, c in cpu.items():
         g = gpu[key]
@@ -88,7 +91,7 @@ def compare(model: Model, prompt: list[int]) -> dict[str, float]:
         rel = float(np.abs(g - c).max()) / scale
         fam = families[key[1]]
         worst[fam] = max(worst[fam], rel)
-        if rel > RTOL_EXACT.get(fam, RTOL):
+        if rel > RTOL_EXACT.get(ops[key[1]], RTOL):
             failures.append(f"{key[0]} {key[1]}: max |gpu - cpu| = {rel:.3g} of max |cpu|")
     print(f"\n{model.path.name}: worst relative error per family:", dict(worst))
     assert not failures, f"{len(failures)} nodes disagree; first: " + "; ".join(failures[:5])
