@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     for path in [resolve(m) for m in args.models] or default_models():
         r = measure(path, be.name, args.steps, args.prompt)
         print(
-            f"{path.name}: {r['nodes']} nodes, weights ready in {r['load_s'] * 1e3:.0f} ms, "
+            f"{path.name}: {r['nodes']} nodes, weights ready in {r['load_s'] * 1e3:.0f} ms "
+            f"({r['load_bytes'] / 1e6:.0f} MB dequant traffic, "
+            f"{r['load_bytes'] / r['load_s'] / 1e9:.1f} GB/s incl. upload), "
             f"prefill {r['prefill_tokens']} tokens {r['prefill_ms']:.1f} ms, "
             f"decode {r['decode_tok_s']:.1f} tok/s ({r['decode_ms']:.2f} ms/token), "
             f"host per node: dispatch {r['dispatch_us_per_node']:.1f} us, "
