@@ -164,7 +164,7 @@ def test_ctrl_c_mid_step_saves_earlier_steps_and_pops_ranges(demo: Any, tmp_path
     be = InterruptingBackend(after=2 * n_add * 2 + 3)  # 2 steps x 2 passes, then 3 more adds
     with pytest.raises(RecordInterrupted):
         record_trace(demo, tokens=[1, 2, 3], steps=5, backend=be, output=out, ceilings=CEIL,
-                     progress=False, nvtx_domain=dom)  # fmt: skip
+                     progress=False, nvtx_domain=dom, warmup=False)  # fmt: skip
     assert dom.stack == []
     t = load_trace(out)
     assert not t["complete"] and len(t["steps"]) == 2
@@ -174,7 +174,7 @@ def test_interrupt_before_any_step_saves_an_empty_valid_trace(demo: Any, tmp_pat
     out = tmp_path / "t.json"
     with pytest.raises(RecordInterrupted):
         record_trace(demo, tokens=[1, 2], steps=2, backend=InterruptingBackend(after=0),
-                     output=out, ceilings=CEIL, progress=False)  # fmt: skip
+                     output=out, ceilings=CEIL, progress=False, warmup=False)  # fmt: skip
     t = load_trace(out)
     assert t["steps"] == [] and not t["complete"]
 
@@ -199,7 +199,7 @@ class NaNBackend(NumpyBackend):
 def test_diff_names_planted_nan_node(demo: Any, tmp_path: Path) -> None:
     a = _record(demo, tmp_path / "a.json", steps=1)
     # the prefill's timing pass runs muls 0..3, its full pass 4..7: k=5 is layer 1, full pass
-    b = _record(demo, tmp_path / "b.json", steps=1, backend=NaNBackend(k=5))
+    b = _record(demo, tmp_path / "b.json", steps=1, backend=NaNBackend(k=5), warmup=False)
     r = diff_traces(a, b)
     assert r.nonfinite_a is None
     nf = r.nonfinite_b

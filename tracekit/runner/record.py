@@ -411,6 +411,7 @@ def record_trace(
     on_step: Callable[[dict[str, Any]], Any] | None = None,
     nvtx_domain: Any = None,
     top_k: int = TOP_K,
+    warmup: bool = True,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -428,6 +429,8 @@ def record_trace(
         on_step: called with each completed step record (after it is in the trace).
         nvtx_domain: an NVTX domain object to use instead of ``nvtx.get_domain("tracekit")``.
         top_k: tokens listed per step.
+        warmup: first run the prefill and one decode step untraced, then reset the cache, so
+            no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
 
     Returns:
         The path written.
@@ -467,6 +470,8 @@ def record_trace(
 
     ceil = _ceilings_json(ceilings if ceilings is not None else measure_ceilings(be))
     session = Session(model, be, n_ctx=len(ids) + steps)
+    if warmup:
+        _warm_up(session, ids, steps)
     notes: list[str] = []
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
@@ -503,6 +508,7 @@ def record_trace(
             "capture": capture,
             "cuda_graph": False,
             "cuda_graph_requested": bool(cuda_graph),
+            "warmup": bool(warmup),
             "nvtx": bool(nvtx),
             "prompt": prompt if tokens is None else None,
             "prompt_tokens": ids,
@@ -592,6 +598,19 @@ def _finish(
     except Exception:  # no usable tokenizer (already noted in run.notes by text())
         trace["run"]["generated_text"] = "".join(text(t) for t in generated)
     trace["created"] = utc_now()
+
+
+def _warm_up(session: Any, ids: list[int], steps: int) -> None:
+    """One untraced prefill (and decode step), then an empty cache: the recorded steps find
+    every kernel compiled and loaded. Sound because reset() only forgets the cached tokens."""
+    session.run_step(ids)
+    if steps:
+        session.run_step([ids[-1]])
+    session.reset()
+    be = session.backend
+    x = be.asarray(np.zeros((2, 2), np.float32))
+    tensor_stats(x)  # the statistics kernels too
+    be.take_records()
 
 
 def _pass(
