@@ -180,7 +180,7 @@ def test_all_problems_listed_together(synth: dict[str, Path], tmp_path: Path) ->
     assert "tensor output_norm.weight is missing" in text
     assert "tensor blk.0.attn_q.weight has shape [128, 64], expected [128, 128]" in text
     assert "tensor blk.2.ffn_down.weight has type Q2_K, not supported" in text
-    assert "unexpected tensor rope_freqs.weight" in text
+    assert "tensor rope_freqs.weight (rope frequency factors) is not supported" in text
 
 
 def test_bad_metadata(synth: dict[str, Path], tmp_path: Path) -> None:

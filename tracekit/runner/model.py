@@ -444,7 +444,9 @@ def _check_tensors(cfg: ModelConfig, tensors: Mapping[str, TensorSpec]) -> list[
                 f"block size {QUANT_TABLE[t.qtype].block_size}"
             )
     for name in tensors:
-        if name not in expected:
+        if name == "rope_freqs.weight":  # llama 3.1+: per-frequency rope factors
+            problems.append("tensor rope_freqs.weight (rope frequency factors) is not supported")
+        elif name not in expected:
             problems.append(f"unexpected tensor {name} (not used by a {cfg.arch} model)")
     return problems
 
