@@ -288,3 +288,42 @@ def test_record_on_cupy(demo: Any, tmp_path: Path) -> None:
     r = diff_traces(cpu, t, rtol=1e-2, atol=1e-3)
     print(r.text("numpy", "cupy"))
     assert r.nonfinite_a is None and r.nonfinite_b is None
+
+
+@pytest.mark.slow
+def test_sigint_to_record_trace_saves_incomplete_trace(tmp_path: Path) -> None:
+    """A real SIGINT to a running `record-trace`: exit 130, a valid trace marked incomplete."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tracekit.kernels.ceilings import measure_ceilings
+    from tracekit.runner.demo import demo_model_path
+
+    env = {**os.environ, "TRACEKIT_CACHE": str(tmp_path / "cache")}
+    os.environ["TRACEKIT_CACHE"], old = env["TRACEKIT_CACHE"], os.environ.get("TRACEKIT_CACHE")
+    try:  # the child finds the demo model and the ceilings cached: it starts recording at once
+        demo_model_path()
+        measure_ceilings("numpy")
+    finally:
+        if old is None:
+            del os.environ["TRACEKIT_CACHE"]
+        else:
+            os.environ["TRACEKIT_CACHE"] = old
+    out = tmp_path / "t.json"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "record-trace", "--steps", "400", "--backend", "numpy",
+         "--no-progress", "-o", str(out)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(5)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and err.startswith("interrupted: saved "), err
+    t = load_trace(out)
+    assert not t["complete"] and t["run"]["stop_reason"] == "interrupted"
+    assert f"saved {len(t['steps'])} complete step(s)" in err
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
