@@ -208,3 +208,14 @@ def test_bench_and_viz_are_dispatched(capsys: pytest.CaptureFixture[str]) -> Non
     assert "trace" in capsys.readouterr().out
     assert main(["bench", "--help"]) == 0
     capsys.readouterr()
+
+
+def test_record_trace_bad_ids_and_context(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "t.json"
+    assert record_trace_main(["--tokens", "1,999999", "--backend", "numpy", "-o", str(out)]) == 2
+    _one_error_line(capsys, "token id 999999 at position 1 is out of range")
+    assert record_trace_main(["--tokens", "1", "--steps", "100000", "-o", str(out)]) == 2
+    _one_error_line(capsys, "more than the model's context")
+    assert not out.exists()
