@@ -104,6 +104,9 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely (0: all)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--remeasure", action="store_true", help="measure the device ceilings again (else cached)"
+    )
     p.add_argument("-o", "--output", help="output trace (default: traces/<model>-<backend>.json)")
 
 
@@ -154,6 +157,7 @@ def _record(args: argparse.Namespace) -> int:
         cuda_graph=args.cuda_graph,
         progress=not args.no_progress,
         sampling=sampling,
+        remeasure=args.remeasure,
     )
     print(out)
     return EXIT_OK

@@ -327,3 +327,21 @@ def test_sigint_to_record_trace_saves_incomplete_trace(tmp_path: Path) -> None:
     assert not t["complete"] and t["run"]["stop_reason"] == "interrupted"
     assert f"saved {len(t['steps'])} complete step(s)" in err
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_remeasure_forces_new_ceilings(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracekit.kernels.ceilings as ceilings
+
+    calls: list[bool] = []
+
+    def fake(backend: Any, force: bool = False) -> dict[str, Any]:
+        calls.append(force)
+        return dict(CEIL, method="fake", measured_at="now")
+
+    monkeypatch.setattr(ceilings, "measure_ceilings", fake)
+    t = _record(demo, tmp_path / "a.json", ceilings=None, capture="timing", steps=0)
+    _record(demo, tmp_path / "b.json", ceilings=None, capture="timing", steps=0, remeasure=True)
+    assert calls == [False, True] and t["ceilings"]["method"] == "fake"
+    assert len(t["steps"]) == 1  # steps=0: the prefill alone

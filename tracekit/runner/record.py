@@ -412,6 +412,7 @@ def record_trace(
     nvtx_domain: Any = None,
     top_k: int = TOP_K,
     warmup: bool = True,
+    remeasure: bool = False,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -429,6 +430,7 @@ def record_trace(
         on_step: called with each completed step record (after it is in the trace).
         nvtx_domain: an NVTX domain object to use instead of ``nvtx.get_domain("tracekit")``.
         top_k: tokens listed per step.
+        remeasure: measure the device ceilings again instead of reading the cached ones.
         warmup: first run the prefill and one decode step untraced, then reset the cache, so
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
 
@@ -468,7 +470,8 @@ def record_trace(
     be = model.backend(backend)
     from tracekit.kernels.ceilings import measure_ceilings
 
-    ceil = _ceilings_json(ceilings if ceilings is not None else measure_ceilings(be))
+    measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
+    ceil = _ceilings_json(measured)
     session = Session(model, be, n_ctx=len(ids) + steps)
     if warmup:
         _warm_up(session, ids, steps)
