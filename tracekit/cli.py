@@ -86,7 +86,9 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 def _add_record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="a .gguf model (default: the bundled demo model)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="prompt text (tokenized with the model's tokenizer)")
+    src.add_argument(
+        "--prompt", help="prompt text, tokenized by the model's tokenizer (default: 'Hello')"
+    )
     src.add_argument("--tokens", help="prompt token ids, e.g. '1,2,3' or '1 2 3'")
     p.add_argument(
         "--steps", type=int, default=8, help="decode steps after the prefill (default 8)"

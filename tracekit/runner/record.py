@@ -582,6 +582,8 @@ def record_trace(
     except KeyboardInterrupt:
         bar.close()
         trace["run"]["stop_reason"] = "interrupted"
+        # only the steps in the trace count (the interrupt may fall between sampling and append)
+        generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
         _finish(trace, generated, text, model)
         path = write_trace(trace, out_path)
         raise RecordInterrupted(path, len(trace["steps"])) from None
