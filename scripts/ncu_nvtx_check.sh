@@ -37,7 +37,7 @@ for NODE in "${NODES[@]}"; do
 import sys
 from collections import Counter
 
-from tracekit.runner.ncu import DOMAIN, read_ncu_csv
+from tracekit.runner.ncu import DOMAIN, STEP_RE, read_ncu_csv
 from tracekit.runner.trace import load_trace
 
 trace_path, csv_path, node = sys.argv[1:]
@@ -46,12 +46,16 @@ kernels = read_ncu_csv(csv_path)
 nid = next(n["id"] for n in trace["nodes"] if n["name"] == node)
 problems = []
 by_step: dict[str, list[str]] = {}
+names = {n["name"] for n in trace["nodes"]}
 for k in kernels:
+    # order-agnostic: the one node range on the stack must be ours, next to one step range
     ours = [r for d, r in k["stack"] if d == DOMAIN]
-    if not ours or ours[-1] != node:
+    in_nodes = [r for r in ours if r in names]
+    steps = [r for r in ours if STEP_RE.match(r)]
+    if in_nodes != [node] or len(steps) != 1:
         problems.append(f"kernel {k['kernel']} ran in range {'/'.join(ours) or '(none)'}")
         continue
-    by_step.setdefault(ours[0], []).append(k["kernel"])
+    by_step.setdefault(steps[0], []).append(k["kernel"])
 total = 0
 for step in trace["steps"]:
     launches = step["nodes"][nid]["launches"]

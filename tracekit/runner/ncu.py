@@ -32,7 +32,7 @@ from typing import Any
 DOMAIN = "tracekit"
 READ, WRITE, TIME = "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"
 METRICS = (READ, WRITE, TIME)
-_STEP_RE = re.compile(r"^(prefill|decode [0-9]+)$")
+STEP_RE = re.compile(r"^(prefill|decode [0-9]+)$")
 #: Fields after the range name in one stack entry (PL_Type..Msg).
 _SUFFIX_FIELDS = 6
 _BYTE_UNITS = {
@@ -188,7 +188,7 @@ def import_ncu(trace: dict[str, Any], csv_path: str | os.PathLike[str]) -> dict[
     unmatched: set[str] = set()
     for k in kernels:
         ours = [r for d, r in k["stack"] if d == DOMAIN]
-        step = next((r for r in ours if _STEP_RE.match(r)), None)
+        step = next((r for r in ours if STEP_RE.match(r)), None)
         node = next((r for r in reversed(ours) if r in by_name), None)
         if step is None or node is None or step not in steps:
             unmatched.add("/".join(f"{d}@{r}" for d, r in k["stack"]) or "(no NVTX range)")
