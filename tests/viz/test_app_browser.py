@@ -20,7 +20,8 @@ import pytest
 from tracekit.viz import data as d
 from tracekit.viz.app import create_app
 
-pytestmark = pytest.mark.browser
+# ~3-5 s each (a Chromium per test): slow, and still run in CI
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TIMEOUT = 10  # s; a render takes well under one
 
@@ -205,4 +206,49 @@ def test_corrupt_trace_shows_a_readable_error_and_the_server_stays_up(
         assert r.status == 200
     dash_duo.driver.refresh()
     dash_duo.wait_for_contains_text("#load-error", want, timeout=TIMEOUT)
+    assert dash_duo.get_logs() == []
+
+
+def test_nan_alert_names_the_first_bad_node_and_selects_it(
+    dash_duo: Any, demo_trace_path: Path, tmp_path: Path
+):
+    # The recorded demo is finite; mark one node of decode 1 and everything after it as having
+    # produced NaNs (the counts the recorder writes), as a NaN-producing kernel would.
+    t = json.loads(demo_trace_path.read_text())
+    bad = next(n for n in t["nodes"] if n["layer"] == 1 and n["op"] == "matmul")
+    for j, step in enumerate(t["steps"]):
+        for rec in step["nodes"]:
+            if j >= 1 and rec["id"] >= bad["id"]:
+                rec["stats"]["nan"] = 7
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(t))
+    dash_duo.start_server(create_app([path]))
+    dash_duo.wait_for_contains_text("#nan-alert-banner", bad["name"], timeout=TIMEOUT)
+    assert "decode 1" in dash_duo.find_element("#nan-alert-banner").text
+    dash_duo.find_element("#nan-alert-banner .tk-link").click()
+    dash_duo.wait_for_text_to_equal("#detail-name", bad["name"], timeout=TIMEOUT)
+    _wait_graph(dash_duo, "decode 1")
+    # colour by NaN count: the bad node's cell and the ones after it are non-zero
+    dash_duo.select_dcc_dropdown("#measure", "NaN/Inf count")
+    from dash.testing.wait import until
+
+    until(lambda: "NaN/Inf" in _graph_title(dash_duo), timeout=TIMEOUT)
+    lay = d.grid_layout(t["nodes"])
+    z = _graph_z(dash_duo)
+    for i, (r, c) in lay.cell.items():
+        assert (z[r, c] > 0) == (i >= bad["id"])
+    assert dash_duo.get_logs() == []
+
+
+def test_play_walks_the_nodes_in_execution_order(dash_duo: Any, demo_trace_path: Path, demo_trace):
+    dash_duo.start_server(create_app([demo_trace_path]))
+    _wait_graph(dash_duo, "prefill")
+    start = dash_duo.find_element("#detail-name").text
+    i0 = next(n["id"] for n in demo_trace["nodes"] if n["name"] == start)
+    nxt = demo_trace["nodes"][(i0 + 1) % len(demo_trace["nodes"])]["name"]
+    dash_duo.find_element("#play").click()
+    dash_duo.wait_for_text_to_equal("#play", "pause", timeout=TIMEOUT)
+    dash_duo.wait_for_text_to_equal("#detail-name", nxt, timeout=TIMEOUT)
+    dash_duo.find_element("#play").click()
+    dash_duo.wait_for_text_to_equal("#play", "play", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []

@@ -42,7 +42,8 @@ def test_graph_figure_rows_are_layers_and_stay_readable_at_24_layers():
     tr = make_trace(n_layer=24, n_decode=1, n_prompt=2, n_embd=8)
     fig = f.graph_figure(tr, 0, "time")
     ticks = list(fig.layout.yaxis.ticktext)
-    assert ticks == ["input"] + [f"blk.{i}" for i in range(24)] + ["output"]
+    # layer rows by name; the rows outside layers name their nodes
+    assert ticks == ["token_embd"] + [f"blk.{i}" for i in range(24)] + ["output_norm · output"]
     # a row per layer, ~18 px each: the whole model fits a screen without a scrollbar
     assert fig.layout.height <= 140 + 18 * 26
     # one heatmap trace and no shapes: the figure does not grow with the node count
@@ -82,8 +83,8 @@ def test_graph_figure_outlines_selection_inputs_and_consumers(small_trace):
     def centre(s):
         return (round((s.y0 + s.y1) / 2), round((s.x0 + s.x1) / 2))
 
-    ins = [s for s in shapes if s.line.color == "#1f77b4"]
-    outs = [s for s in shapes if s.line.color == "#d62728"]
+    ins = [s for s in shapes if s.line.color == f.INPUT_COLOUR]
+    outs = [s for s in shapes if s.line.color == f.CONSUMER_COLOUR]
     assert sorted(map(centre, ins)) == sorted(lay.cell[i] for i in d.input_ids(small_trace, sel))
     assert sorted(map(centre, outs)) == sorted(
         lay.cell[i] for i in d.consumer_ids(small_trace, sel)
@@ -122,16 +123,22 @@ def test_graph_figure_timing_capture_has_no_absmax(small_trace):
 def test_graph_figure_escapes_node_names(small_trace):
     tr = make_trace(n_layer=1)
     tr["nodes"][0]["name"] = "<img src=x onerror=alert(1)>"
-    hm = _heatmap(f.graph_figure(tr, 0, "time"))
-    text = " ".join(str(t) for row in hm.hovertext for t in row) + " ".join(
-        str(t) for row in hm.text for t in row
-    )
+    fig = f.graph_figure(tr, 0, "time")
+    text = " ".join(str(t) for row in _heatmap(fig).hovertext for t in row)
+    text += " ".join(fig.layout.yaxis.ticktext)
     assert "<img" not in text and "&lt;img" in text
 
 
 def test_log_ticks_are_1_2_5_within_the_range():
     assert f.log_ticks(0.0, 2.0) == [1, 2, 5, 10, 20, 50, 100]
+    assert f.log_ticks(-1.0, 3.5) == [0.1, 1, 10, 100, 1000]  # wide: decades only
     assert len(f.log_ticks(1.01, 1.02)) == 2
+
+
+def test_row_labels_shorten_long_rows():
+    tr = make_trace(n_layer=1)
+    lay = d.grid_layout(tr["nodes"])
+    assert f.row_labels(tr, lay, width=8) == ["token_e…", "blk.0", "output_…"]
 
 
 # -- node detail -----------------------------------------------------------------------------

@@ -5,9 +5,11 @@ no callback takes a path (or anything but node ids, step positions and view name
 browser, the server binds 127.0.0.1 unless told otherwise, and trace content is only ever
 parsed as JSON (``load_trace``) and shown as text (HTML-escaped in figure hover labels).
 
-Callbacks are registered once per app, in :func:`create_app`, and stay thin: each reads the
-traces closed over here and calls the pure builders of :mod:`tracekit.viz.figures` and
-:mod:`tracekit.viz.data`.
+Callbacks are registered once per app, in :func:`create_app`, and stay thin. Navigation (step
+buttons, clicks on cells, bars, points and node links, playback) runs in the browser
+(``assets/tracekit.js``), and so do the gates that recompute a view only while its tab is shown;
+the server callbacks read the traces closed over here and call the pure builders of
+:mod:`tracekit.viz.figures` and :mod:`tracekit.viz.data`.
 """
 
 from __future__ import annotations

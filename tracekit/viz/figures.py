@@ -40,9 +40,11 @@ FAMILY_PALETTE = (
     "#999999",
     "#882255",
 )
+INPUT_COLOUR = "#00b8ff"  # outlines in the graph view: bright enough on dark and light cells
+CONSUMER_COLOUR = "#ff2a2a"
 NONFINITE_COLOUR = "#ff00ff"  # heatmap cells whose block held a NaN/Inf (shows as the bg)
 _MARGIN = dict(l=50, r=20, t=40, b=40)
-_AXIS = dict(gridcolor="#ebebeb", zeroline=False, linecolor="#cccccc", ticks="")
+_AXIS = dict(gridcolor="#ebebeb", zeroline=False, linecolor="#cccccc", ticks="", automargin=True)
 # A small template built once: naming plotly's "plotly_white" makes plotly deep-copy and
 # validate the whole template on every figure (~15 ms each, most of a node change's budget).
 _TEMPLATE = go.layout.Template(
@@ -113,11 +115,13 @@ def _colour_spec(measure: str, values: np.ndarray) -> tuple[np.ndarray, dict[str
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 tick values between 10**lo and 10**hi (at least the two ends)."""
+    """Tick values between 10**lo and 10**hi: 1-2-5 per decade over up to two decades, powers
+    of ten beyond (a short colour bar stays legible), at least the two ends."""
+    mantissas = (1, 2, 5) if hi - lo <= 2 else (1,)
     ticks = [
         m * 10.0**k
         for k in range(math.floor(lo), math.ceil(hi) + 1)
-        for m in (1, 2, 5)
+        for m in mantissas
         if lo - 1e-9 <= math.log10(m * 10.0**k) <= hi + 1e-9
     ]
     if len(ticks) < 2:
@@ -128,7 +132,7 @@ def log_ticks(lo: float, hi: float) -> list[float]:
 def selection_shapes(
     trace: Trace, layout: d.GridLayout, selected: int | None
 ) -> list[dict[str, Any]]:
-    """Outlines for the graph view: the selected node (black), its inputs (blue, dashed) and
+    """Outlines for the graph view: the selected node (black), its inputs (cyan, dashed) and
     its consumers (red, dotted). Layout shapes, so a node change redraws only these few
     outlines (Plotly treats a shape edit as a redraw of the shapes, not a recalc of the data).
     """
@@ -148,9 +152,23 @@ def selection_shapes(
             name=str(i),
         )
 
-    out = [box(i, "#1f77b4", 2, "dash") for i in dict.fromkeys(d.input_ids(trace, selected))]
-    out += [box(i, "#d62728", 2, "dot") for i in d.consumer_ids(trace, selected)]
+    out = [box(i, INPUT_COLOUR, 2, "dash") for i in dict.fromkeys(d.input_ids(trace, selected))]
+    out += [box(i, CONSUMER_COLOUR, 2, "dot") for i in d.consumer_ids(trace, selected)]
     out.append(box(selected, "#000000", 3, "solid"))
+    return out
+
+
+def row_labels(trace: Trace, layout: d.GridLayout, width: int = 22) -> list[str]:
+    """Y labels of the graph view: ``blk.N`` for a layer; for the input/output rows the names
+    of their nodes (they have no column kind), shortened to ``width`` characters."""
+    out = []
+    for r, row in enumerate(layout.rows):
+        if row.startswith("blk."):
+            out.append(row)
+            continue
+        names = [trace["nodes"][i]["name"] for (rr, _), i in sorted(layout.at.items()) if rr == r]
+        text = " · ".join(names)
+        out.append(html.escape(text if len(text) <= width else text[: width - 1] + "…"))
     return out
 
 
@@ -181,7 +199,6 @@ def graph_figure(
     z = np.full((nr, nc), np.nan)
     ids = np.full((nr, nc), -1, dtype=np.int32)
     hover = np.full((nr, nc), "", dtype=object)
-    label = np.full((nr, nc), "", dtype=object)
     zvals, colour = _colour_spec(measure, values)
     for i, (r, c) in lay.cell.items():
         z[r, c] = zvals[i]
@@ -199,8 +216,6 @@ def graph_figure(
                 else f"<br>absmax {d.fmt_num(rec['stats']['absmax'])}, NaN/Inf {nf}"
             )
         )
-        if n["layer"] is None:
-            label[r, c] = html.escape(n["name"])
     heat = dict(
         type="heatmap",
         z=z,
@@ -208,12 +223,6 @@ def graph_figure(
         y=list(range(nr)),
         hovertext=hover,
         hoverinfo="text",
-        text=label,
-        texttemplate="%{text}",
-        textfont=dict(size=9),
-        # One canvas pixel per cell, scaled up by the browser: no plot-sized image to encode
-        # on every update.
-        zsmooth="fast",
         hoverongaps=False,
         **colour,
     )
@@ -233,7 +242,7 @@ def graph_figure(
         ),
         yaxis=dict(
             tickvals=list(range(nr)),
-            ticktext=list(lay.rows),
+            ticktext=row_labels(trace, lay),
             autorange="reversed",
             showgrid=False,
             zeroline=False,
@@ -248,8 +257,10 @@ def graph_figure(
         title=dict(y=0.995, yanchor="top"),
     )
     title = f"{trace['steps'][j]['name']} · coloured by {d.MEASURES[measure]}"
-    # ~18 px per row keeps a 30-layer model legible without scrolling past the fold.
-    return _figure([heat], layout, title, height=140 + 18 * nr)
+    # 18-36 px per row: a 30-layer model stays legible without scrolling past the fold, and
+    # a small one does not shrink to a strip.
+    row_px = min(36, max(18, 480 // nr))
+    return _figure([heat], layout, title, height=140 + row_px * nr)
 
 
 # -- node detail -----------------------------------------------------------------------------
@@ -273,7 +284,6 @@ def heatmap_figure(
         type="heatmap",
         z=grid,
         colorscale="RdBu_r",
-        zsmooth="fast",
         hoverongaps=True,
         hovertemplate="row %{y}, col %{x}: %{z:.4g}<extra></extra>",
     )
@@ -282,7 +292,11 @@ def heatmap_figure(
     else:
         heat.update(zmid=0.0)
     layout = dict(
-        yaxis=dict(autorange="reversed", title=dict(text=f"{axes[0]} ({hm['rows']} cells)")),
+        yaxis=dict(
+            autorange="reversed",
+            title=dict(text=f"{axes[0]} ({hm['rows']} cells)"),
+            dtick=max(1, hm["rows"] // 4),  # integer rows, even for a one-row decode tensor
+        ),
         xaxis=dict(title=dict(text=f"{axes[1]} ({hm['cols']} cells)")),
         plot_bgcolor=NONFINITE_COLOUR if np.isnan(grid).any() else "#ffffff",
     )
