@@ -80,7 +80,7 @@ const sel = shapes[shapes.length - 1];  // the selected node's outline comes las
 if (!sel || sel.name !== ID) return false;
 const name = document.querySelector('#detail-name');
 if (!name || name.textContent !== N) return false;
-const sub = document.querySelector('#node-detail .tk-sub');
+const sub = document.querySelector('#detail-where');
 if (!sub || !sub.textContent.endsWith(S)) return false;
 const hm = document.querySelector('#detail-heatmap .js-plotly-plot');
 if (!hm || !hm.querySelector('.main-svg')) return false;

@@ -163,14 +163,19 @@ def make_trace(
                 * rng.uniform(1.2, 3.0),
                 launch.flops / c["peak_flops"] * rng.uniform(1.2, 3.0),
             )
+            cost = float(rng.uniform(1.0, 1.5))
+            host = t * 1.1
             recs.append(
                 dict(
                     id=n["id"],
                     shape=[nt, w],
                     dtype="f32",
                     time_s=t,
-                    timing_time_s=t * 0.98,
-                    capture_cost=float(rng.uniform(1.0, 1.5)),
+                    timing_time_s=t,
+                    full_time_s=None if capture == "timing" else t * 1.02,
+                    host_s=host,
+                    full_host_s=None if capture == "timing" else host * cost,
+                    capture_cost=None if capture == "timing" else cost,
                     launches=[launch.to_json()],
                     perf=annotate([launch], t, _CEILINGS),
                     stats=None if capture == "timing" else tensor_stats(x, ("tokens", "features")),
@@ -190,6 +195,7 @@ def make_trace(
                 n_past=0 if j == 0 else n_prompt + j - 1,
                 input_tokens=tokens[-nt:],
                 wall_s=sum(r["time_s"] for r in recs) * 1.2,
+                full_wall_s=None if capture == "timing" else sum(r["time_s"] for r in recs) * 1.5,
                 gpu_s=sum(r["time_s"] for r in recs),
                 nodes=recs,
                 logits=dict(

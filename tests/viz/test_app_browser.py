@@ -127,7 +127,7 @@ def test_step_change_updates_the_graph_and_detail(dash_duo: Any, demo_trace_path
     z0 = _graph_z(dash_duo)
     dash_duo.find_element("#step-next").click()
     _wait_graph(dash_duo, "decode 1")
-    dash_duo.wait_for_contains_text("#node-detail .tk-sub", "decode 1", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#detail-where", "decode 1", timeout=TIMEOUT)
     z1 = _graph_z(dash_duo)
     assert z1.shape == z0.shape and not np.array_equal(z1, z0, equal_nan=True)
     recs = demo_trace["steps"][1]["nodes"]

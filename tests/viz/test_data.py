@@ -99,7 +99,13 @@ def test_capture_summary(small_trace):
     costs = [r["capture_cost"] for s in small_trace["steps"] for r in s["nodes"]]
     assert cap["median_cost"] == pytest.approx(float(np.median(costs)))
     assert cap["worst_cost"][0] == pytest.approx(max(costs))
-    assert cap["time_ratio"] == pytest.approx(1 / 0.98)
+    assert cap["time_ratio"] == pytest.approx(1.02)
+    assert cap["wall_ratio"] == pytest.approx(1.5 / 1.2)
+    recs = [r for s in small_trace["steps"] for r in s["nodes"]]
+    want = sum(r["full_host_s"] for r in recs) / sum(r["host_s"] for r in recs)
+    assert cap["host_ratio"] == pytest.approx(want)
+    timing = d.capture_summary(make_trace(capture="timing"))
+    assert timing["median_cost"] is None and timing["host_ratio"] is None
 
 
 def test_generated_text_through_a_step(small_trace):
@@ -108,10 +114,16 @@ def test_generated_text_through_a_step(small_trace):
 
 
 def test_launch_rows_show_threads_working_of_launched(small_trace):
-    row = d.launch_rows(small_trace["steps"][0]["nodes"][0])[0]
+    rec = small_trace["steps"][0]["nodes"][0]
+    row = d.launch_rows(rec)[0]
     la = small_trace["steps"][0]["nodes"][0]["launches"][0]
     assert row["grid"] == "×".join(map(str, la["grid"]))
     assert row["threads"].startswith(f"{la['threads_working']:,} of {la['threads_launched']:,}")
+    # no grid: a host call on NumPy, a library call (cuBLAS) on the GPU
+    nogrid = dict(rec, launches=[dict(la, grid=None, block=None, threads_launched=0)])
+    assert d.launch_rows(nogrid, "numpy")[0]["grid"] == "host (NumPy)"
+    assert d.launch_rows(nogrid, "cupy")[0]["grid"] == "library call"
+    assert d.launch_rows(nogrid)[0]["threads"] == "—"
 
 
 @pytest.mark.parametrize("scaled", ["blk.0.attn_k", "blk.1.ffn_down", "output"])

@@ -130,6 +130,10 @@ def _overview(trace: Trace, path: Path) -> html.Div:
         ("bound rule", trace["classification"]["rule"]),
     ]
     worst = cap["worst_cost"]
+
+    def ratio(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3g}×"
+
     cap_rows = [
         (
             "capture",
@@ -138,14 +142,13 @@ def _overview(trace: Trace, path: Path) -> html.Div:
         ),
         (
             "capture cost per node",
-            "— (no timing-only pass)"
+            "— (no statistics pass)"
             if cap["median_cost"] is None
             else f"median {cap['median_cost']:.3g}×, worst {worst[0]:.3g}× ({worst[1]}) host time",
         ),
-        (
-            "node time, full ÷ timing pass",
-            "—" if cap["time_ratio"] is None else f"{cap['time_ratio']:.3g}×",
-        ),
+        ("full ÷ timing pass: host time", ratio(cap["host_ratio"])),
+        ("full ÷ timing pass: node time", ratio(cap["time_ratio"])),
+        ("full ÷ timing pass: step wall time", ratio(cap["wall_ratio"])),
     ]
     counts = d.bound_counts(trace)
     bound_table = html.Table(
@@ -236,6 +239,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
     p = rec["perf"]
     ins, outs = d.input_ids(trace, i), d.consumer_ids(trace, i)
     weights = d.weight_inputs(trace, i)
+    others = d.other_inputs(trace, i)
     shape = "×".join(map(str, rec["shape"])) or "scalar"
     head = [
         html.H2(node["name"], id="detail-name"),
@@ -244,6 +248,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             + ("no layer" if node["layer"] is None else f"layer {node['layer']}")
             + f" · {shape} {rec['dtype']} · {trace['steps'][j]['name']}",
             className="tk-sub",
+            id="detail-where",
         ),
         html.Div(
             [html.Span("inputs: ", className="tk-label")]
@@ -255,7 +260,8 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
                 )
                 for w in weights
             ]
-            + ([] if ins or weights else [html.Span("none")]),
+            + [html.Span(f"step input {x}", className="tk-weight") for x in others]
+            + ([] if ins or weights or others else [html.Span("none")]),
             className="tk-nav",
             id="detail-inputs",
         ),
@@ -267,6 +273,15 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             id="detail-consumers",
         ),
     ]
+    attrs = node.get("attrs") or {}
+    if attrs:
+        head.append(
+            html.Div(
+                "; ".join(f"{k} {v}" for k, v in attrs.items()),
+                className="tk-sub",
+                id="detail-attrs",
+            )
+        )
     bound = p["bound"]
     body: list[Any] = [
         html.Div(
@@ -281,7 +296,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
         ),
         _kv_table(d.perf_rows(trace, rec)),
     ]
-    launches = d.launch_rows(rec)
+    launches = d.launch_rows(rec, trace["run"]["backend"])
     if launches:
         cols = ("kernel", "grid", "block", "threads", "read", "written", "flops")
         heads = (

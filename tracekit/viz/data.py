@@ -140,6 +140,16 @@ def input_ids(trace: Trace, node_id: int) -> list[int]:
     return [by_name[x] for x in trace["nodes"][node_id]["inputs"] if x in by_name]
 
 
+def other_inputs(trace: Trace, node_id: int) -> list[str]:
+    """Inputs that are neither graph nodes nor weights: the step's ``tokens``, ``positions``…"""
+    names = {n["name"] for n in trace["nodes"]}
+    return [
+        x
+        for x in trace["nodes"][node_id]["inputs"]
+        if x not in names and not x.startswith("weight:")
+    ]
+
+
 def weight_inputs(trace: Trace, node_id: int) -> list[str]:
     """Names of the weights ``node_id`` reads (``weight:<tensor>`` inputs, prefix dropped)."""
     return [x[7:] for x in trace["nodes"][node_id]["inputs"] if x.startswith("weight:")]
@@ -209,16 +219,20 @@ def heatmap_grid(stats: Mapping[str, Any] | None) -> np.ndarray | None:
     return decode_heatmap(hm)
 
 
-def launch_rows(rec: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The node's launches as table rows (grid, block, threads launched vs working, bytes)."""
+def launch_rows(rec: Mapping[str, Any], backend: str = "cupy") -> list[dict[str, str]]:
+    """The node's launches as table rows (grid, block, threads working of launched, bytes).
+
+    A launch without a grid is a host call on the NumPy backend, or a library call (cuBLAS)
+    on the GPU, whose geometry tracekit does not choose.
+    """
+    nogrid = "host (NumPy)" if backend == "numpy" else "library call"
     out = []
     for la in rec["launches"]:
         tl, tw = la["threads_launched"], la["threads_working"]
-        geo = "host (numpy)" if la["grid"] is None else "×".join(map(str, la["grid"]))
         out.append(
             {
                 "kernel": la["kernel"],
-                "grid": geo,
+                "grid": nogrid if la["grid"] is None else "×".join(map(str, la["grid"])),
                 "block": "—" if la["block"] is None else "×".join(map(str, la["block"])),
                 "threads": f"{tw:,} of {tl:,} ({100 * tw / tl:.3g}%)" if tl else "—",
                 "read": fmt_bytes(la["bytes_read"]),
@@ -234,9 +248,11 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
     p, c = rec["perf"], trace["ceilings"]
     read = sum(la["bytes_read"] for la in rec["launches"])
     written = sum(la["bytes_written"] for la in rec["launches"])
+    host, full_host = rec.get("host_s"), rec.get("full_host_s")
     rows = [
-        ("time", fmt_time(rec["time_s"])),
-        ("timing-pass time", fmt_time(rec["timing_time_s"])),
+        ("time (timing pass)", fmt_time(rec["time_s"])),
+        ("time in the full pass", fmt_time(rec.get("full_time_s"))),
+        ("host time, timing / full pass", f"{fmt_time(host)} / {fmt_time(full_host)}"),
         (
             "capture cost",
             "—" if rec["capture_cost"] is None else f"{rec['capture_cost']:.3g}× host time",
@@ -256,8 +272,7 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
     ncu = rec.get("ncu")
     if ncu:
-        measured = ncu.get("measured_bytes")
-        rows.append(("ncu DRAM bytes (measured)", fmt_bytes(measured)))
+        rows.append(("ncu DRAM bytes (measured)", fmt_bytes(ncu.get("measured_bytes"))))
         rows.append(("ncu kernel time", fmt_time(ncu.get("gpu_time_s"))))
     return rows
 
@@ -324,28 +339,41 @@ def bound_counts(trace: Trace) -> dict[str, dict[str, int]]:
 
 
 def capture_summary(trace: Trace) -> dict[str, Any]:
-    """Capture mode and what it cost: the median and worst per-node capture cost, and the
-    full pass's summed node time over the timing pass's (None where no timing pass ran)."""
+    """Capture mode and what it cost: the median and worst per-node capture cost (full-pass
+    host time ÷ timing-pass host time), and over the whole trace the full pass's summed host
+    time, node time and step wall time, each ÷ the timing pass's (None where not recorded)."""
     run = trace["run"]
     costs, worst = [], (0.0, "")
-    t_full = t_timing = 0.0
+    sums = dict(host=0.0, full_host=0.0, time=0.0, full_time=0.0, wall=0.0, full_wall=0.0)
     for step in trace["steps"]:
+        if step.get("full_wall_s") is not None:
+            sums["wall"] += step["wall_s"]
+            sums["full_wall"] += step["full_wall_s"]
         for rec in step["nodes"]:
             c = rec["capture_cost"]
             if c is not None:
                 costs.append(c)
                 if c > worst[0]:
                     worst = (c, f"{trace['nodes'][rec['id']]['name']} ({step['name']})")
-            if rec["timing_time_s"] is not None:
-                t_full += rec["time_s"]
-                t_timing += rec["timing_time_s"]
+            if rec.get("host_s") and rec.get("full_host_s") is not None:
+                sums["host"] += rec["host_s"]
+                sums["full_host"] += rec["full_host_s"]
+            if rec.get("full_time_s") is not None:
+                sums["time"] += rec["time_s"]
+                sums["full_time"] += rec["full_time_s"]
+
+    def ratio(num: str, den: str) -> float | None:
+        return sums[num] / sums[den] if sums[den] > 0 else None
+
     return {
         "capture": run["capture"],
         "cuda_graph": run["cuda_graph"],
         "nvtx": run["nvtx"],
         "median_cost": float(np.median(costs)) if costs else None,
         "worst_cost": worst if costs else None,
-        "time_ratio": t_full / t_timing if t_timing > 0 else None,
+        "host_ratio": ratio("full_host", "host"),
+        "time_ratio": ratio("full_time", "time"),
+        "wall_ratio": ratio("full_wall", "wall"),
     }
 
 
