@@ -314,7 +314,7 @@ def smollm2_path() -> Path | None:
 
 #: Base models and the share of mutants drawn from each (SmolLM2 costs ~2 s a parse: 49152
 #: tokens, so it gets fewer).
-BASES = {"demo": 0.4, "tiny": 0.2, "gemma3": 0.25, "smollm2": 0.15}
+BASES = {"demo": 0.4, "tiny": 0.22, "gemma3": 0.33, "smollm2": 0.05}
 
 
 def prepare_bases(work: Path, names: Sequence[str]) -> dict[str, Path]:
@@ -932,7 +932,7 @@ def worker_main(args: argparse.Namespace) -> None:
         spec = json.loads(line)
         m = Mutant.from_json(spec["mutant"])
         print(f"--- mutant {m.id}", file=sys.stderr, flush=True)
-        res = run_mutant(m, bases, tmp, args.timeout, spec["subprocess"])
+        res = run_mutant(m, bases, tmp, spec.get("timeout", args.timeout), spec["subprocess"])
         proto.write(json.dumps(res) + "\n")
 
 
@@ -953,6 +953,7 @@ class Worker:
         self.proc: subprocess.Popen[str] | None = None
         self.current: Mutant | None = None
         self.started = 0.0
+        self.hard = 0.0
         self.log_mark = 0
         self.buf = ""
         self.start()
@@ -984,21 +985,28 @@ class Worker:
         self.done = 0
         self.buf = ""
 
-    def send(self, m: Mutant, subprocess_check: bool) -> None:
+    def send(self, m: Mutant, subprocess_check: bool, timeout: float) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         self.log.flush()
         self.log_mark = self.log_path.stat().st_size
         self.current = m
         self.started = time.monotonic()
-        self.proc.stdin.write(json.dumps({"mutant": m.to_json(), "subprocess": subprocess_check}))
+        # Two commands and a diagnosis, each bounded by the worker's watchdog; then the parent's.
+        self.hard = timeout * 3 + 30
+        spec = {"mutant": m.to_json(), "subprocess": subprocess_check, "timeout": timeout}
+        self.proc.stdin.write(json.dumps(spec))
         self.proc.stdin.write("\n")
         self.proc.stdin.flush()
 
-    def log_tail(self, n: int = 12) -> list[str]:
+    def log_tail(self, head: int = 4, tail: int = 14) -> list[str]:
+        """What the worker wrote for the current mutant: the first lines (faulthandler's or the
+        exception's headline) and the last (the innermost frames)."""
         with open(self.log_path, errors="replace") as f:
             f.seek(self.log_mark)
-            lines = [ln.rstrip() for ln in f if ln.strip()]
-        return lines[-n:]
+            lines = [ln.rstrip() for ln in f if ln.strip() and not ln.startswith("--- mutant")]
+        if len(lines) <= head + tail:
+            return lines
+        return [*lines[:head], "...", *lines[-tail:]]
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -1026,15 +1034,17 @@ def run_campaign(
     jobs: int = 2,
     bases: Sequence[str] = tuple(BASES),
     start: int = 0,
-    timeout: float = 60.0,
+    timeout: float = 30.0,
     subprocess_every: int = 0,
     mem_limit_gb: float = 8.0,
     work: Path | None = None,
     recycle: int = 200,
     progress: Callable[[int, int, dict[str, int]], None] | None = None,
     ids: Iterable[int] | None = None,
+    mutants: Sequence[Mutant] | None = None,
 ) -> dict[str, Any]:
-    """Run mutants start..start+count-1 (or `ids`) of `seed`; return the summary and results."""
+    """Run mutants start..start+count-1 (or `ids`) of `seed`, or the given `mutants`, in worker
+    processes; return the summary and every result."""
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix="fuzz-gguf-")) if work is None else work
     work.mkdir(parents=True, exist_ok=True)
@@ -1043,9 +1053,12 @@ def run_campaign(
         base_paths = prepare_bases(work / "bases", bases)
         layouts = {name: read_layout(p) for name, p in base_paths.items()}
         mutator = Mutator(layouts, seed)
-        todo = [
-            mutator.mutant(i) for i in (ids if ids is not None else range(start, start + count))
-        ]
+        if mutants is not None:
+            todo = list(mutants)
+        else:
+            todo = [
+                mutator.mutant(i) for i in (ids if ids is not None else range(start, start + count))
+            ]
         args = argparse.Namespace(timeout=timeout, mem_limit_gb=mem_limit_gb)
         results = _dispatch(
             todo, base_paths, work, args, max(1, jobs), subprocess_every, recycle, progress
@@ -1059,7 +1072,23 @@ def run_campaign(
     summary["base_sizes"] = {k: layouts[k].size for k in layouts}
     summary["seconds"] = round(time.monotonic() - t0, 1)
     summary["timeout_s"] = timeout
+    summary["code"] = _code_version()
     return {"summary": summary, "results": results}
+
+
+def _code_version() -> str:
+    """The commit the campaign ran against, and whether tracekit/ had uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "tracekit"], cwd=REPO, capture_output=True,
+            text=True,
+        ).stdout.strip()  # fmt: skip
+    except OSError:
+        return "unknown"
+    return f"{head}{' + uncommitted changes in tracekit/' if dirty else ''}"
 
 
 def _dispatch(
@@ -1077,17 +1106,20 @@ def _dispatch(
     counts: collections.Counter[str] = collections.Counter()
     workers = [Worker(i, bases, work, args) for i in range(min(jobs, len(todo)) or 1)]
     sel = selectors.DefaultSelector()
-    hard = args.timeout * 4 + 60  # three commands + the loader diagnosis, then the parent kills
+    # A hang is run once more with 4x the time before it counts: a loaded machine is not a hang.
+    retried: dict[int, dict[str, Any]] = {}
 
     def feed(w: Worker) -> None:
         if queue:
             m = queue.popleft()
             check = bool(subprocess_every) and m.id % subprocess_every == 0
-            w.send(m, check)
+            w.send(m, check, args.timeout * (4 if m.id in retried else 1))
         else:
             w.current = None
 
     def finish(w: Worker, res: dict[str, Any]) -> None:
+        if res["id"] in retried:
+            res["first_attempt"] = retried[res["id"]]
         results.append(res)
         counts[res["outcome"]] += 1
         w.current = None
@@ -1101,22 +1133,26 @@ def _dispatch(
         rc = w.kill()
         tail = w.log_tail()
         text = "\n".join(tail)
-        if why == "timeout" or "Timeout (" in text:
-            outcome = "hang"
+        outcome = "hang" if why == "timeout" or "Timeout (" in text else "crash"
+        if "MemoryError" in text:
+            tail.insert(0, f"MemoryError under RLIMIT_AS = {args.mem_limit_gb} GiB")
+        if outcome == "hang" and m.id not in retried:
+            retried[m.id] = {"outcome": "hang", "load_avg": os.getloadavg(), "log_tail": tail}
+            queue.appendleft(m)
+            w.current = None
         else:
-            outcome = "crash"
-        finish(
-            w,
-            {
-                "id": m.id,
-                "base": m.base,
-                "op": m.op,
-                "outcome": outcome,
-                "worker_rc": rc,
-                "log_tail": tail,
-                "runs": {},
-            },
-        )
+            finish(
+                w,
+                {
+                    "id": m.id,
+                    "base": m.base,
+                    "op": m.op,
+                    "outcome": outcome,
+                    "worker_rc": rc,
+                    "log_tail": tail,
+                    "runs": {},
+                },
+            )
         with contextlib.suppress(KeyError):
             sel.unregister(w.proc.stdout)  # type: ignore[union-attr]
         w.start()
@@ -1152,7 +1188,7 @@ def _dispatch(
                 if w.current is not None and w.proc.poll() is not None:  # type: ignore[union-attr]
                     died(w, "exit")
                     feed(w)
-                elif w.current is not None and now - w.started > hard:
+                elif w.current is not None and now - w.started > w.hard:
                     died(w, "timeout")
                     feed(w)
     finally:
@@ -1174,6 +1210,9 @@ def _signature(res: dict[str, Any]) -> str:
             return f"{name}: {run['outcome']}: {' | '.join(run.get('stderr', []))[:200]}"
     if res["outcome"] in ("crash", "hang"):
         frames = [ln.strip() for ln in res.get("log_tail", []) if ln.strip().startswith("File ")]
+        # faulthandler lists every thread, innermost frame first: name the innermost frame of
+        # tracekit or gguf-py (the other threads wait in threading.py).
+        frames = [f for f in frames if "/tracekit/" in f or "/gguf/" in f] or frames
         return f"{res['outcome']} (worker rc {res.get('worker_rc')}) @ {(frames[0] if frames else '')[:160]}"
     return res["outcome"]
 
@@ -1218,6 +1257,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "loader_exceptions": dict(loader),
         "subprocess_checks": dict(subproc),
         "failures": sorted(failures.values(), key=lambda e: -e["count"]),
+        # mutant id -> final outcome of those that timed out once and were run again
+        "retried_after_timeout": {r["id"]: r["outcome"] for r in results if "first_attempt" in r},
         "slowest_runs": [{"seconds": s, "id": i, "command": c} for s, i, c in slowest[:10]],
     }
 
@@ -1247,7 +1288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--bases", default=",".join(BASES), help="comma-separated, of: %(default)s")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per command")
+    ap.add_argument("--timeout", type=float, default=15.0, help="seconds per command")
     ap.add_argument("--subprocess-every", type=int, default=50, help="0: never")
     ap.add_argument("--mem-limit-gb", type=float, default=8.0)
     ap.add_argument("--json", type=Path, default=Path("fuzz-gguf.json"))
