@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import socket
 import sys
 import tempfile
@@ -152,9 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if len(args.traces) > 2:
         p.error("one or two traces")
+    out = args.out.resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        paths = args.traces or _demo_traces(Path(tmp))
-        written = shoot(paths, args.out, args.node, args.step, args.chromium)
+        paths = list(args.traces)
+        if not paths:
+            _demo_traces(Path(tmp))
+            # relative names, so the pictures show "demo-a.json", not a temp folder
+            os.chdir(tmp)
+            paths = [Path("demo-a.json"), Path("demo-b.json")]
+        try:
+            written = shoot(paths, out, args.node, args.step, args.chromium)
+        finally:
+            os.chdir(ROOT)
     for w in written:
         print(w.relative_to(ROOT) if w.is_relative_to(ROOT) else w)
     return 0

@@ -25,6 +25,11 @@ def test_app_over_a_recorded_trace_serves_its_layout(demo_trace_path: Path, demo
     # the index page and the component bundles are served locally (no CDN)
     index = app.server.test_client().get("/").get_data(as_text=True)
     assert "cdn" not in index.lower() and "unpkg" not in index.lower()
+    # the preloaded bundles exist at the URLs the page names
+    import re
+
+    for url in re.findall(r'rel="preload" as="script" href="([^"]+)"', index):
+        assert app.server.test_client().get(url).status_code == 200, url
 
 
 def test_truncated_trace_gives_an_error_page_naming_file_and_problem(

@@ -490,6 +490,14 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
     if failures:
         app.layout = _error_layout(failures)
         return app
+    # Fetch plotly.js (4.8 MB) while the page boots instead of after the first graph asks for
+    # it: the graphs' lazy bundle otherwise waits for the layout, then the chunk, then plotly.
+    suites = "/_dash-component-suites"
+    preload = "".join(
+        f'<link rel="preload" as="script" href="{suites}/{path}">'
+        for path in ("plotly/package_data/plotly.min.js", "dash/dcc/async-graph.js")
+    )
+    app.index_string = app.index_string.replace("{%css%}", "{%css%}" + preload)
     a = traces[0]
     b = traces[1] if len(traces) == 2 else None
     lay = d.grid_layout(a["nodes"])
