@@ -44,11 +44,17 @@ def main() -> int:
         for rows in (1, 3):
             shape = (rows, qt.block_size * 2 if qt.is_quantized else 33)
             raw = random_raw(qt, shape, rng)
-            check(f"dequant {qt.name}", gpu.dequantize_f16(gpu.asarray(raw), qt, shape),
-                  cpu.dequantize_f16(raw, qt, shape))
+            check(
+                f"dequant {qt.name}",
+                gpu.dequantize_f16(gpu.asarray(raw), qt, shape),
+                cpu.dequantize_f16(raw, qt, shape),
+            )
             ids = np.array([rows - 1, 0, rows - 1], dtype=np.int32)
-            check(f"embed {qt.name}", gpu.embed_rows(gpu.asarray(raw), qt, shape, gpu.asarray(ids)),
-                  cpu.embed_rows(raw, qt, shape, ids))
+            check(
+                f"embed {qt.name}",
+                gpu.embed_rows(gpu.asarray(raw), qt, shape, gpu.asarray(ids)),
+                cpu.embed_rows(raw, qt, shape, ids),
+            )
     for n in (1, 7, 33, 1001):
         x = rng.standard_normal((3, n), dtype=np.float32)
         y = rng.standard_normal((3, n), dtype=np.float32)
@@ -61,20 +67,34 @@ def main() -> int:
         check(f"convert n={n}", gpu.convert_f32_f16(gx), cpu.convert_f32_f16(x))
         check(f"bits n={n}", gpu.f32_bits_to_i32(gx), cpu.f32_bits_to_i32(x))
         b = rng.standard_normal(n, dtype=np.float32)
-        check(f"add_bias n={n}", gpu.add_bias_f32(gpu.asarray(x), gpu.asarray(b)),
-              cpu.add_bias_f32(x.copy(), b))
-        check(f"rms_norm n={n}", gpu.rms_norm_f32(gx, gpu.asarray(b), 1e-6),
-              cpu.rms_norm_f32(x, b, 1e-6), 1e-4)
+        check(
+            f"add_bias n={n}",
+            gpu.add_bias_f32(gpu.asarray(x), gpu.asarray(b)),
+            cpu.add_bias_f32(x.copy(), b),
+        )
+        check(
+            f"rms_norm n={n}",
+            gpu.rms_norm_f32(gx, gpu.asarray(b), 1e-6),
+            cpu.rms_norm_f32(x, b, 1e-6),
+            1e-4,
+        )
         check(f"softmax n={n}", gpu.softmax_f32(gx), cpu.softmax_f32(x), 1e-5)
         check(f"argmax n={n}", gpu.argmax_f32(gx), cpu.argmax_f32(x))
-        check(f"gather n={n}", gpu.gather_rows_f32(gx, gpu.asarray(np.array([2, 0], np.int32))),
-              cpu.gather_rows_f32(x, np.array([2, 0], np.int32)))
+        check(
+            f"gather n={n}",
+            gpu.gather_rows_f32(gx, gpu.asarray(np.array([2, 0], np.int32))),
+            cpu.gather_rows_f32(x, np.array([2, 0], np.int32)),
+        )
     for hd, nt in ((64, 1), (128, 5)):
         q = rng.standard_normal((nt, 4, hd), dtype=np.float32)
         pos = np.arange(3, 3 + nt, dtype=np.int32)
         for neox in (False, True):
-            check(f"rope hd={hd} neox={neox}", gpu.rope_f32(gpu.asarray(q), gpu.asarray(pos), 1e4, neox),
-                  cpu.rope_f32(q, pos, 1e4, neox), 1e-4)
+            check(
+                f"rope hd={hd} neox={neox}",
+                gpu.rope_f32(gpu.asarray(q), gpu.asarray(pos), 1e4, neox),
+                cpu.rope_f32(q, pos, 1e4, neox),
+                1e-4,
+            )
         kc, vc = np.zeros((16, 2, hd), np.float32), np.zeros((16, 2, hd), np.float32)
         k = rng.standard_normal((nt, 2, hd), dtype=np.float32)
         gk, gv = gpu.asarray(kc), gpu.asarray(vc)
@@ -83,13 +103,20 @@ def main() -> int:
         cpu.kv_store_f32(kc, k, 3)
         cpu.kv_store_f32(vc, k * 2, 3)
         for window in (0, 2):
-            check(f"attention hd={hd} nt={nt} window={window}",
-                  gpu.attention_f32(gpu.asarray(q), gk, gv, 3, hd**-0.5, window),
-                  cpu.attention_f32(q, kc, vc, 3, hd**-0.5, window), 1e-4)
+            check(
+                f"attention hd={hd} nt={nt} window={window}",
+                gpu.attention_f32(gpu.asarray(q), gk, gv, 3, hd**-0.5, window),
+                cpu.attention_f32(q, kc, vc, 3, hd**-0.5, window),
+                1e-4,
+            )
     w = rng.standard_normal((48, 64), dtype=np.float32)
     x = rng.standard_normal((5, 64), dtype=np.float32)
-    check("matmul", gpu.matmul(gpu.asarray(x), gpu.asarray(w.astype(np.float16))),
-          x @ w.astype(np.float16).astype(np.float32).T, 2e-2)
+    check(
+        "matmul",
+        gpu.matmul(gpu.asarray(x), gpu.asarray(w.astype(np.float16))),
+        x @ w.astype(np.float16).astype(np.float32).T,
+        2e-2,
+    )
 
     # A whole demo forward: prefill + 2 decode steps.
     from tracekit.runner.demo import demo_model_path
