@@ -1,0 +1,447 @@
+#!/usr/bin/env python
+"""Interrupted runs: SIGKILL and SIGINT to `record-trace` at seeded random moments.
+
+Each run is the real command, ``python -m tracekit record-trace --backend numpy --steps N
+--no-progress -o RUN/t.json`` on the bundled demo model, in a fresh folder; half of the runs
+find a previous complete trace already at the output path (pre-seeded). The model and the
+device ceilings are cached once in a private ``TRACEKIT_CACHE`` first, so a run spends its time
+loading, warming up, recording and writing. Three kinds of run:
+
+    kill        SIGKILL at a moment drawn uniformly over a calibrated whole run (start-up,
+                load, warm-up, steps, the final write)
+    kill-write  SIGKILL timed into the final write: the child (this script in --child mode,
+                which wraps ``tracekit.runner.trace.atomic_write_text`` to report "W" on a pipe
+                when the write starts and "R" just before its rename) is killed at a uniform
+                delay over 1.25x the calibrated time from the write's start to the rename
+    sigint      SIGINT at a uniform moment over a calibrated whole run
+
+What must hold (anything else is a failure, listed with its seed and moment):
+
+- never a partial file at the output path: it is absent, byte-identical to the pre-seeded
+  trace, or a new trace that ``load_trace`` accepts (complete, unless a SIGINT saved it);
+- a pre-seeded trace is never lost (the path is never empty after a run that found one);
+- SIGINT: exit 130 and either "interrupted: saved N complete step(s) to PATH (marked
+  incomplete)" with a valid trace of N steps marked ``complete: false`` at PATH, or "error:
+  interrupted" (the signal came before the recording loop or after its last step) with the
+  path as it was; or the run had already finished (exit 0, complete trace); or the signal came
+  before Python installed its handler (killed by SIGINT, path as it was);
+- no traceback on stderr, no hang (each run is bounded).
+
+Stray ``.t.json.*.tmp`` files beside the output (a SIGKILL between the temp file's creation and
+the rename) are allowed by the write contract and counted.
+
+    python scripts/kill_test.py --kills 100 --write-kills 50 --sigints 60 --seed 0 \
+        --json kill-test.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import random
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+#: Seconds a run may take after its signal (or in all, unsignalled) before it counts as a hang.
+RUN_TIMEOUT = 120.0
+INTERRUPTED = 130
+
+
+@dataclass
+class Setup:
+    workdir: Path
+    env: dict[str, str]
+    steps: int
+    seed_trace: Path
+    seed_bytes: bytes
+    run_s: float = 0.0  # calibrated: Popen to exit of a whole run
+    write_start_s: float = 0.0  # calibrated: Popen to the final write's start
+    write_s: float = 0.0  # calibrated: the final write (temp file, fsync, rename, dir fsync)
+    rename_at_s: float = 0.0  # calibrated: from the write's start to its rename
+
+
+@dataclass
+class Run:
+    index: int
+    mode: str  # kill | kill-write | sigint
+    delay_s: float  # after start (kill, sigint) or after the write began (kill-write)
+    preseeded: bool
+    signalled: bool = False  # the signal was sent while the child still ran
+    returncode: int | None = None
+    outcome: str = ""
+    ok: bool = False
+    detail: str = ""
+    stray_tmp: int = 0
+    stderr: str = ""
+
+
+def _record_args(out: Path, steps: int) -> list[str]:
+    return ["--backend", "numpy", "--steps", str(steps), "--no-progress", "-o", str(out)]
+
+
+def _command(out: Path, steps: int, instrumented: bool) -> list[str]:
+    if instrumented:
+        return [sys.executable, str(Path(__file__).resolve()), "--child", "--",
+                *_record_args(out, steps)]  # fmt: skip
+    return [sys.executable, "-m", "tracekit", "record-trace", *_record_args(out, steps)]
+
+
+def child_main(argv: list[str]) -> int:
+    """--child: record-trace with the final write reported on fd $KILL_TEST_FD ("W" ... "E")."""
+    import tracekit.runner.trace as trace_mod
+    from tracekit.cli import record_trace_main
+
+    fd = int(os.environ["KILL_TEST_FD"])
+    real, real_replace = trace_mod.atomic_write_text, os.replace
+
+    def announced(path: Any, text: str) -> Path:
+        os.write(fd, b"W")
+        out = real(path, text)
+        os.write(fd, b"E")
+        return out
+
+    def replace(src: Any, dst: Any) -> None:  # the rename inside the write: "R" just before it
+        os.write(fd, b"R")
+        real_replace(src, dst)
+
+    trace_mod.atomic_write_text = announced
+    os.replace = replace  # this child process only
+    return record_trace_main(argv)
+
+
+def prepare(workdir: Path, steps: int) -> Setup:
+    """A private cache with the demo model and the NumPy ceilings, and a pre-seed trace."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TRACEKIT_CACHE": str(workdir / "cache"), "PYTHONUNBUFFERED": "1"}
+    env.pop("TRACEKIT_DEBUG", None)
+    warm = (
+        "from tracekit.runner.demo import demo_model_path\n"
+        "from tracekit.kernels.ceilings import measure_ceilings\n"
+        "demo_model_path(); measure_ceilings('numpy')\n"
+    )
+    subprocess.run([sys.executable, "-c", warm], env=env, check=True, cwd=REPO, timeout=300)
+    seed = workdir / "seed.json"
+    subprocess.run(
+        [sys.executable, "-m", "tracekit", "record-trace", *_record_args(seed, 1)],
+        env=env, check=True, cwd=REPO, timeout=300, capture_output=True,
+    )  # fmt: skip
+    return Setup(workdir, env, steps, seed, seed.read_bytes())
+
+
+def _spawn(setup: Setup, out: Path, instrumented: bool) -> tuple[subprocess.Popen[str], int]:
+    rfd = -1
+    env = dict(setup.env)
+    kw: dict[str, Any] = {}
+    if instrumented:
+        rfd, wfd = os.pipe()
+        env["KILL_TEST_FD"] = str(wfd)
+        kw["pass_fds"] = (wfd,)
+    child = subprocess.Popen(
+        _command(out, setup.steps, instrumented), env=env, cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw,
+    )  # fmt: skip
+    if instrumented:
+        os.close(wfd)
+    return child, rfd
+
+
+def _wait_marker(rfd: int, marker: bytes, deadline: float) -> float | None:
+    """Block until ``marker`` is read from ``rfd``; its time, or None at EOF / the deadline."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([rfd], [], [], left)
+        if not ready:
+            return None
+        b = os.read(rfd, 1)
+        if not b:
+            return None
+        if b == marker:
+            return time.monotonic()
+
+
+def calibrate(setup: Setup, n: int = 3) -> None:
+    """Median whole-run time, time to the final write and the write's own time, over n runs."""
+    runs, starts, writes, renames = [], [], [], []
+    for k in range(n):
+        d = Path(tempfile.mkdtemp(prefix=f"cal{k}-", dir=setup.workdir))
+        t0 = time.monotonic()
+        child, rfd = _spawn(setup, d / "t.json", instrumented=True)
+        w = _wait_marker(rfd, b"W", t0 + RUN_TIMEOUT)
+        r = _wait_marker(rfd, b"R", t0 + RUN_TIMEOUT)
+        e = _wait_marker(rfd, b"E", t0 + RUN_TIMEOUT)
+        child.communicate(timeout=RUN_TIMEOUT)
+        runs.append(time.monotonic() - t0)
+        os.close(rfd)
+        if child.returncode != 0 or w is None or r is None or e is None:
+            raise RuntimeError(f"calibration run failed (exit {child.returncode})")
+        starts.append(w - t0)
+        writes.append(e - w)
+        renames.append(r - w)
+        shutil.rmtree(d)
+    setup.run_s = statistics.median(runs)
+    setup.write_start_s = statistics.median(starts)
+    setup.write_s = statistics.median(writes)
+    setup.rename_at_s = statistics.median(renames)
+
+
+def _strays(folder: Path, out: Path) -> list[Path]:
+    return sorted(folder.glob(f".{out.name}.*.tmp"))
+
+
+def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]:
+    """(ok, outcome, detail) from the exit status, stderr and what is at the output path."""
+    from tracekit.runner.trace import TraceError, load_trace
+
+    if "Traceback" in err:
+        return False, "traceback", err[-2000:]
+    rc = run.returncode
+    state, trace = "absent", None
+    if out.exists():
+        raw = out.read_bytes()
+        if run.preseeded and raw == setup.seed_bytes:
+            state = "previous"
+        else:
+            state = "new"
+            try:
+                trace = load_trace(out)
+            except TraceError as e:
+                return False, "partial-file", f"{len(raw)} bytes at the output path: {e}"
+    if run.preseeded and state == "absent":
+        return False, "previous-lost", "the pre-seeded trace is gone and nothing replaced it"
+    unchanged = state in ("absent", "previous")
+    complete = trace is not None and trace["complete"] is True
+    n_steps = None if trace is None else len(trace["steps"])
+    if rc == 0:
+        if state == "new" and complete and n_steps == setup.steps + 1:
+            return True, "finished before the signal", ""
+        return False, "bad-finish", f"exit 0 but {state} file (complete={complete}, {n_steps})"
+    if run.mode.startswith("kill"):
+        if rc != -signal.SIGKILL:
+            return False, "bad-exit", f"exit {rc} after SIGKILL: {err[-500:]}"
+        if unchanged:
+            phase = "during the write (temp file left)" if run.stray_tmp else "before the write"
+            return True, f"killed {phase}: path as it was ({state})", ""
+        if complete and n_steps == setup.steps + 1:
+            return True, "killed after the rename: new complete trace", ""
+        return False, "bad-kill-file", f"new file complete={complete} steps={n_steps}"
+    # SIGINT
+    lines = err.strip().splitlines()
+    if rc == -signal.SIGINT:  # before the interpreter installed its handler
+        if unchanged:
+            return True, "killed by SIGINT before Python's handler: path as it was", ""
+        return False, "bad-sigint", f"killed by SIGINT but a {state} file is at the path"
+    if rc != INTERRUPTED or len(lines) != 1:
+        return False, "bad-sigint", f"exit {rc}, stderr {err[-500:]!r}"
+    line = lines[0]
+    if line.startswith("interrupted: saved "):
+        want = f"to {out} (marked incomplete)"
+        if state != "new" or complete or not line.endswith(want):
+            return False, "bad-sigint-save", f"{line!r}; file {state}, complete={complete}"
+        n = int(line.split()[2])
+        if n != n_steps or trace is None or trace["run"]["stop_reason"] != "interrupted":
+            return False, "bad-sigint-save", f"{line!r} but the file holds {n_steps} steps"
+        return True, "saved 0 steps (valid, empty, incomplete)" if n == 0 else (
+            "saved the completed steps (valid, incomplete)"
+        ), ""  # fmt: skip
+    if line == "error: interrupted":
+        if unchanged:
+            return True, f"'error: interrupted' outside the step loop: path as it was ({state})", ""
+        if complete and n_steps == setup.steps + 1:
+            return True, "'error: interrupted' after the final rename: new complete trace", ""
+        return False, "bad-sigint", f"'error: interrupted' with a {state} file"
+    return False, "bad-sigint", f"unexpected stderr {line!r}"
+
+
+def run_one(setup: Setup, run: Run) -> Run:
+    folder = setup.workdir / "runs" / f"{run.index:05d}-{run.mode}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    out = folder / "t.json"
+    if run.preseeded:
+        shutil.copyfile(setup.seed_trace, out)
+    sig = signal.SIGINT if run.mode == "sigint" else signal.SIGKILL
+    instrumented = run.mode == "kill-write"
+    t0 = time.monotonic()
+    child, rfd = _spawn(setup, out, instrumented)
+    try:
+        if instrumented:
+            at = _wait_marker(rfd, b"W", t0 + RUN_TIMEOUT)
+            if at is not None:
+                time.sleep(max(0.0, at + run.delay_s - time.monotonic()))
+        else:
+            time.sleep(run.delay_s)
+        if child.poll() is None:
+            child.send_signal(sig)
+            run.signalled = True
+        try:
+            _, err = child.communicate(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            _, err = child.communicate()
+            run.returncode, run.outcome, run.ok = child.returncode, "hang", False
+            run.stderr = err[-2000:]
+            return run
+    finally:
+        if rfd >= 0:
+            os.close(rfd)
+    run.returncode = child.returncode
+    run.stderr = err[-2000:]
+    strays = _strays(folder, out)
+    run.stray_tmp = len(strays)
+    run.ok, run.outcome, run.detail = _check(setup, run, out, err)
+    if run.ok:
+        shutil.rmtree(folder)
+    return run
+
+
+def plan(kills: int, write_kills: int, sigints: int, seed: int, setup: Setup) -> list[Run]:
+    """The runs, their moments and pre-seeding drawn from ``seed`` (same seed, same plan)."""
+    rng = random.Random(seed)
+    runs: list[Run] = []
+    # most kill-write moments fall between the temp file's creation and the rename, the rest
+    # just after the rename (during the folder's fsync)
+    window = max(1.25 * setup.rename_at_s, 1e-3)
+    for mode, n in (("kill", kills), ("kill-write", write_kills), ("sigint", sigints)):
+        for _ in range(n):
+            delay = (
+                rng.uniform(0.0, window) if mode == "kill-write" else rng.uniform(0, setup.run_s)
+            )
+            runs.append(Run(len(runs), mode, round(delay, 6), preseeded=rng.random() < 0.5))
+    return runs
+
+
+def campaign(
+    workdir: Path,
+    kills: int = 100,
+    write_kills: int = 50,
+    sigints: int = 60,
+    seed: int = 0,
+    steps: int = 12,
+    jobs: int = 1,
+    log: Callable[[str], Any] | None = print,
+) -> dict[str, Any]:
+    """Run the campaign in ``workdir``; returns the report (``failures`` empty when all held).
+
+    Args:
+        workdir: a scratch folder (cache, pre-seed trace, one folder per run; folders of
+            failed runs are kept for inspection).
+        kills, write_kills, sigints: runs of each kind.
+        seed: the random seed of the moments and of which runs are pre-seeded.
+        steps: decode steps per run (12 takes ~2 s on 2 cores).
+        jobs: runs at once.
+        log: progress lines (None: quiet).
+    """
+    t_start = time.monotonic()
+    setup = prepare(Path(workdir), steps)
+    calibrate(setup)
+    if log:
+        log(
+            f"calibrated: run {setup.run_s:.2f} s, final write starts at "
+            f"{setup.write_start_s:.2f} s and takes {setup.write_s * 1e3:.1f} ms (rename at "
+            f"{setup.rename_at_s * 1e3:.1f} ms)"
+        )
+    runs = plan(kills, write_kills, sigints, seed, setup)
+    done: list[Run] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for r in pool.map(lambda r: run_one(setup, r), runs):
+            done.append(r)
+            if log and (not r.ok or len(done) % 25 == 0):
+                log(f"[{len(done)}/{len(runs)}] {r.mode} {r.delay_s:.3f}s: {r.outcome} {r.detail}")
+    outcomes: dict[str, collections.Counter[str]] = {
+        m: collections.Counter() for m in ("kill", "kill-write", "sigint")
+    }
+    for r in done:
+        outcomes[r.mode][r.outcome] += 1
+    kinds = {"kill": "SIGKILL", "kill-write": "SIGKILL", "sigint": "SIGINT"}
+    return {
+        "config": {
+            "kills": kills,
+            "write_kills": write_kills,
+            "sigints": sigints,
+            "seed": seed,
+            "steps": steps,
+            "jobs": jobs,
+            "command": " ".join(_command(Path("OUT"), steps, False)),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },  # fmt: skip
+        "calibration": {
+            "run_s": setup.run_s,
+            "write_start_s": setup.write_start_s,
+            "write_s": setup.write_s,
+            "rename_at_s": setup.rename_at_s,
+        },  # fmt: skip
+        "runs": len(done),
+        "signalled": {m: sum(r.signalled for r in done if r.mode == m) for m in outcomes},
+        "preseeded": sum(r.preseeded for r in done),
+        "stray_tmp_runs": sum(1 for r in done if r.stray_tmp),
+        "outcomes": {m: dict(c) for m, c in outcomes.items()},
+        "signals": kinds,
+        "failures": [asdict(r) for r in done if not r.ok],
+        "seconds": round(time.monotonic() - t_start, 1),
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report['runs']} runs ({report['preseeded']} pre-seeded), {report['seconds']} s; "
+        f"calibrated run {report['calibration']['run_s']:.2f} s, write "
+        f"{report['calibration']['write_s'] * 1e3:.1f} ms",
+    ]
+    for mode, c in report["outcomes"].items():
+        lines.append(f"{mode}: {sum(c.values())} runs, {report['signalled'][mode]} signalled")
+        for outcome, n in sorted(c.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {n:5d}  {outcome}")
+    lines.append(f"runs with a stray temp file beside the output: {report['stray_tmp_runs']}")
+    lines.append(f"failures: {len(report['failures'])}")
+    for f in report["failures"][:20]:
+        lines.append(
+            f"  #{f['index']} {f['mode']} at {f['delay_s']}s: {f['outcome']} {f['detail']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        rest = argv[1:]
+        return child_main(rest[1:] if rest[:1] == ["--"] else rest)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kills", type=int, default=100, help="SIGKILLs at uniform moments")
+    p.add_argument("--write-kills", type=int, default=50, help="SIGKILLs timed into the write")
+    p.add_argument("--sigints", type=int, default=60, help="SIGINTs at uniform moments")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=12, help="decode steps per run")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once")
+    p.add_argument("--workdir", type=Path, help="scratch folder (default: a new temp folder)")
+    p.add_argument("--json", type=Path, help="write the report here")
+    a = p.parse_args(argv)
+    workdir = a.workdir or Path(tempfile.mkdtemp(prefix="kill-test-"))
+    report = campaign(workdir, a.kills, a.write_kills, a.sigints, a.seed, a.steps, a.jobs)
+    print(summary(report))
+    if a.json:
+        a.json.write_text(json.dumps(report, indent=1))
+    if not report["failures"] and a.workdir is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
