@@ -384,3 +384,38 @@ def test_cpu_speedup_vs_gguf_reports_a_ratio(name: str) -> None:
     # a small run: checks the function works; the ratio itself is the bench's business
     r = dequant.cpu_speedup_vs_gguf(name, 1 << 16, repeat=1)
     assert math.isfinite(r) and r > 0
+
+
+def test_f32_to_f16_matches_numpy_cast_bit_for_bit() -> None:
+    # (the whole 2^32 range was checked once offline; here: the edges and a random sample)
+    edges = [0.0, -0.0, 1.0, 65504.0, 65519.996, 65520.0, 65536.0, 1e38, 2.0**-14, 2.0**-24]
+    edges += [2.0**-25, 3 * 2.0**-26, 2.0**-25 * 1.0000001, 2.0**-14 - 2.0**-25, 1 + 2.0**-11]
+    edges += [1 + 3 * 2.0**-11, 2047.5, 2048.0 + 1, 1e-45, float("inf"), float("nan")]
+    x = np.array(edges + [-v for v in edges], np.float32)
+    bits = np.array(
+        [
+            0x7F800001,
+            0xFF800001,
+            0x7FC00000,
+            0x7FFFFFFF,
+            0x7F802000,
+            0x33000000,
+            0x33000001,
+            0x387FE000,
+            0x387FF000,
+            0x477FEFFF,
+            0x477FF000,
+        ],
+        np.uint32,
+    )
+    rand = RNG.integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([x, bits.view(np.float32), rand.view(np.float32)])
+    got = np.empty(x.size, np.float16)
+    dequant.f32_to_f16(x, got)
+    with np.errstate(all="ignore"):
+        want = x.astype(np.float16)
+    bad = np.flatnonzero(got.view(np.uint16) != want.view(np.uint16))
+    assert bad.size == 0, [
+        (hex(x.view(np.uint32)[i]), hex(got.view(np.uint16)[i]), hex(want.view(np.uint16)[i]))
+        for i in bad[:5]
+    ]

@@ -21,7 +21,7 @@ the decoders keep every loop long (see the section comment below) and work a chu
 :data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores: f32 output runs
 ~3-6x the throughput of ``gguf.quants.dequantize`` (:func:`cpu_speedup_vs_gguf`). The f16
 output adds NumPy's f32 -> f16 cast, which is scalar code in NumPy's x86-64 baseline build
-(~3.7 ns per value) and bounds that path.
+(~3.7 ns per value here); :func:`f32_to_f16` does the same rounding in ~1.7 ns.
 """
 
 from __future__ import annotations
@@ -306,6 +306,47 @@ _DECODERS: dict[GGMLQuantizationType, Callable[[np.ndarray, np.ndarray], None]] 
 }
 
 
+_U = np.uint32
+
+
+def f32_to_f16(x: np.ndarray, out: np.ndarray) -> None:
+    """Round f32 values to f16, to nearest even, bit-identical to NumPy's cast (NaN payloads
+    included; checked on all 2^32 inputs) at ~1.7 ns a value instead of NumPy's scalar ~3.7 ns.
+
+    Adding C = 1.5 * 2^(e + 13), e the exponent of |x| (clamped to the f16 normal range), puts
+    the f16 ulp of |x| at C's last mantissa bit, so the f32 add rounds exactly where f16 must;
+    the mantissa bits of the sum minus C's are then the f16 significand, and the exponent field
+    follows from e. Overflow saturates to inf. ``x`` and ``out`` are contiguous, of one size.
+    """
+    u = x.reshape(-1).view(_U)
+    a, c, h = (np.empty(u.shape, _U) for _ in range(3))
+    np.bitwise_and(u, _U(0x7FFFFFFF), out=a)  # |x|
+    has_nan = bool(a.max(initial=0) > 0x7F800000)
+    np.right_shift(a, _U(23), out=c)  # biased f32 exponent e
+    np.clip(c, _U(113), _U(143), out=c)  # 113: f16 subnormals share 2^-14's step; 143: inf
+    np.left_shift(c, _U(10), out=h)
+    np.left_shift(c, _U(23), out=c)
+    c += _U((13 << 23) | 0x400000)  # C
+    np.subtract(c, h, out=h)
+    h += _U(113 << 10)  # h = bits(C) - ((e - 113) << 10)
+    f = a.view(np.float32)
+    with np.errstate(invalid="ignore"):  # a signalling NaN in x is data, not an error
+        np.add(f, c.view(np.float32), out=f)  # |x| + C, rounded to nearest even at the f16 ulp
+    a -= h
+    np.minimum(a, _U(0x7C00), out=a)
+    np.right_shift(u, _U(16), out=c)
+    c &= _U(0x8000)
+    a |= c  # the sign
+    o16 = out.reshape(-1).view(np.uint16)
+    np.copyto(o16, a, casting="unsafe")
+    if has_nan:  # NumPy keeps a NaN's top 10 payload bits (and a NaN stays a NaN)
+        nan = np.isnan(x.reshape(-1))
+        nv = ((u[nan] >> _U(13)) & _U(0x3FF)) | _U(0x7C00)
+        nv[nv == 0x7C00] |= _U(1)
+        nv |= (u[nan] >> _U(16)) & _U(0x8000)
+        o16[nan] = nv
+
+
 _POOL: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -340,7 +381,7 @@ def decode_into(raw: np.ndarray, qt: QuantType, out: np.ndarray) -> None:
             else:
                 scratch = np.empty((e - s, qk), np.float32)
                 dec(blocks[s:e], scratch)
-                o[s:e] = scratch
+                f32_to_f16(scratch, o[s:e])
 
     starts = range(0, len(o), step)
     if CPU_THREADS > 1 and len(starts) > 1:
