@@ -1,5 +1,6 @@
 """CPU tests of tensor statistics: the NumPy path against direct NumPy formulas and a cell loop,
-JSON-readiness, and the heatmap codec."""
+JSON-readiness, the heatmap codec, and StatsBatch (a step's statistics at once) against
+tensor_stats."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.checks import KernelInputError
-from tracekit.kernels.stats import decode_heatmap, encode_heatmap, tensor_stats
+from tracekit.kernels.stats import (
+    StatsBatch,
+    _format_batch,
+    decode_heatmap,
+    encode_heatmap,
+    tensor_stats,
+)
 
 
 def planted(shape, seed=0, dtype=np.float32):
@@ -135,3 +142,98 @@ def test_encode_decode_roundtrip():
     np.testing.assert_allclose(got[np.isfinite(cells)], cells[np.isfinite(cells)], atol=1 / 508)
     with pytest.raises(ValueError, match="rows\\*cols"):
         decode_heatmap(dict(rows=3, cols=3, lo=lo, hi=hi, codes=codes))
+
+
+# -- StatsBatch -----------------------------------------------------------------------------
+def mixed_tensors() -> list[np.ndarray]:
+    """Sizes 1, 7, 4096 and 1e6+3, 1-D/2-D/3-D, f32/f16/f64/int32/bool, planted NaN/±Inf/zeros,
+    an all-NaN and a constant tensor, an empty one, a scalar, extreme finite f32 values."""
+    rng = np.random.default_rng(3)
+    xs = [planted((37, 130)), planted((5, 3, 130), seed=2), planted((64, 64), dtype=np.float16)]
+    for shape in [(1,), (7,), (4096,), (1_000_003,), (1, 576), (16, 1536)]:
+        for dt in (np.float32, np.float16, np.float64):
+            xs.append((rng.standard_normal(shape) * 2 + 0.5).astype(dt))
+    xs += [
+        planted((1_000_003,), seed=4),
+        np.full((3, 3), np.nan, np.float32),
+        np.full((4, 5), 2.5, np.float32),
+        np.full((2, 3), -0.0, np.float32),  # all zeros: absmax of (-0.0, 0.0) ties
+        np.zeros((0, 8), np.float32),
+        np.float32(3.0),
+        np.array([[3, 1, 2]], np.int32),
+        np.array([True, False, True]),
+        np.array([3e38, -3e38, 1.0], np.float32),
+        np.full((2, 3), 1e-310),  # subnormal: the histogram window of a constant tensor
+    ]
+    return xs
+
+
+@pytest.mark.parametrize("grid", [(32, 64, 32), (3, 5, 7)])
+def test_batch_numpy_equals_tensor_stats(grid):
+    rows, cols, bins = grid
+    xs = mixed_tensors()
+    b = StatsBatch(bins=bins, heat_rows=rows, heat_cols=cols)
+    for i, x in enumerate(xs):
+        b.add(("node", i), x, axes=("tokens", "features"))
+    assert len(b) == len(xs) and b.nbytes == sum(x.nbytes for x in xs)
+    got = b.finish()
+    assert list(got) == [("node", i) for i in range(len(xs))]  # in the order added
+    for i, x in enumerate(xs):
+        want = tensor_stats(x, axes=("tokens", "features"), bins=bins, heat_rows=rows,
+                            heat_cols=cols)  # fmt: skip
+        # as JSON: the same keys in the same order, and -0.0 told apart from 0.0
+        assert json.dumps(got[("node", i)], allow_nan=False) == json.dumps(want), (i, x.shape)
+    assert len(b) == 0 and b.nbytes == 0 and b.finish() == {}  # finish() empties the batch
+
+
+def test_batch_keeps_references_unless_copied():
+    """A reference sees later in-place writes; copy=True keeps the values as they were."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = tensor_stats(x)
+    b = StatsBatch()
+    b.add("ref", x)
+    b.add("copy", x, copy=True)
+    x += 100.0
+    got = b.finish()
+    assert got["copy"] == before
+    assert got["ref"] == tensor_stats(x) != before
+
+
+def test_batch_collect_then_format():
+    b = StatsBatch()
+    xs = [planted((9, 70), seed=s) for s in range(3)]
+    for i, x in enumerate(xs):
+        b.add(i, x)
+    r = b.collect()
+    assert len(r) == 3 and len(b) == 0 and b.launches == []  # NumPy: no kernel launches
+    xs[0][:] = 0.0  # collect() already read the tensors
+    assert r.format() == {i: tensor_stats(planted((9, 70), seed=i)) for i in range(3)}
+
+
+def test_batch_gates():
+    b = StatsBatch()
+    b.add("a", np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="'a' was already added"):
+        b.add("a", np.zeros(3, np.float32))
+    with pytest.raises(KernelInputError, match="numeric"):
+        b.add("s", np.array(["x"]))
+    with pytest.raises(KernelInputError, match="axes"):
+        b.add("b", np.zeros(3, np.float32), axes=("tokens",))
+    with pytest.raises(KernelInputError, match="bins"):
+        StatsBatch(bins=5000)
+    b.add("c", np.zeros((2, 2), np.float32), axes=["tokens", "features"])  # a list is fine
+    assert b.finish()["c"]["heatmap"]["axes"] == ["tokens", "features"]
+
+
+def test_format_batch_ignores_device_init_values_without_finite_values():
+    """The device reduction starts min/max at +inf/-inf: a tensor with no finite value keeps
+    them, and the formatter must report None and an empty histogram (as tensor_stats)."""
+    x = np.array([[np.nan, np.inf, -np.inf]], np.float32)
+    want = tensor_stats(x)
+    d = np.array([[np.inf, -np.inf, 0.0, 0.0]])
+    u = np.array([[0, 1, 1, 1, 0]], np.uint64)
+    hist = np.zeros((1, 32), np.uint64)
+    cells = np.full(3, np.nan)
+    (got,) = _format_batch([("k", (1, 3), ("rows", "cols"), 1, 3)], d, u, hist, cells,
+                           np.array([0, 3]), 32)  # fmt: skip
+    assert got == want

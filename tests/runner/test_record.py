@@ -10,10 +10,19 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.backend import NumpyBackend
+from tracekit.kernels.stats import tensor_stats
+from tracekit.runner import record as record_mod
 from tracekit.runner.diff import diff_traces
 from tracekit.runner.execute import Session
 from tracekit.runner.model import load_model
-from tracekit.runner.record import CUDA_GRAPH_NOTE, RecordInterrupted, record_trace
+from tracekit.runner.record import (
+    CUDA_GRAPH_NOTE,
+    RecordInterrupted,
+    compact_stats,
+    heatmap_axes,
+    overwritten_in_place,
+    record_trace,
+)
 from tracekit.runner.trace import load_trace
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -81,6 +90,108 @@ def test_full_capture_trace(demo: Any, tmp_path: Path) -> None:
     assert t["run"]["generated_text"] == demo.detokenize(t["run"]["generated_tokens"])
     assert t["steps"][1]["input_tokens"] == [t["steps"][0]["logits"]["chosen"]["id"]]
     assert t["classification"]["rule"].startswith("launch-bound if")
+
+
+def _outputs(model: Any, steps: list[list[int]]) -> list[dict[str, np.ndarray]]:
+    """Per step: a copy of every node's output taken right after the node ran (an untraced
+    NumPy session: the values the statistics must describe)."""
+    s = Session(model, "numpy", n_ctx=sum(len(t) for t in steps))
+    out: list[dict[str, np.ndarray]] = []
+    for feed in steps:
+        seen: dict[str, np.ndarray] = {}
+
+        def hook(node: Any, thunk: Any, seen: dict[str, np.ndarray] = seen) -> Any:
+            y = thunk()
+            seen[node.name] = np.array(y, copy=True)
+            return y
+
+        s.run_step(feed, node_hook=hook)
+        out.append(seen)
+    return out
+
+
+def test_batched_stats_equal_tensor_stats_of_each_output(demo: Any, tmp_path: Path) -> None:
+    """The full pass's batched statistics are exactly tensor_stats of every node's output as it
+    was when the node ran (the per-node computation they replace), in prefill and decode."""
+    steps: list[dict[str, Any]] = []
+    t = _record(demo, tmp_path / "t.json", steps=2, on_step=steps.append)
+    feeds = [[5, 17, 99, 300]] + [s["input_tokens"] for s in t["steps"][1:]]
+    for step, outs in zip(steps, _outputs(demo, feeds), strict=True):
+        for node, rec in zip(demo.graph, step["nodes"], strict=True):
+            want = compact_stats(tensor_stats(outs[node.name], axes=heatmap_axes(node)))
+            assert rec["stats"] == want, (step["name"], node.name)
+        assert step["stats_collects"] == 1 and step["stats_launches"] == 0  # NumPy: no kernels
+        assert 0 < step["stats_s"] <= step["full_wall_s"] and step["stats_format_s"] > 0
+        assert step["timing_wall_s"] == step["wall_s"] > 0
+
+
+def test_in_place_outputs_are_snapshotted(demo: Any, tmp_path: Path) -> None:
+    """add_bias writes the Q/K/V bias into the matmul's output: blk.0.attn_q's statistics must
+    be of the values before the bias, though the batch reads its tensors after the step."""
+    g = list(demo.graph)
+    assert [n.name for n, c in zip(g, overwritten_in_place(g), strict=True) if c] == [
+        f"blk.{il}.attn_{p}" for il in range(demo.config.n_layer) for p in "qkv"
+    ]
+    steps: list[dict[str, Any]] = []
+    _record(demo, tmp_path / "t.json", steps=0, on_step=steps.append)
+    (outs,) = _outputs(demo, [[5, 17, 99, 300]])
+    q, qb = outs["blk.0.attn_q"], outs["blk.0.attn_q.bias"]
+    assert not np.array_equal(q, qb)  # the bias changes the values: the test can fail
+    rec = {n.name: r for n, r in zip(g, steps[0]["nodes"], strict=True)}
+    axes = heatmap_axes(demo.graph["blk.0.attn_q"])
+    assert rec["blk.0.attn_q"]["stats"] == compact_stats(tensor_stats(q, axes=axes))
+    assert rec["blk.0.attn_q"]["stats"] != compact_stats(tensor_stats(qb, axes=axes))
+    assert rec["blk.0.attn_q.bias"]["stats"] == compact_stats(tensor_stats(qb, axes=axes))
+
+
+def test_no_in_place_nodes_without_biases(tmp_path: Path) -> None:
+    from tracekit.runner.synthetic import write_synthetic_model
+
+    m = load_model(write_synthetic_model(tmp_path / "l.gguf", "llama"))
+    assert not any(overwritten_in_place(list(m.graph)))
+
+
+def test_early_collection_between_nodes(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a 1-byte cap every node's output is collected right after it: the statistics are
+    the same, each collection is outside every node's NVTX range, and the step says so."""
+    ref = _record(demo, tmp_path / "a.json", steps=1)
+    dom = RecordingDomain()
+    stacks: list[list[str]] = []
+    collect = record_mod.StatsBatch.collect
+
+    def spy(self: Any) -> Any:
+        stacks.append(list(dom.stack))
+        return collect(self)
+
+    monkeypatch.setattr(record_mod, "STATS_BATCH_BYTES", 1)
+    monkeypatch.setattr(record_mod.StatsBatch, "collect", spy)
+    t = _record(demo, tmp_path / "b.json", steps=1, nvtx_domain=dom)
+    n = len(demo.graph)
+    for a, b in zip(ref["steps"], t["steps"], strict=True):
+        assert [r["stats"] for r in a["nodes"]] == [r["stats"] for r in b["nodes"]]
+        assert a["stats_collects"] == 1 and b["stats_collects"] == n
+    node_names = set(demo.graph.names())
+    assert len(stacks) == 2 * n + 1  # + the warm-up's batch (no ranges open)
+    assert all(not st or st[-1] not in node_names for st in stacks)
+    assert all(st[0] in ("prefill", "decode 1") for st in stacks[1:])
+
+
+def test_step_timing_keys_are_optional_and_typed(demo: Any, tmp_path: Path) -> None:
+    from tracekit.runner.trace import TraceError, validate_trace
+
+    t = _record(demo, tmp_path / "t.json", steps=0, capture="timing")
+    s = t["steps"][0]
+    assert s["timing_wall_s"] == s["wall_s"] and s["full_wall_s"] is None
+    assert s["stats_s"] is None and s["stats_collects"] is None and s["stats_launches"] is None
+    old = json.loads(json.dumps(t))
+    for k in ("timing_wall_s", "stats_s", "stats_collects", "stats_launches", "stats_format_s"):
+        del old["steps"][0][k]
+    validate_trace(old)  # traces written before these keys still load
+    old["steps"][0]["stats_launches"] = "two"
+    with pytest.raises(TraceError, match="stats_launches"):
+        validate_trace(old)
 
 
 def test_double_pass_matches_untraced_generation(demo: Any, tmp_path: Path) -> None:
@@ -277,6 +388,12 @@ def test_record_on_cupy(demo: Any, tmp_path: Path) -> None:
     assert t["run"]["backend"] == "cupy" and t["ceilings"]["launch_overhead_s"] > 0
     for s in t["steps"]:
         assert s["gpu_s"] > 0
+        # the batched statistics: one collection of two kernel launches per step
+        assert s["stats_collects"] == 1 and s["stats_launches"] == 2
+        print(f"{s['name']}: full pass {s['full_wall_s'] * 1e3:.2f} ms = "
+              f"{s['full_wall_s'] / s['timing_wall_s']:.2f}x the timing pass "
+              f"({s['timing_wall_s'] * 1e3:.2f} ms); statistics {s['stats_s'] * 1e3:.2f} ms, "
+              f"formatting after the pass {s['stats_format_s'] * 1e3:.2f} ms")  # fmt: skip
         for rec in s["nodes"]:
             assert rec["time_s"] > 0 and rec["full_time_s"] > 0 and rec["stats"] is not None
             assert all(la["grid"] is None or len(la["grid"]) == 3 for la in rec["launches"])

@@ -178,3 +178,235 @@ __device__ void stats_heat(const T* __restrict__ x, long long n_rows, long long 
 STATS_VARIANTS(float, f32)
 STATS_VARIANTS(double, f64)
 STATS_VARIANTS(__half, f16)
+
+// ---- batched statistics: every tensor of a step in two launches ------------------------------
+//
+// The host (StatsBatch in stats.py) uploads one int64 table: per tensor DESC_WORDS words
+//   [ptr, n, n_rows, n_cols, R, C, dtype code, cell offset, heat mode]
+// followed by two prefix arrays of T+1 entries each: red_start (reduction/histogram blocks:
+// tensor t owns blocks [red_start[t], red_start[t+1]), one per chunk of `chunk` elements) and
+// heat_start (heatmap blocks). A block finds its tensor by binary search in its prefix array.
+//
+//   stats_batch_reduce:    one block per (tensor, chunk): min, max, sum, sum of squares (f64) and
+//                          the finite/NaN/+Inf/-Inf/zero counts of its chunk; the last block of a
+//                          tensor (atomic ticket per tensor) merges the tensor's partials in block
+//                          order, so sums are deterministic. Results: res[t*9 .. t*9+8].
+//   stats_batch_hist_heat: blocks [0, n_red): histogram of the same chunks on the tensor's
+//                          [min, max] read from res (no host round trip); blocks [n_red, ...):
+//                          heatmap cell means (NaN where the cell held a NaN/Inf), one warp per
+//                          cell (heat mode 0, small cells) or one block per cell (mode 1).
+//
+// dtype codes: 0 f32, 1 f16, 2 f64, 3 i32. Every word buffer is 8-byte: doubles are stored by
+// their bits, so the host reads all results back in one copy.
+#define DESC_WORDS 9
+#define RES_WORDS 9  // min, max, sum, sumsq (double bits), finite, nan, +inf, -inf, zeros
+#define BATCH_BLOCK 256
+#define WARPS (BATCH_BLOCK / 32)
+
+__device__ __forceinline__ double widen(int v) { return (double)v; }
+
+__device__ __forceinline__ int find_seg(const long long* __restrict__ start, int T, long long b) {
+    // the last t with start[t] <= b (start is non-decreasing, start[0] = 0 <= b < start[T])
+    int lo = 0, hi = T;  // invariant: start[lo] <= b < start[hi]
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (start[mid] <= b) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ void acc_shfl_merge(Acc& a, unsigned off) {
+    Acc o;
+    for (int k = 0; k < NRED_D; ++k) o.d[k] = __shfl_down_sync(0xffffffffu, a.d[k], off);
+    for (int k = 0; k < NRED_U; ++k) o.u[k] = __shfl_down_sync(0xffffffffu, a.u[k], off);
+    acc_merge(a, o);
+}
+
+// Block total of one Acc per thread (fixed order: deterministic); thread 0 ends with it.
+// blockDim.x == BATCH_BLOCK. Ends with a barrier, so sh may be reused right after.
+__device__ void acc_block(Acc& a, Acc* sh) {
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    for (unsigned off = 16; off > 0; off >>= 1) acc_shfl_merge(a, off);
+    if (lane == 0) sh[warp] = a;
+    __syncthreads();
+    if (warp == 0) {
+        if (lane < WARPS) a = sh[lane]; else acc_init(a);
+        for (unsigned off = 16; off > 0; off >>= 1) acc_shfl_merge(a, off);
+    }
+    __syncthreads();
+}
+
+template <typename T>
+__device__ void acc_range(const T* __restrict__ x, long long i0, long long i1, Acc& a) {
+    for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+        const double v = widen(x[i]);
+        if (isnan(v)) {
+            a.u[1]++;
+        } else if (isinf(v)) {
+            a.u[v > 0 ? 2 : 3]++;
+        } else {
+            a.d[0] = fmin(a.d[0], v);
+            a.d[1] = fmax(a.d[1], v);
+            a.d[2] += v;
+            a.d[3] += v * v;
+            a.u[0]++;
+            if (v == 0.0) a.u[4]++;
+        }
+    }
+}
+
+__device__ __forceinline__ void acc_store(unsigned long long* w, const Acc& a) {
+    for (int k = 0; k < NRED_D; ++k) w[k] = (unsigned long long)__double_as_longlong(a.d[k]);
+    for (int k = 0; k < NRED_U; ++k) w[NRED_D + k] = a.u[k];
+}
+
+extern "C" __global__ void __launch_bounds__(BATCH_BLOCK)
+stats_batch_reduce(const long long* __restrict__ tab, int T, const long long* __restrict__ red_start,
+                   long long chunk, unsigned long long* __restrict__ res,
+                   unsigned long long* __restrict__ part, unsigned long long* __restrict__ tickets) {
+    __shared__ Acc sh[WARPS];
+    __shared__ bool last;
+    const long long b = blockIdx.x;
+    const int t = find_seg(red_start, T, b);
+    const long long* d = tab + (long long)t * DESC_WORDS;
+    const long long n = d[1], c = b - red_start[t], nb = red_start[t + 1] - red_start[t];
+    const long long i0 = c * chunk, i1 = min(n, i0 + chunk);
+    Acc a;
+    acc_init(a);
+    switch ((int)d[6]) {
+        case 0: acc_range((const float*)d[0], i0, i1, a); break;
+        case 1: acc_range((const __half*)d[0], i0, i1, a); break;
+        case 2: acc_range((const double*)d[0], i0, i1, a); break;
+        default: acc_range((const int*)d[0], i0, i1, a); break;
+    }
+    acc_block(a, sh);
+    if (nb == 1) {  // the tensor's only chunk (every decode-step tensor): its total is final
+        if (threadIdx.x == 0) acc_store(res + (long long)t * RES_WORDS, a);
+        return;
+    }
+    if (threadIdx.x == 0) {
+        acc_store(part + b * RES_WORDS, a);
+        __threadfence();  // the partial is visible device-wide before the ticket is taken
+        last = atomicAdd(tickets + t, 1ULL) == (unsigned long long)(nb - 1);
+    }
+    __syncthreads();
+    if (!last) return;
+    // The tensor's last block: merge its nb partials (read through L2: __ldcg) in block order.
+    acc_init(a);
+    for (long long p = red_start[t] + threadIdx.x; p < red_start[t + 1]; p += blockDim.x) {
+        Acc q;
+        const unsigned long long* w = part + p * RES_WORDS;
+        for (int k = 0; k < NRED_D; ++k) q.d[k] = __longlong_as_double((long long)__ldcg(w + k));
+        for (int k = 0; k < NRED_U; ++k) q.u[k] = __ldcg(w + NRED_D + k);
+        acc_merge(a, q);
+    }
+    acc_block(a, sh);
+    if (threadIdx.x == 0) acc_store(res + (long long)t * RES_WORDS, a);
+}
+
+template <typename T>
+__device__ void hist_range_add(const T* __restrict__ x, long long i0, long long i1, double lo,
+                               double scale, int bins, unsigned long long* hsh) {
+    for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+        const double v = widen(x[i]);
+        if (!isfinite(v)) continue;
+        const double f = floor(__dmul_rn(__dsub_rn(v, lo), scale));
+        const int k = f < 0.0 ? 0 : (f >= (double)bins ? bins - 1 : (int)f);
+        atomicAdd(&hsh[k], 1ULL);
+    }
+}
+
+template <typename T>
+__device__ void heat_cell_sum(const T* __restrict__ x, long long r0, long long c0, long long w,
+                              long long n_cols, long long total, unsigned lane, unsigned lanes,
+                              double& s, unsigned long long& nb) {
+    for (long long i = lane; i < total; i += lanes) {
+        const double v = widen(x[(r0 + i / w) * n_cols + c0 + i % w]);
+        if (isfinite(v)) s += v; else nb++;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BATCH_BLOCK)
+stats_batch_hist_heat(const long long* __restrict__ tab, int T,
+                      const long long* __restrict__ red_start,
+                      const long long* __restrict__ heat_start, long long n_red, long long chunk,
+                      int bins, const unsigned long long* __restrict__ res,
+                      unsigned long long* __restrict__ hist, double* __restrict__ cells) {
+    extern __shared__ unsigned long long bsh[];
+    __shared__ double wsum[WARPS];
+    __shared__ unsigned long long wbad[WARPS];
+    const long long b = blockIdx.x;
+    if (b < n_red) {
+        // -- histogram of one chunk on [lo, hi] = the tensor's finite range (as _hist_range) --
+        const int t = find_seg(red_start, T, b);
+        const unsigned long long* r = res + (long long)t * RES_WORDS;
+        if (r[NRED_D] == 0ULL) return;  // no finite value: no histogram (whole block returns)
+        const long long* d = tab + (long long)t * DESC_WORDS;
+        double lo = __longlong_as_double((long long)r[0]), hi = __longlong_as_double((long long)r[1]);
+        if (!(hi > lo)) {  // a constant tensor: the window value +- max(0.5, |value|/2)
+            const double pad = __dmul_rn(0.5, fmax(1.0, fabs(lo)));
+            lo = __dsub_rn(lo, pad);
+            hi = __dadd_rn(hi, pad);
+        }
+        const double scale = __ddiv_rn((double)bins, __dsub_rn(hi, lo));
+        for (int k = threadIdx.x; k < bins; k += blockDim.x) bsh[k] = 0ULL;
+        __syncthreads();
+        const long long i0 = (b - red_start[t]) * chunk, i1 = min(d[1], i0 + chunk);
+        switch ((int)d[6]) {
+            case 0: hist_range_add((const float*)d[0], i0, i1, lo, scale, bins, bsh); break;
+            case 1: hist_range_add((const __half*)d[0], i0, i1, lo, scale, bins, bsh); break;
+            case 2: hist_range_add((const double*)d[0], i0, i1, lo, scale, bins, bsh); break;
+            default: hist_range_add((const int*)d[0], i0, i1, lo, scale, bins, bsh); break;
+        }
+        __syncthreads();
+        unsigned long long* out = hist + (long long)t * bins;
+        for (int k = threadIdx.x; k < bins; k += blockDim.x)
+            if (bsh[k]) atomicAdd(out + k, bsh[k]);
+        return;
+    }
+    // -- heatmap: the mean of one cell's source block, NaN if it held a NaN or an Inf --
+    const long long hb = b - n_red;
+    const int t = find_seg(heat_start, T, hb);
+    const long long* d = tab + (long long)t * DESC_WORDS;
+    const long long n_rows = d[2], n_cols = d[3], R = d[4], C = d[5];
+    const bool per_block = d[8] != 0;
+    const unsigned lane = per_block ? threadIdx.x : (threadIdx.x & 31u);
+    const unsigned lanes = per_block ? blockDim.x : 32u;
+    const long long cell = per_block ? hb - heat_start[t] : (hb - heat_start[t]) * WARPS + (threadIdx.x >> 5);
+    if (cell >= R * C) return;  // warp mode only (a block-mode block always has its cell)
+    const long long rr = cell / C, cc = cell % C;
+    const long long r0 = rr * n_rows / R, r1 = (rr + 1) * n_rows / R;
+    const long long c0 = cc * n_cols / C, c1 = (cc + 1) * n_cols / C;
+    const long long w = c1 - c0, total = (r1 - r0) * w;
+    double s = 0.0;
+    unsigned long long nb = 0ULL;
+    switch ((int)d[6]) {
+        case 0: heat_cell_sum((const float*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
+        case 1: heat_cell_sum((const __half*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
+        case 2: heat_cell_sum((const double*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
+        default: heat_cell_sum((const int*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
+    }
+    for (unsigned off = 16; off > 0; off >>= 1) {
+        s += __shfl_down_sync(0xffffffffu, s, off);
+        nb += __shfl_down_sync(0xffffffffu, nb, off);
+    }
+    if (per_block) {
+        const unsigned wl = threadIdx.x & 31u, wi = threadIdx.x >> 5;
+        if (wl == 0) {
+            wsum[wi] = s;
+            wbad[wi] = nb;
+        }
+        __syncthreads();
+        if (threadIdx.x != 0) return;
+        s = 0.0;
+        nb = 0ULL;
+        for (int k = 0; k < WARPS; ++k) {
+            s += wsum[k];
+            nb += wbad[k];
+        }
+    } else if ((threadIdx.x & 31u) != 0) {
+        return;
+    }
+    cells[d[7] + cell] = nb ? __longlong_as_double(0x7ff8000000000000LL)
+                            : __ddiv_rn(s, (double)total);
+}

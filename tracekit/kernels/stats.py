@@ -235,9 +235,10 @@ def _grid(shape: tuple[int, ...], heat_rows: int, heat_cols: int) -> tuple[int, 
 
 
 # -- NumPy ----------------------------------------------------------------------------------
-def _stats_numpy(
-    x: np.ndarray, axes: tuple[str, str], bins: int, heat_rows: int, heat_cols: int
-) -> dict[str, Any]:
+def _raw_numpy(x: np.ndarray, bins: int, heat_rows: int, heat_cols: int) -> tuple[Any, ...]:
+    """(min, max, sum, sumsq, finite, nan, +inf, -inf, zeros, hist counts, cell means) of x:
+    what the device kernels compute, with the same formulas (a cell mean is NaN where the cell
+    held a NaN or an Inf; min/max/sums are 0 and the counts empty when nothing is finite)."""
     shape = tuple(int(s) for s in x.shape)
     n_rows, n_cols, R, C = _grid(shape, heat_rows, heat_cols)
     a = np.asarray(x, dtype=np.float64).reshape(n_rows, n_cols)
@@ -256,7 +257,6 @@ def _stats_numpy(
         counts = np.bincount(np.clip(idx, 0, bins - 1).astype(np.int64), minlength=bins)
     else:
         mn = mx = total = total_sq = 0.0
-        hlo = hhi = None
         counts = np.zeros(0, dtype=np.int64)
     if R:
         rs, cs = _splits(n_rows, R), _splits(n_cols, C)
@@ -268,6 +268,17 @@ def _stats_numpy(
         cells = np.where(bad > 0, np.nan, sums / sizes)
     else:
         cells = np.zeros((0, 0))
+    return mn, mx, total, total_sq, n_finite, nan, pinf, ninf, zeros, counts, cells
+
+
+def _stats_numpy(
+    x: np.ndarray, axes: tuple[str, str], bins: int, heat_rows: int, heat_cols: int
+) -> dict[str, Any]:
+    shape = tuple(int(s) for s in x.shape)
+    mn, mx, total, total_sq, n_finite, nan, pinf, ninf, zeros, counts, cells = _raw_numpy(
+        x, bins, heat_rows, heat_cols
+    )
+    hlo, hhi = _hist_range(mn, mx) if n_finite else (None, None)
     return _assemble(
         shape, axes, mn, mx, total, total_sq, n_finite, nan, pinf, ninf, zeros, hlo, hhi, counts,
         cells,
@@ -355,3 +366,342 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
         shape, axes, mn, mx, total, total_sq, n_finite, nan, pinf, ninf, zeros, hlo, hhi,
         hist.get(), cells,
     )  # fmt: skip
+
+
+# -- a step's statistics in one batch -------------------------------------------------------
+#: Batched kernels (stats.cu, ``stats_batch_*``): threads per block, elements per reduction/
+#: histogram block (32 per thread), heatmap cells per warp-mode block (one per warp).
+_BATCH_BLOCK = 256
+_BATCH_CHUNK = 8192
+_BATCH_WARPS = _BATCH_BLOCK // 32
+#: A heatmap cell of at least this many elements gets a whole block, a smaller one a warp (a
+#: decode step's cells hold ~9..800 values; a 1-D tensor's 64 cells can hold millions).
+_BLOCK_CELL = 1024
+_DESC_WORDS = 9
+_RES_WORDS = 9
+#: dtype -> code of the batched kernels; a device tensor of another dtype is converted to
+#: float64 when added (one extra copy; the graph's outputs are all float32).
+_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.float64): 2,
+          np.dtype(np.int32): 3}  # fmt: skip
+
+
+class StatsBatch:
+    """The statistics of many tensors (a step's node outputs), computed together.
+
+    ``add(key, x)`` keeps a reference to ``x`` (or, with ``copy=True``, a copy taken now: for a
+    tensor a later node overwrites in place); ``finish()`` returns ``{key: stats}`` in the order
+    added, each dict identical in structure and values (to float rounding) to
+    ``tensor_stats(x, axes, bins, heat_rows, heat_cols)``, and empties the batch. ``finish()``
+    is ``collect().format()``: :meth:`collect` does the reductions and brings the packed numbers
+    to the host, :meth:`StatsResults.format` builds the dicts (host work only).
+
+    CuPy tensors cost a constant number of device operations per ``collect()``, however many
+    were added: one host-to-device copy of a descriptor table (pointer, size, view, dtype per
+    tensor), one memset, two kernel launches (the fused reduction; then the histograms, on each
+    tensor's [min, max] read on the device, and the heatmap cells), one device-to-host copy of
+    the packed results. ``launches`` holds the last ``collect()``'s kernel launch records.
+    NumPy tensors are reduced one by one with :func:`tensor_stats`' formulas and formatted the
+    same way.
+
+    Args:
+        bins, heat_rows, heat_cols: as :func:`tensor_stats`, for every tensor of the batch.
+
+    Raises:
+        KernelInputError: bins or grid out of range (here); a non-numeric tensor or bad axes
+            (in ``add``).
+    """
+
+    def __init__(self, bins: int = 32, heat_rows: int = 32, heat_cols: int = 64) -> None:
+        _check_args(np.zeros(0, np.float32), None, bins, heat_rows, heat_cols)
+        self.bins, self.heat_rows, self.heat_cols = int(bins), int(heat_rows), int(heat_cols)
+        self.launches: list[Any] = []
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every tensor added (and the references the batch kept)."""
+        self._items: list[tuple[Any, ...]] = []
+        self._keys: set[Any] = set()
+        #: Bytes of the tensors kept (a caller flushes when this grows too large).
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(
+        self, key: Any, x: Any, axes: tuple[str, str] | None = None, copy: bool = False
+    ) -> None:
+        """Queue the statistics of ``x`` under ``key`` (a NumPy or CuPy tensor).
+
+        Args:
+            key: any hashable, unique in the batch.
+            x: the tensor; kept by reference unless ``copy``.
+            axes: the heatmap's axis names, as :func:`tensor_stats`.
+            copy: keep a copy taken now (the caller overwrites ``x`` before ``finish()``).
+
+        Raises:
+            KernelInputError: a non-numeric dtype or bad axes.
+            ValueError: ``key`` was already added.
+        """
+        # The tracer calls this once per node: the common case (a float tensor, axes a tuple of
+        # two names) is checked inline, anything else by _check_args.
+        dt = x.dtype
+        if not (
+            dt.kind == "f" and type(axes) is tuple and len(axes) == 2
+            and type(axes[0]) is str and type(axes[1]) is str
+        ):  # fmt: skip
+            axes = _check_args(x, axes, self.bins, self.heat_rows, self.heat_cols)
+        if key in self._keys:
+            raise ValueError(f"statistics key {key!r} was already added to this batch")
+        shape = tuple(x.shape)
+        n_rows = math.prod(shape[:-1]) if shape else 1
+        n_cols = shape[-1] if shape else 1
+        n = n_rows * n_cols
+        R, C = (min(self.heat_rows, n_rows), min(self.heat_cols, n_cols)) if n else (0, 0)
+        if type(x).__module__.startswith("cupy"):
+            code = _CODES.get(dt)
+            if code is None:
+                x, code = x.astype(np.float64, order="C"), 2  # a new contiguous array: a copy
+            elif copy or not x.flags.c_contiguous:  # RawKernel ignores strides
+                x = x.copy(order="C")
+            cells = R * C
+            # the largest cell: ceil(n_rows / R) x ceil(n_cols / C) elements
+            mode = int(R > 0 and -(-n_rows // R) * -(-n_cols // C) >= _BLOCK_CELL)
+            heat_blocks = cells if mode else -(-cells // _BATCH_WARPS)
+            desc = (x.data.ptr, n, n_rows, n_cols, R, C, code, cells, mode,
+                    -(-n // _BATCH_CHUNK), heat_blocks)  # fmt: skip
+        else:
+            x = np.array(x, copy=True) if copy else np.asarray(x)
+            desc = None
+        self._items.append((key, x, shape, axes, R, C, desc))
+        self._keys.add(key)
+        self.nbytes += int(x.nbytes)
+
+    def finish(self) -> dict[Any, dict[str, Any]]:
+        """The statistics of every tensor added, by key (in the order added); empties the batch."""
+        return self.collect().format()
+
+    def collect(self) -> StatsResults:
+        """Reduce every tensor added and bring the packed results to the host (one copy on the
+        device path); empties the batch and drops its references. See :meth:`finish`."""
+        items = self._items
+        self.clear()
+        self.launches = []
+        dev = [it for it in items if it[6] is not None]
+        host = [it for it in items if it[6] is None]
+        parts = []
+        if host:
+            parts.append(self._collect_numpy(host))
+        if dev:
+            parts.append(self._collect_cupy(dev))
+        order = [it[0] for it in items] if host and dev else None
+        return StatsResults(parts, self.bins, order)
+
+    def _collect_numpy(self, items: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+        T, bins = len(items), self.bins
+        d = np.zeros((T, 4))
+        u = np.zeros((T, 5), dtype=np.int64)
+        hist = np.zeros((T, bins), dtype=np.int64)
+        cells, off = [], [0]
+        for t, it in enumerate(items):
+            *dd, nf, nan, pinf, ninf, zeros, counts, c = _raw_numpy(
+                it[1], bins, self.heat_rows, self.heat_cols
+            )
+            d[t] = dd
+            u[t] = (nf, nan, pinf, ninf, zeros)
+            if nf:
+                hist[t] = counts
+            cells.append(c.reshape(-1))
+            off.append(off[-1] + c.size)
+        flat = np.concatenate(cells) if cells else np.zeros(0)
+        return _meta(items), d, u, hist, flat, np.asarray(off, np.int64)
+
+    def _collect_cupy(self, items: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+        import cupy
+
+        from tracekit.kernels.cuda import kernel
+        from tracekit.kernels.launch import Geometry, LaunchRecord
+
+        T, bins = len(items), self.bins
+        cols = np.array([it[6] for it in items], dtype=np.int64)  # T x 11, see add()
+        desc = cols[:, :_DESC_WORDS].copy()
+        cell_off = np.zeros(T + 1, np.int64)
+        np.cumsum(cols[:, 7], out=cell_off[1:])
+        desc[:, 7] = cell_off[:-1]
+        red_start = np.zeros(T + 1, np.int64)
+        np.cumsum(cols[:, 9], out=red_start[1:])
+        heat_start = np.zeros(T + 1, np.int64)
+        np.cumsum(cols[:, 10], out=heat_start[1:])
+        n_red, n_heat, n_cells = int(red_start[-1]), int(heat_start[-1]), int(cell_off[-1])
+        if n_red + n_heat > 2**31 - 1:
+            raise KernelInputError(
+                f"a statistics batch of {n_red + n_heat} blocks exceeds the grid limit 2^31-1: "
+                "collect the batch more often"
+            )
+        # one upload: [desc T x 9][red_start T+1][heat_start T+1]
+        tab = cupy.asarray(np.concatenate([desc.reshape(-1), red_start, heat_start]))
+        t_desc, t_red, t_heat = tab[: T * 9], tab[T * 9 : T * 10 + 1], tab[T * 10 + 1 :]
+        # one zeroed buffer: [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9]
+        n_res = T * (_RES_WORDS + bins) + n_cells
+        buf = cupy.zeros(n_res + T + n_red * _RES_WORDS, dtype=cupy.uint64)
+        res, hist = buf[: T * _RES_WORDS], buf[T * _RES_WORDS : T * (_RES_WORDS + bins)]
+        cells = buf[T * (_RES_WORDS + bins) : n_res].view(cupy.float64)
+        tickets, part = buf[n_res : n_res + T], buf[n_res + T :]
+        elems = int(cols[:, 1].sum())
+        nbytes = sum(int(it[1].nbytes) for it in items)
+        block = (_BATCH_BLOCK, 1, 1)
+        if n_red:
+            kernel("stats", "stats_batch_reduce")(
+                (n_red, 1, 1), block,
+                (t_desc, np.int32(T), t_red, np.int64(_BATCH_CHUNK), res, part, tickets),
+            )  # fmt: skip
+            self.launches.append(
+                LaunchRecord.of("stats_batch_reduce", Geometry((n_red, 1, 1), block, elems),
+                                bytes_read=nbytes, bytes_written=T * _RES_WORDS * 8)
+            )  # fmt: skip
+        if n_red + n_heat:
+            kernel("stats", "stats_batch_hist_heat")(
+                (n_red + n_heat, 1, 1), block,
+                (t_desc, np.int32(T), t_red, t_heat, np.int64(n_red), np.int64(_BATCH_CHUNK),
+                 np.int32(bins), res, hist, cells),
+                shared_mem=bins * 8,
+            )  # fmt: skip
+            self.launches.append(
+                LaunchRecord.of("stats_batch_hist_heat",
+                                Geometry((n_red + n_heat, 1, 1), block, elems + n_cells),
+                                bytes_read=2 * nbytes, bytes_written=(T * bins + n_cells) * 8)
+            )  # fmt: skip
+        words = buf[:n_res].get()  # the one device-to-host copy (waits for the kernels)
+        r = words[: T * _RES_WORDS].reshape(T, _RES_WORDS)
+        return (
+            _meta(items), r.view(np.float64)[:, :4], r[:, 4:],
+            words[T * _RES_WORDS : T * (_RES_WORDS + bins)].reshape(T, bins),
+            words[T * (_RES_WORDS + bins) :].view(np.float64), cell_off,
+        )  # fmt: skip
+
+
+def _meta(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """(key, shape, axes, R, C) per item: what formatting needs, without the tensors."""
+    return [(it[0], it[2], it[3], it[4], it[5]) for it in items]
+
+
+class StatsResults:
+    """The packed statistics :meth:`StatsBatch.collect` brought to the host; ``format()``
+    builds the ``tensor_stats`` dicts, by key."""
+
+    def __init__(self, parts: list[tuple[Any, ...]], bins: int, order: list[Any] | None) -> None:
+        self._parts, self._bins, self._order = parts, bins, order
+
+    def __len__(self) -> int:
+        return sum(len(p[0]) for p in self._parts)
+
+    def format(self) -> dict[Any, dict[str, Any]]:
+        out: dict[Any, dict[str, Any]] = {}
+        for meta, *arrays in self._parts:
+            out.update(
+                zip((m[0] for m in meta), _format_batch(meta, *arrays, self._bins), strict=True)
+            )
+        return out if self._order is None else {k: out[k] for k in self._order}
+
+
+def _format_batch(
+    meta: list[tuple[Any, ...]],
+    d: np.ndarray,
+    u: np.ndarray,
+    hist: np.ndarray,
+    cells: np.ndarray,
+    cell_off: np.ndarray,
+    bins: int,
+) -> list[dict[str, Any]]:
+    """``_assemble`` for many tensors at once, with the same float64 operations (so the same
+    values): the histogram edges and heatmap codes are computed for the whole batch in a few
+    array operations; only the summary numbers and the dicts are built per tensor.
+
+    ``meta`` (key, shape, axes, R, C) per tensor; ``d`` [T, 4] min/max/sum/sumsq, ``u`` [T, 5] finite/
+    nan/+inf/-inf/zero counts, ``hist`` [T, bins], ``cells`` the concatenated cell means (NaN:
+    a bad cell), tensor t's at ``cell_off[t]:cell_off[t+1]``.
+    """
+    T = len(meta)
+    nf = u[:, 0]
+    edges: list[list[float]] = [[] for _ in range(T)]
+    counts: list[list[int]] = [[] for _ in range(T)]
+    idx = np.flatnonzero(nf > 0)
+    if idx.size:  # _hist_range per tensor, then linspace row-wise (= np.linspace per row)
+        mn, mx = d[idx, 0], d[idx, 1]
+        const = ~(mx > mn)
+        pad = 0.5 * np.maximum(1.0, np.abs(mn))
+        lo, hi = np.where(const, mn - pad, mn), np.where(const, mx + pad, mx)
+        if ((hi - lo) / bins == 0).any():  # subnormal width: linspace's other branch, per row
+            e = np.stack([np.linspace(a, b, bins + 1) for a, b in zip(lo, hi, strict=True)])
+        else:
+            e = np.linspace(lo, hi, bins + 1, axis=-1)
+        for t, et, ct in zip(idx.tolist(), e.tolist(), hist[idx].tolist(), strict=True):
+            edges[t], counts[t] = et, ct
+    # heatmaps: encode_heatmap per tensor, as array operations over every cell of the batch
+    ncell = np.diff(cell_off)
+    finite = np.isfinite(cells)
+    codes = np.full(cells.size, BAD_CODE, dtype=np.uint8)
+    hlo: list[float | None] = [None] * T
+    hhi: list[float | None] = [None] * T
+    nz = np.flatnonzero(ncell > 0)
+    if nz.size:
+        c = np.where(finite, cells, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lo_t = np.fmin.reduceat(c, cell_off[nz])
+            hi_t = np.fmax.reduceat(c, cell_off[nz])
+            spread = hi_t > lo_t
+            scale = np.where(spread, CODE_MAX / (hi_t - lo_t), 0.0)
+            rep = ncell[nz]
+            spread_c = np.repeat(spread, rep)
+            q = np.rint((cells - np.repeat(lo_t, rep)) * np.repeat(scale, rep))
+        ok = finite & spread_c
+        codes[ok] = np.clip(q[ok], 0, CODE_MAX).astype(np.uint8)
+        codes[finite & ~spread_c] = 0
+        for t, a, b in zip(nz.tolist(), lo_t.tolist(), hi_t.tolist(), strict=True):
+            hlo[t], hhi[t] = (a, b) if math.isfinite(a) else (None, None)
+    # summary numbers, as _assemble computes them (mean, std and absmax with the same float64
+    # operations; absmax = Python's max(-min, max), which keeps -min on a tie)
+    n = np.maximum(nf, 1).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = d[:, 2] / n
+        var = d[:, 3] / n - mean * mean
+        std = np.sqrt(np.where(var > 0.0, var, 0.0))
+        std = np.where(np.isnan(var), np.nan, std)
+        absmax = np.where(d[:, 1] > -d[:, 0], d[:, 1], -d[:, 0])
+    summ = np.stack([d[:, 0], d[:, 1], mean, std, absmax], axis=1)
+    bad = ~np.isfinite(summ)
+    bad[nf == 0] = True
+    rows: list[list[Any]] = summ.tolist()
+    for t, k in zip(*np.nonzero(bad), strict=True):  # None: no finite value, or an overflow
+        rows[t][k] = None
+    counts_u = u[:, 1:].tolist()
+    offs = cell_off.tolist()
+    b64 = base64.b64encode
+    out = []
+    for t, (_, shape, axes, R, C) in enumerate(meta):
+        mn, mx, mean_t, std_t, amax = rows[t]
+        nan, pinf, ninf, zeros = counts_u[t]
+        out.append(
+            {
+                "count": math.prod(shape),
+                "min": mn,
+                "max": mx,
+                "mean": mean_t,
+                "std": std_t,
+                "absmax": amax,
+                "nan": nan,
+                "pos_inf": pinf,
+                "neg_inf": ninf,
+                "zeros": zeros,
+                "hist": {"edges": edges[t], "counts": counts[t]},
+                "heatmap": {
+                    "rows": R,
+                    "cols": C,
+                    "axes": list(axes),
+                    "source_shape": list(shape),
+                    "lo": hlo[t],
+                    "hi": hhi[t],
+                    "codes": b64(codes[offs[t] : offs[t + 1]].tobytes()).decode("ascii"),
+                },
+            }
+        )
+    return out

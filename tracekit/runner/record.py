@@ -3,8 +3,13 @@
 Per node (the :class:`Tracer`, a ``node_hook``): an NVTX push/pop range (domain ``tracekit``,
 message = node name, category = kernel family, payload = node index) nested in the step range
 (``prefill``, ``decode 3``) and the layer range (``blk.7``), popped in ``finally``; CUDA events
-around the node's launches only (on NumPy the host clock around the call); then, outside the
-timed region and outside the node's range, the statistics of its output (full pass only).
+around the node's launches only (on NumPy the host clock around the call); then, in the full
+pass, outside the timed region and the node's range, its output is queued in the step's
+:class:`~tracekit.kernels.stats.StatsBatch`. The statistics of every queued output are computed
+together after the step's last node (a constant number of launches and one device-to-host copy
+per step, not ~3 launches and a synchronizing copy per node), or earlier when the kept outputs
+exceed ``STATS_BATCH_BYTES`` (a long prompt's prefill). A node whose output a later node
+overwrites in place (:func:`overwritten_in_place`) is queued as a device copy.
 
 Capture modes:
 
@@ -13,9 +18,9 @@ Capture modes:
   stateful only through the KV cache: it writes cache rows ``n_past .. n_past + nt - 1`` and
   reads rows below ``n_past + nt``. So the full pass re-runs the same step after rewinding the
   session's ``n_past``: it reads the same cache prefix, recomputes the same rows and overwrites
-  them (on the same backend, with the same kernels, the same values), and its logits choose the
-  token. Each node's ``capture_cost`` = its full-pass host time (launches + statistics) ÷ its
-  timing-pass host time.
+  token. Each node's ``capture_cost`` = its full-pass host time (launches + queuing its output)
+  ÷ its timing-pass host time; the statistics are a per-step cost (the step's ``stats_s``,
+  inside ``full_wall_s``).
 
 CUDA graphs (``cuda_graph=True``) are not used: the kernels take ``n_past`` and the positions as
 launch scalars and inputs are copied from the host at every step, so a captured decode step
@@ -33,13 +38,13 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.kernels.stats import tensor_stats
+from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.runner import perf
 from tracekit.runner.trace import FORMAT, VERSION, utc_now, write_trace
 
@@ -51,6 +56,9 @@ if TYPE_CHECKING:
 DOMAIN = "tracekit"
 TOP_K = 10
 LOGIT_BINS = 32
+#: The full pass collects its statistics batch early when the outputs it keeps exceed this many
+#: bytes (a 4096-token prefill of a 576-wide, 1536-FF model keeps ~0.2 GB per layer).
+STATS_BATCH_BYTES = 1 << 30
 CUDA_GRAPH_NOTE = (
     "cuda_graph requested but not used: the kernels take n_past and the positions as launch "
     "scalars and each step copies its inputs from the host, so a captured decode step cannot be "
@@ -176,39 +184,83 @@ def heatmap_axes(node: Node) -> tuple[str, str]:
     return first, "features"
 
 
+def overwritten_in_place(nodes: Sequence[Node]) -> list[bool]:
+    """Per node: whether a later node of the step writes into its output buffer.
+
+    A node with ``attrs["inplace"]`` writes its result into its first data input (``add_bias``:
+    the Q/K/V bias is added into the matmul's output, on both backends), so that input's
+    producer must be queued for statistics as a copy taken right after it ran: the batch reads
+    its tensors after the step's last node. No other node writes a buffer it did not allocate
+    (the KV cache, which attention writes, is not a node output), so every other output is
+    queued by reference. Applied pairwise, the rule also covers chains of in-place nodes.
+    """
+    index = {n.name: n.id for n in nodes}
+    out = [False] * len(nodes)
+    for n in nodes:
+        if n.attrs.get("inplace") and n.data_inputs and n.data_inputs[0] in index:
+            out[index[n.data_inputs[0]]] = True
+    return out
+
+
 class Tracer:
     """The ``node_hook`` of traced execution: NVTX ranges, node timing, launches, statistics.
 
-    Use: ``begin_step(name, full)``, ``session.run_step(tokens, node_hook=tracer)``,
-    ``end_step()`` (in ``finally``), then ``results()`` for that pass.
+    Use: ``begin_step(name, full)``, ``session.run_step(tokens, node_hook=tracer)``, then (full
+    pass) ``collect_stats()``, ``end_step()`` (in ``finally``), then ``results()`` for that pass.
+
+    Args:
+        backend, nodes, ranges: the backend, the graph's nodes, the NVTX ranges.
+        max_batch_bytes: collect the statistics batch early once the outputs it keeps exceed
+            this many bytes (one more readback per early collection); default
+            ``STATS_BATCH_BYTES``.
     """
 
-    def __init__(self, backend: Backend, nodes: list[Node], ranges: Ranges) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        nodes: list[Node],
+        ranges: Ranges,
+        max_batch_bytes: int | None = None,
+    ) -> None:
         self.be = backend
         self.nodes = nodes
         self.ranges = ranges
         self.node_attrs = [ranges.attrs(n.name, n.family, n.id) for n in nodes]
         self.axes = [heatmap_axes(n) for n in nodes]
+        self.copy_out = overwritten_in_place(nodes)
         self.timer = _EventTimer(len(nodes)) if backend.name == "cupy" else _HostTimer(len(nodes))
+        self.max_batch_bytes = STATS_BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
+        self.batch = StatsBatch()
         self.full = False
         self._layer: int | None = None
         self._ran = 0
         self._host = [0.0] * len(nodes)
         self._launches: list[list[Any]] = [[] for _ in nodes]
-        self._stats: list[dict[str, Any] | None] = [None] * len(nodes)
         self._shape: list[tuple[int, ...]] = [() for _ in nodes]
         self._dtype: list[Any] = [None] * len(nodes)
+        self._collected: list[StatsResults] = []
+        #: The pass's statistics: host seconds collecting them (kernels + readback), the
+        #: collections made, their kernel launches, and seconds formatting them (results()).
+        self.stats_s = 0.0
+        self.stats_collects = 0
+        self.stats_launches = 0
+        self.stats_format_s = 0.0
 
     def begin_step(self, name: str, full: bool) -> None:
         self.full = full
         self._ran = 0
         self._layer = None
+        self.batch.clear()  # an interrupted pass may have left references
+        self._collected = []
+        self.stats_s = self.stats_format_s = 0.0
+        self.stats_collects = self.stats_launches = 0
         self.be.take_records()  # nothing queued before the step belongs to a node
         self.ranges.push(self.ranges.attrs(name, "step"))
 
     def end_step(self) -> None:
         self.ranges.pop_all()
         self._layer = None
+        self.batch.clear()  # empty after collect_stats(); after an error, drop its references
 
     def __call__(self, node: Node, thunk: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -227,23 +279,45 @@ class Tracer:
         finally:
             self.ranges.pop()
         self._launches[i] = self.be.take_records()
-        if self.full:
-            self._stats[i] = compact_stats(tensor_stats(out, axes=self.axes[i]))
+        if self.full:  # after the stop event: no statistics work inside the node's time
+            self.batch.add(i, out, self.axes[i], self.copy_out[i])
         self._shape[i] = out.shape  # converted in results(), off the per-node path
         self._dtype[i] = out.dtype
         self._host[i] = time.perf_counter() - t0
         self._ran = i + 1
+        if self.full and self.batch.nbytes >= self.max_batch_bytes:
+            self.collect_stats()  # between nodes: outside every node's events and host time
         return out
 
+    def collect_stats(self) -> None:
+        """Compute the statistics of the outputs queued so far (kernels + one readback)."""
+        if not len(self.batch):
+            return
+        t0 = time.perf_counter()
+        self._collected.append(self.batch.collect())
+        self.stats_s += time.perf_counter() - t0
+        self.stats_collects += 1
+        self.stats_launches += len(self.batch.launches)
+
     def results(self) -> list[dict[str, Any]]:
-        """Per node of the pass just run: time_s, host_s, launches, stats, shape, dtype."""
+        """Per node of the pass just run: time_s, host_s, launches, stats, shape, dtype.
+
+        The statistics collected in the pass are formatted here (host work after the pass;
+        its seconds go to ``stats_format_s``)."""
         times = self.timer.times(self._ran)
+        stats: dict[int, dict[str, Any]] = {}
+        if self.full:
+            t0 = time.perf_counter()
+            for r in self._collected:
+                stats.update(r.format())
+            self._collected = []
+            self.stats_format_s = time.perf_counter() - t0
         return [
             {
                 "time_s": times[i],
                 "host_s": self._host[i],
                 "launches": [r.to_json() for r in self._launches[i]],
-                "stats": self._stats[i] if self.full else None,
+                "stats": compact_stats(stats[i]) if self.full else None,
                 "shape": [int(d) for d in self._shape[i]],
                 "dtype": np.dtype(self._dtype[i]).name,
             }
@@ -542,12 +616,11 @@ def record_trace(
             name = "prefill" if k == 0 else f"decode {k}"
             bar.set_postfix_str(name)
             n_past = session.n_past
-            timing, t_wall = _pass(session, tracer, feed, name, full=False)
+            timing = _pass(session, tracer, feed, name, full=False)
             full = None
-            f_wall = None
             if capture == "full":
                 session.n_past = n_past  # rewind: the full pass re-runs this step (docstring)
-                full, f_wall = _pass(session, tracer, feed, name, full=True)
+                full = _pass(session, tracer, feed, name, full=True)
             logits = (full or timing)["logits"]
             token = sampler(logits)
             generated.append(token)
@@ -562,8 +635,13 @@ def record_trace(
                 "n_tokens": len(feed),
                 "n_past": n_past,
                 "input_tokens": list(feed),
-                "wall_s": t_wall,
-                "full_wall_s": f_wall,
+                "wall_s": timing["wall_s"],
+                "timing_wall_s": timing["wall_s"],
+                "full_wall_s": full["wall_s"] if full else None,
+                "stats_s": _sig(full["stats_s"]) if full else None,
+                "stats_collects": full["stats_collects"] if full else None,
+                "stats_launches": full["stats_launches"] if full else None,
+                "stats_format_s": _sig(full["stats_format_s"]) if full else None,
                 "gpu_s": float(sum(r["time_s"] for r in recs)),
                 "nodes": recs,
                 "logits": logit_summary(logits, token, text, top_k),
@@ -613,25 +691,41 @@ def _warm_up(session: Any, ids: list[int], steps: int) -> None:
         session.run_step([ids[-1]])
     session.reset()
     be = session.backend
-    x = be.asarray(np.zeros((2, 2), np.float32))
-    tensor_stats(x)  # the statistics kernels too
+    batch = StatsBatch()  # the statistics kernels too
+    batch.add(0, be.asarray(np.zeros((2, 2), np.float32)))
+    batch.finish()
     be.take_records()
 
 
-def _pass(
-    session: Any, tracer: Tracer, feed: list[int], name: str, full: bool
-) -> tuple[dict[str, Any], float]:
-    """One pass of one step; returns ({"nodes", "logits"}, host wall seconds)."""
+def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) -> dict[str, Any]:
+    """One pass of one step: {"nodes", "logits", "wall_s", "stats_s", "stats_collects",
+    "stats_launches", "stats_format_s"}.
+
+    ``wall_s`` runs from an idle device to the logits on the host, and in the full pass to the
+    statistics on the host too (collected after the last node, inside the step's NVTX range);
+    formatting them into dicts comes after (``stats_format_s``).
+    """
     be = session.backend
     be.synchronize()
     t0 = time.perf_counter()
     tracer.begin_step(name, full)
     try:
         logits = session.run_step(feed, node_hook=tracer)[-1]
+        if full:
+            tracer.collect_stats()
     finally:
         tracer.end_step()
-    wall = time.perf_counter() - t0  # run_step returns host logits: the device is idle here
-    return {"nodes": tracer.results(), "logits": logits}, wall
+    wall = time.perf_counter() - t0  # logits and statistics are on the host: the device is idle
+    nodes = tracer.results()
+    return {
+        "nodes": nodes,
+        "logits": logits,
+        "wall_s": wall,
+        "stats_s": tracer.stats_s,
+        "stats_collects": tracer.stats_collects,
+        "stats_launches": tracer.stats_launches,
+        "stats_format_s": tracer.stats_format_s,
+    }
 
 
 def _version() -> str:
