@@ -349,6 +349,11 @@ def campaign(
         log: progress lines (None: quiet).
     """
     t_start = time.monotonic()
+    # A shell starts background jobs (`cmd &`, nohup) with SIGINT ignored, and children inherit
+    # an ignored signal: Python would then never see the SIGINTs. A handled signal is reset to
+    # the default at exec, so the children get Python's usual Ctrl-C behaviour.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     setup = prepare(Path(workdir), steps)
     calibrate(setup)
     if log:
