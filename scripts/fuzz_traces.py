@@ -27,6 +27,9 @@ Each mutant is written to a file and read by ``load_trace`` in a worker process,
     rejected         TraceError whose message starts with the file's path, one line, <= 600
                      characters (the contract)
     accepted         load_trace returned (the mutation kept the trace valid)
+    non-finite-accepted  load_trace returned a trace holding a NaN/Inf float (a number such
+                     as 1e400 that overflows to inf): the loader refuses the NaN/Infinity
+                     literals, so it must refuse these too
     wrong-exception  any other exception escaped load_trace
     unclear-message  a TraceError without the path, on several lines, or too long
     hang / crash     the worker overran its time or died
@@ -52,6 +55,7 @@ import argparse
 import base64
 import collections
 import json
+import math
 import os
 import platform
 import random
@@ -560,6 +564,20 @@ def dashboard_check(path: Path, trace: Any, message: str | None, m: Mutant) -> t
     return "", ""
 
 
+def _non_finite(obj: Any, path: str = "$") -> str | None:
+    """JSON path and value of the first NaN/Inf float in a loaded trace."""
+    stack = [(obj, path)]
+    while stack:
+        o, p = stack.pop()
+        if isinstance(o, float) and not math.isfinite(o):
+            return f"{p} = {o}"
+        if isinstance(o, dict):
+            stack.extend((v, f"{p}.{k}") for k, v in o.items())
+        elif isinstance(o, list):
+            stack.extend((v, f"{p}[{i}]") for i, v in enumerate(o))
+    return None
+
+
 def judge(
     m: Mutant, workdir: Path, dash_rejected: bool, dash_accepted: bool = True
 ) -> dict[str, Any]:
@@ -576,6 +594,9 @@ def judge(
     try:
         trace = load_trace(path)
         res["verdict"] = "accepted"
+        where = _non_finite(trace)
+        if where is not None:  # e.g. 1e400 parses to inf: a NaN/Inf the file spelt as a number
+            res["verdict"], res["detail"] = "non-finite-accepted", f"load_trace kept {where}"
     except TraceError as e:
         message = str(e)
         res["message"] = message.replace(str(path), "MUTANT")[: MAX_MESSAGE + 100]
