@@ -1,10 +1,13 @@
-"""Sweep the streaming kernels' grid cap (blocks per SM) against torch.add, in one run (GPU)."""
+"""Sweep the streaming kernels' knobs (grid cap in blocks per SM, float4s in flight per thread,
+evict-first hints) against torch.add, all measured in one run on the GPU."""
 
 from __future__ import annotations
 
+import itertools
+
 import cupy as cp
 
-from tracekit.kernels import elementwise
+from tracekit.kernels import cuda, elementwise
 from tracekit.kernels.ceilings import gpu_times, median
 
 N = 64 * 2**20
@@ -28,10 +31,18 @@ except Exception as e:  # torch absent: ratios against nothing
     print("torch unavailable:", e)
     t_add = float("nan")
 print(f"torch.add {t_add:.0f} GB/s")
-for bps in (4, 8, 16, 32, 64, 100000):
-    elementwise.BLOCKS_PER_SM = bps
-    add = gbps(lambda i: elementwise.launch_add_f32(xs[i % 3], ys[i % 3], out=zs[i % 3]), 12 * N)
-    silu = gbps(lambda i: elementwise.launch_silu_f32(xs[i % 3], out=zs[i % 3]), 8 * N)
-    print(
-        f"blocks/SM {bps:6d}: add {add:.0f} GB/s ({add / t_add:.3f}x torch)  silu {silu:.0f} GB/s ({silu / t_add:.3f}x)"
-    )
+base_options = cuda._OPTIONS
+for unroll, hints in itertools.product((1, 2, 4), (0, 1)):
+    cuda._OPTIONS = (*base_options, f"-DUNROLL={unroll}", f"-DSTREAM_HINTS={hints}")
+    cuda.module.cache_clear()
+    elementwise.STREAM_UNROLL = unroll
+    for bps in (8, 16, 32, 64, 100000):
+        elementwise.BLOCKS_PER_SM = bps
+        add = gbps(
+            lambda i: elementwise.launch_add_f32(xs[i % 3], ys[i % 3], out=zs[i % 3]), 12 * N
+        )
+        silu = gbps(lambda i: elementwise.launch_silu_f32(xs[i % 3], out=zs[i % 3]), 8 * N)
+        print(
+            f"unroll {unroll} hints {hints} blocks/SM {bps:6d}: add {add:.0f} GB/s "
+            f"({add / t_add:.3f}x torch)  silu {silu:.0f} GB/s ({silu / t_add:.3f}x)"
+        )

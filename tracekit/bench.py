@@ -271,7 +271,7 @@ def _gpu_embed_rows(gpu: _Gpu, qt: QuantType) -> list[Row]:
             name,
             (nt, dim),
             lambda i, ids=ids, outs=outs, k=k: launch(
-                raw, qt, (vocab, dim), ids[i % k], out=outs[i % k]
+                raw, qt, (vocab, dim), ids[i % k], out=outs[i % k], ids_checked=True
             ),
         )
         if nt > 30:
@@ -299,7 +299,9 @@ def _gpu_gather_row(gpu: _Gpu) -> Row:
     row = gpu.measure(
         "gather_rows_f32",
         (nt, dim),
-        lambda i: embed.launch_gather_rows_f32(table, ids[i % k], out=outs[i % k]),
+        lambda i: embed.launch_gather_rows_f32(
+            table, ids[i % k], out=outs[i % k], ids_checked=True
+        ),
     )
     return _pct_target(row, 70)
 

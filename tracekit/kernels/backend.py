@@ -130,7 +130,16 @@ class Backend:
     def dequantize_f16(self, raw: Any, qtype: QuantType, shape: tuple[int, ...]) -> Any:
         raise NotImplementedError
 
-    def embed_rows(self, raw: Any, qtype: QuantType, shape: tuple[int, int], ids: Any) -> Any:
+    def embed_rows(
+        self,
+        raw: Any,
+        qtype: QuantType,
+        shape: tuple[int, int],
+        ids: Any,
+        ids_checked: bool = False,
+    ) -> Any:
+        """Rows ``ids`` of the table as f32. ``ids_checked``: the caller range-checked the ids on
+        the host already, so device ids need no error flag (and no sync) after the launch."""
         raise NotImplementedError
 
     def gather_rows_f32(self, x: Any, ids: Any) -> Any:
@@ -222,7 +231,7 @@ class NumpyBackend(Backend):
     def dequantize_f16(self, raw, qtype, shape):
         return self._emit(dequant.ref_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
 
-    def embed_rows(self, raw, qtype, shape, ids):
+    def embed_rows(self, raw, qtype, shape, ids, ids_checked=False):
         return self._emit(embed.ref_embed_rows(raw, quant_type(qtype), tuple(shape), ids))
 
     def gather_rows_f32(self, x, ids):
@@ -307,8 +316,12 @@ class CupyBackend(Backend):
     def dequantize_f16(self, raw, qtype, shape):
         return self._emit(dequant.launch_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
 
-    def embed_rows(self, raw, qtype, shape, ids):
-        return self._emit(embed.launch_embed_rows(raw, quant_type(qtype), tuple(shape), ids))
+    def embed_rows(self, raw, qtype, shape, ids, ids_checked=False):
+        return self._emit(
+            embed.launch_embed_rows(
+                raw, quant_type(qtype), tuple(shape), ids, ids_checked=ids_checked
+            )
+        )
 
     def gather_rows_f32(self, x, ids):
         return self._emit(embed.launch_gather_rows_f32(x, ids))

@@ -19,7 +19,9 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
 
-#define CHUNKS_PER_THREAD 2  // = dequant.py CHUNKS_PER_THREAD
+#ifndef CHUNKS_PER_THREAD  // = dequant.py CHUNKS_PER_THREAD (scripts/sweep_dequant.py overrides both)
+#define CHUNKS_PER_THREAD 2
+#endif
 
 // ---- BEGIN quant decoders (identical in dequant.cu and embed.cu; a CPU test compares) ----
 // Byte readers that accept any alignment and work on global and shared memory alike.

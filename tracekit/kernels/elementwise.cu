@@ -47,6 +47,32 @@ __device__ __forceinline__ float4 map4(Op op, float4 a) {
     return make_float4(op(a.x), op(a.y), op(a.z), op(a.w));
 }
 
+// UNROLL float4s per input in flight per thread (all loads before any store); STREAM_HINTS
+// uses evict-first loads/stores (__ldcs/__stcs) so a streamed tensor does not push reused data
+// out of L2. Both are compile-time knobs that scripts/sweep_elementwise.py measures.
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+#ifndef STREAM_HINTS
+#define STREAM_HINTS 0
+#endif
+
+__device__ __forceinline__ float4 load4(const float4* p) {
+#if STREAM_HINTS
+    return __ldcs(p);
+#else
+    return *p;
+#endif
+}
+
+__device__ __forceinline__ void store4(float4* p, float4 v) {
+#if STREAM_HINTS
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
 template <class Op>
 __device__ void binary(Op op, const float* x, const float* y, float* z, long long n, int vec) {
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -56,18 +82,21 @@ __device__ void binary(Op op, const float* x, const float* y, float* z, long lon
         const float4* x4 = reinterpret_cast<const float4*>(x);
         const float4* y4 = reinterpret_cast<const float4*>(y);
         float4* z4 = reinterpret_cast<float4*>(z);
-        // Two float4 per input in flight per thread (both loads before either store): 64 B
-        // of reads outstanding per thread, enough to cover DRAM latency at full occupancy.
-        for (long long i = tid; i < n4; i += 2 * stride) {
-            const long long j = i + stride;
-            const float4 a0 = x4[i], b0 = y4[i];
-            float4 a1 = a0, b1 = b0;
-            if (j < n4) {
-                a1 = x4[j];
-                b1 = y4[j];
+        for (long long i = tid; i < n4; i += UNROLL * stride) {
+            float4 a[UNROLL], b[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const long long j = i + u * stride;
+                if (j < n4) {
+                    a[u] = load4(x4 + j);
+                    b[u] = load4(y4 + j);
+                }
             }
-            z4[i] = map4(op, a0, b0);
-            if (j < n4) z4[j] = map4(op, a1, b1);
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const long long j = i + u * stride;
+                if (j < n4) store4(z4 + j, map4(op, a[u], b[u]));
+            }
         }
         const long long t = (n4 << 2) + tid;  // the n % 4 tail: threads 0..2 of the grid
         if (t < n) z[t] = op(x[t], y[t]);
@@ -84,12 +113,18 @@ __device__ void unary(Op op, const float* x, float* z, long long n, int vec) {
         const long long n4 = n >> 2;
         const float4* x4 = reinterpret_cast<const float4*>(x);
         float4* z4 = reinterpret_cast<float4*>(z);
-        for (long long i = tid; i < n4; i += 2 * stride) {
-            const long long j = i + stride;
-            const float4 a0 = x4[i];
-            const float4 a1 = j < n4 ? x4[j] : a0;
-            z4[i] = map4(op, a0);
-            if (j < n4) z4[j] = map4(op, a1);
+        for (long long i = tid; i < n4; i += UNROLL * stride) {
+            float4 a[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const long long j = i + u * stride;
+                if (j < n4) a[u] = load4(x4 + j);
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const long long j = i + u * stride;
+                if (j < n4) store4(z4 + j, map4(op, a[u]));
+            }
         }
         const long long t = (n4 << 2) + tid;
         if (t < n) z[t] = op(x[t]);

@@ -51,6 +51,10 @@ BIAS_BLOCK = 64
 #: Grid cap of the streaming kernels, in blocks per SM: 8 blocks of 256 fill an SM's 2048
 #: threads, so 16 is two resident waves; a grid-stride loop covers everything past the cap.
 BLOCKS_PER_SM = 16
+#: float4s per input each thread has in flight in add/mul/silu/gelu/scale (= UNROLL in
+#: elementwise.cu; scripts/sweep_elementwise.py measures the choice against torch.add).
+STREAM_UNROLL = 4
+_UNROLLED = frozenset({"add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32"})
 
 #: Flops per element of each op (transcendentals counted as 1), for the launch records.
 FLOPS_PER_ELEMENT = {
@@ -221,7 +225,7 @@ def _launch_stream(
     x = ins[0]
     n = int(x.size)
     z = device_out(out, tuple(x.shape), out_dtype, f"{name} out")
-    per_thread = 8 if name == "convert_f32_f16" else 4
+    per_thread = 8 if name == "convert_f32_f16" else 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
     vec = _aligned(*ins, z)
     geo = stream_geometry(n, per_thread, vec)
     kernel(FAMILY, name)(geo.grid, geo.block, (*ins, z, np.int64(n), np.int32(vec), *scalars))
