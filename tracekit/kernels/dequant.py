@@ -18,10 +18,12 @@ F32/F16/BF16 use a plain 8-elements-per-thread kernel.
 
 CPU references. NumPy pays ~8 ns per inner loop, more than the arithmetic of a 16-byte row, so
 the decoders keep every loop long (see the section comment below) and work a chunk of
-:data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores: f32 output runs
-~3-6x the throughput of ``gguf.quants.dequantize`` (:func:`cpu_speedup_vs_gguf`). The f16
-output adds NumPy's f32 -> f16 cast, which is scalar code in NumPy's x86-64 baseline build
-(~3.7 ns per value here); :func:`f32_to_f16` does the same rounding in ~1.7 ns.
+:data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores: f32 output ran 3.0-4.2x the throughput of
+``gguf.quants.dequantize`` on the 2-core CI VM (:func:`cpu_speedup_vs_gguf`; 16 MB tensors,
+the VM otherwise busy). First writes to a fresh output cost ~1 ns a value there (page
+faults), a floor both pay. The f16 output adds the rounding, which NumPy's cast does in
+scalar code (~3.7 ns a value in its x86-64 baseline build); :func:`f32_to_f16` does it in
+~1.7 ns, so f16 runs at ~1-2x gguf-py's f32 throughput.
 """
 
 from __future__ import annotations
@@ -593,23 +595,30 @@ def _gguf_dequantize() -> Callable[[np.ndarray, GGMLQuantizationType], np.ndarra
 
 
 def cpu_speedup_vs_gguf(
-    qt: QuantType | str, n_bytes: int, out_dtype: Any = np.float32, repeat: int = 5
+    qt: QuantType | str,
+    n_bytes: int,
+    out_dtype: Any = np.float32,
+    repeat: int = 5,
+    row_len: int = 4096,
 ) -> float:
     """Throughput of the CPU reference over ``gguf.quants.dequantize`` on this machine.
 
-    Both decode the same random tensor of about ``n_bytes`` packed bytes; the two are timed
-    alternately ``repeat`` times (so a busy machine slows both alike) and the best time of
-    each is kept. ``out_dtype`` picks the reference: f32 (the output gguf-py makes too; the
-    CPU backend's ``matmul_weight``) or f16 (its ``dequantize_f16``: the same plus NumPy's
-    f32 -> f16 cast).
+    Both decode the same random tensor of about ``n_bytes`` packed bytes, shaped as a weight
+    matrix of ``row_len``-value rows (gguf-py gets it as ``GGUFReader`` hands tensors over:
+    [rows, row bytes]). They are timed alternately ``repeat`` times, so a busy machine slows
+    both alike, and the best time of each is kept. ``out_dtype`` picks the reference: f32 (the
+    output gguf-py makes too; the CPU backend's ``matmul_weight``) or f16 (its
+    ``dequantize_f16``: the same plus the f32 -> f16 rounding).
 
     Returns:
         gguf-py's time divided by ours (> 1: ours is faster).
     """
     qt = quant_type(qt)
-    n_blocks = max(1, int(n_bytes) // qt.type_size)
-    raw = random_blocks(qt, n_blocks, np.random.default_rng(0))
-    shape = (n_blocks * qt.block_size,)
+    row_bytes = qt.row_bytes(row_len)
+    rows = max(1, int(n_bytes) // row_bytes)
+    raw = random_blocks(qt, rows * row_bytes // qt.type_size, np.random.default_rng(0))
+    raw = raw.reshape(rows, row_bytes)
+    shape = (rows, row_len)
     ref = ref_dequantize_f16 if np.dtype(out_dtype) == np.float16 else ref_dequantize_f32
     deq = _gguf_dequantize()
     t_gguf = t_ours = float("inf")
