@@ -80,6 +80,40 @@ def gpu_times(fn: Callable[[int], Any], warmup: int = 3, iters: int = 20) -> lis
     return [cupy.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in zip(starts, ends, strict=True)]
 
 
+def gpu_times_queued(
+    fn: Callable[[int], Any], launches: int = 20, reps: int = 5, warmup: int = 3
+) -> list[float]:
+    """Seconds per call of ``fn(i)`` as the GPU runs the calls back to back, host overhead
+    excluded: a spin kernel holds the GPU while the host queues ``launches`` calls between two
+    events. This is a launch-bound kernel's own device time (the host side of a CuPy launch,
+    ~10 µs, would otherwise be all that an event pair sees). ``fn`` must not synchronize.
+    """
+    import cupy
+
+    from tracekit.kernels.elementwise import launch_spin
+
+    for i in range(warmup):
+        fn(i)
+    stream = cupy.cuda.get_current_stream()
+    stream.synchronize()
+    t0 = time.perf_counter()
+    for i in range(launches):
+        fn(warmup + i)
+    host_s = time.perf_counter() - t0  # the queueing must finish inside the spin
+    stream.synchronize()
+    out = []
+    for r in range(reps):
+        launch_spin(int(3 * host_s * 1e9) + 200_000)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for i in range(launches):
+            fn(warmup + (r + 1) * launches + i)
+        end.record()
+        end.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(start, end) * 1e-3 / launches)
+    return out
+
+
 def host_times(fn: Callable[[int], Any], warmup: int = 2, iters: int = 10) -> list[float]:
     """Seconds per call of ``fn(i)`` on the host clock (``time.perf_counter``)."""
     for i in range(warmup):

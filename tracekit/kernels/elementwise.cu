@@ -51,7 +51,7 @@ __device__ __forceinline__ float4 map4(Op op, float4 a) {
 // uses evict-first loads/stores (__ldcs/__stcs) so a streamed tensor does not push reused data
 // out of L2. Both are compile-time knobs that scripts/sweep_elementwise.py measures.
 #ifndef UNROLL
-#define UNROLL 4
+#define UNROLL 2
 #endif
 #ifndef STREAM_HINTS
 #define STREAM_HINTS 0
@@ -220,3 +220,13 @@ extern "C" __global__ void add_bias_f32(const float* y, const float* b, float* o
 
 // The bench's launch-cost baseline: one block of 32 threads that does nothing.
 extern "C" __global__ void empty_kernel() {}
+
+// Holds the GPU for `ns` nanoseconds (one thread reads the global timer): the bench enqueues
+// launches behind it so their timing excludes the host's launch overhead.
+extern "C" __global__ void spin_kernel(long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < ns);
+}

@@ -48,12 +48,14 @@ FAMILY = "elementwise"
 BLOCK = 256
 #: Blocks of the add_bias_f32 kernel (seed §3.1: 64 threads, one block row per token).
 BIAS_BLOCK = 64
-#: Grid cap of the streaming kernels, in blocks per SM: 8 blocks of 256 fill an SM's 2048
-#: threads, so 16 is two resident waves; a grid-stride loop covers everything past the cap.
-BLOCKS_PER_SM = 16
+#: Grid cap of the streaming kernels, in blocks per SM (a grid-stride loop covers the rest).
+#: Measured on the H200 (scripts/sweep_elementwise.py, 2026-11-30): capping at 8-64 blocks
+#: per SM cost 2-6% against one uncapped wave of short-lived blocks (add 1.004x torch.add), so
+#: the cap is only the grid's x limit.
+BLOCKS_PER_SM = 2**31 // 132
 #: float4s per input each thread has in flight in add/mul/silu/gelu/scale (= UNROLL in
 #: elementwise.cu; scripts/sweep_elementwise.py measures the choice against torch.add).
-STREAM_UNROLL = 4
+STREAM_UNROLL = 2
 _UNROLLED = frozenset({"add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32"})
 
 #: Flops per element of each op (transcendentals counted as 1), for the launch records.
@@ -297,6 +299,15 @@ def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRec
     geo = grid_rows(nt, d, BIAS_BLOCK)
     kernel(FAMILY, "add_bias_f32")(geo.grid, geo.block, (y, b, z, np.int32(d), np.int64(nt)))
     return z, _record("add_bias_f32", geo, (y, b), (z,), int(y.size), rows=nt, cols=d)
+
+
+def launch_spin(ns: int) -> LaunchRecord:
+    """Occupy the GPU for ``ns`` nanoseconds (one thread): timing helpers queue work behind it."""
+    from tracekit.kernels.cuda import kernel
+
+    geo = Geometry((1, 1, 1), (1, 1, 1), 1)
+    kernel(FAMILY, "spin_kernel")(geo.grid, geo.block, (np.int64(ns),))
+    return LaunchRecord.of("spin_kernel", geo)
 
 
 def launch_empty() -> LaunchRecord:

@@ -8,6 +8,11 @@ sums) cross to the host. On the CPU (a NumPy array) the same quantities are comp
 same formulas, so both backends give the same structure and, to rounding, the same values:
 min/max and the counts exactly, the histogram exactly (bin index from the same float64
 formula), sums to float64 rounding, heatmap codes to ±1.
+
+:class:`StatsBatch` computes the same statistics for many tensors at once (a traced step's node
+outputs): on the GPU with a constant number of device operations per batch (two launches of the
+``stats_batch_*`` kernels and one device-to-host copy of the packed results, instead of ~3
+launches and a synchronizing copy per tensor), then formats all of them with array operations.
 """
 
 from __future__ import annotations
