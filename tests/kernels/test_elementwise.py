@@ -138,6 +138,13 @@ def test_launchers_reject_host_arrays() -> None:
         ew.launch_add_bias_f32(x.reshape(1, 8), _f32((3,)))
 
 
+def test_stream_geometry_clamps_to_the_cap_and_strides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ew, "sm_count", lambda: 132)
+    monkeypatch.setattr(ew, "BLOCKS_PER_SM", 16)
+    geo = ew.stream_geometry(2**31 + 3, 4, True)
+    assert geo.grid == (132 * 16, 1, 1) and geo.strided
+
+
 @pytest.mark.parametrize(
     ("n", "vec", "grid", "strided"),
     [
@@ -150,13 +157,6 @@ def test_launchers_reject_host_arrays() -> None:
         (2**31 + 3, True, 132 * ew.BLOCKS_PER_SM, True),
     ],
 )
-def test_stream_geometry_clamps_to_the_cap_and_strides(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ew, "sm_count", lambda: 132)
-    monkeypatch.setattr(ew, "BLOCKS_PER_SM", 16)
-    geo = ew.stream_geometry(2**31 + 3, 4, True)
-    assert geo.grid == (132 * 16, 1, 1) and geo.strided
-
-
 def test_stream_geometry(
     monkeypatch: pytest.MonkeyPatch, n: int, vec: bool, grid: int, strided: bool
 ) -> None:
