@@ -154,7 +154,7 @@ def test_stream_geometry_clamps_to_the_cap_and_strides(monkeypatch: pytest.Monke
         (1025, True, 2, False),
         (31, False, 1, False),
         (257, False, 2, False),
-        (2**31 + 3, True, 132 * ew.BLOCKS_PER_SM, True),
+        (2**31 + 3, True, 2097153, False),  # ceil(ceil(n / 4) / 256): no clamp by default
     ],
 )
 def test_stream_geometry(
