@@ -25,7 +25,10 @@ What must hold (anything else is a failure, listed with its seed and moment):
   interrupted" (the signal came before the recording loop or after its last step) with the
   path as it was; or the run had already finished (exit 0, complete trace); or the signal came
   before Python installed its handler (killed by SIGINT, path as it was);
-- no traceback on stderr, no hang (each run is bounded).
+- no traceback on stderr, no hang (each run is bounded). One exception, counted apart: a SIGINT
+  in the interpreter's own start-up (``site``, ``runpy``, before the first line of tracekit
+  runs) makes Python print its KeyboardInterrupt traceback, and no program can catch it; a
+  traceback with any frame in tracekit's code is a failure.
 
 Stray ``.t.json.*.tmp`` files beside the output (a SIGKILL between the temp file's creation and
 the rename) are allowed by the write contract and counted.
@@ -201,6 +204,10 @@ def calibrate(setup: Setup, n: int = 3) -> None:
     setup.rename_at_s = statistics.median(renames)
 
 
+def _clip(err: str) -> str:
+    return err if len(err) <= 3000 else err[:1000] + "\n...\n" + err[-2000:]
+
+
 def _strays(folder: Path, out: Path) -> list[Path]:
     return sorted(folder.glob(f".{out.name}.*.tmp"))
 
@@ -209,8 +216,6 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
     """(ok, outcome, detail) from the exit status, stderr and what is at the output path."""
     from tracekit.runner.trace import TraceError, load_trace
 
-    if "Traceback" in err:
-        return False, "traceback", err[-2000:]
     rc = run.returncode
     state, trace = "absent", None
     if out.exists():
@@ -226,6 +231,16 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
     if run.preseeded and state == "absent":
         return False, "previous-lost", "the pre-seeded trace is gone and nothing replaced it"
     unchanged = state in ("absent", "previous")
+    if "Traceback" in err or "Fatal Python error" in err:
+        if str(REPO / "tracekit") in err or not (run.mode == "sigint" and unchanged):
+            return False, "traceback", _clip(err)
+        # Every frame is the interpreter's own start-up (site, runpy, the stdlib imports it
+        # makes): no program can catch a Ctrl-C there. Counted, not a tracekit failure.
+        return (
+            True,
+            "SIGINT during interpreter start-up: Python's own traceback, path as it was",
+            "",
+        )
     complete = trace is not None and trace["complete"] is True
     n_steps = None if trace is None else len(trace["steps"])
     if rc == 0:
@@ -296,13 +311,13 @@ def run_one(setup: Setup, run: Run) -> Run:
             child.kill()
             _, err = child.communicate()
             run.returncode, run.outcome, run.ok = child.returncode, "hang", False
-            run.stderr = err[-2000:]
+            run.stderr = _clip(err)
             return run
     finally:
         if rfd >= 0:
             os.close(rfd)
     run.returncode = child.returncode
-    run.stderr = err[-2000:]
+    run.stderr = _clip(err)
     strays = _strays(folder, out)
     run.stray_tmp = len(strays)
     run.ok, run.outcome, run.detail = _check(setup, run, out, err)
