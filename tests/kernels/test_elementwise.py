@@ -9,7 +9,7 @@ import pytest
 
 from tracekit.kernels import elementwise as ew
 from tracekit.kernels.checks import KernelInputError
-from tracekit.kernels.launch import MAX_GRID_X, grid_rows
+from tracekit.kernels.launch import MAX_GRID_X
 
 RNG = np.random.default_rng(7)
 SHAPES = [(1,), (31,), (33,), (257,), (45, 65), (3, 5, 7)]
@@ -173,11 +173,20 @@ def test_convert_geometry_eight_per_thread(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize(
-    ("nt", "d", "grid"),
-    [(30, 896, (30, 14, 1)), (1, 1, (1, 1, 1)), (5, 64, (5, 1, 1)), (70000, 65, (70000, 2, 1))],
+    ("nt", "d", "vec", "grid"),
+    [
+        (30, 896, True, (30, 2, 1)),  # 224 float4 per row: two tiles of 128 threads
+        (30, 896, False, (30, 7, 1)),
+        (1, 1, False, (1, 1, 1)),
+        (5, 64, True, (5, 1, 1)),
+        (70000, 65, False, (70000, 1, 1)),
+    ],
 )
-def test_add_bias_grid_is_rows_by_column_tiles(nt: int, d: int, grid: tuple[int, int, int]) -> None:
-    # Seed §3.1: the 30-token prefill of a 896-wide layer launches 30 x 14 = 420 blocks of 64.
-    geo = grid_rows(nt, d, ew.BIAS_BLOCK)
-    assert geo.grid == grid and geo.block == (64, 1, 1) and geo.work_items == nt * d
+def test_add_bias_grid_is_rows_by_column_tiles(
+    nt: int, d: int, vec: bool, grid: tuple[int, int, int]
+) -> None:
+    # Seed §3.1: grid.x is the ROW count (one block row per token), columns tile grid.y.
+    geo = ew.bias_geometry(nt, d, vec)
+    assert geo.grid == grid and geo.block == (ew.BIAS_BLOCK, 1, 1)
+    assert geo.work_items == nt * (d // 4 if vec else d)
     assert geo.grid[0] <= MAX_GRID_X

@@ -46,8 +46,9 @@ from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d, g
 FAMILY = "elementwise"
 #: Threads per block of the streaming kernels (a multiple of the warp width).
 BLOCK = 256
-#: Blocks of the add_bias_f32 kernel (seed §3.1: 64 threads, one block row per token).
-BIAS_BLOCK = 64
+#: Threads per block of add_bias_f32 (one block row per token, seed §3.1; the seed used 64
+#: threads of one float each, which measured 20% of copy bandwidth on the H200).
+BIAS_BLOCK = 128
 #: Grid cap of the streaming kernels, in blocks per SM (a grid-stride loop covers the rest).
 #: Measured on the H200 (scripts/sweep_elementwise.py, 2026-11-30): capping at 8-64 blocks
 #: per SM cost 2-6% against one uncapped wave of short-lived blocks (add 1.004x torch.add), so
@@ -284,11 +285,19 @@ def launch_convert_f32_f16(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
     return _launch_unary("convert_f32_f16", x, out, out_dtype=np.float16)
 
 
+def bias_geometry(nt: int, d: int, vec: bool) -> Geometry:
+    """add_bias_f32's grid: (nt, column tiles) blocks of BIAS_BLOCK threads, a thread per float4
+    of a row when ``vec``, else per float (seed §3.1: grid.x is the ROW count)."""
+    return grid_rows(nt, d // 4 if vec else d, BIAS_BLOCK)
+
+
 def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
     """y[t, :] += b on the device, in place (or into ``out`` when given); returns the result.
 
-    Grid contract (seed §3.1): ``grid_rows(nt, d)`` = (nt, ceil(d / 64)) blocks of 64 threads,
-    one block row per token; the kernel gets the row count nt and the row length d.
+    Grid contract (seed §3.1): one block row per token, grid = (nt, column tiles); the kernel
+    gets the row count nt and the row length d. A thread adds a float4 when d % 4 == 0 and
+    the pointers are 16-byte aligned (tiles of BIAS_BLOCK float4s), else one float (tiles of
+    BIAS_BLOCK floats).
     """
     from tracekit.kernels.cuda import kernel
 
@@ -296,8 +305,11 @@ def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRec
     require_device(y, "add_bias y")
     require_device(b, "add_bias bias")
     z = y if out is None else device_out(out, (nt, d), np.float32, "add_bias out")
-    geo = grid_rows(nt, d, BIAS_BLOCK)
-    kernel(FAMILY, "add_bias_f32")(geo.grid, geo.block, (y, b, z, np.int32(d), np.int64(nt)))
+    vec = d % 4 == 0 and _aligned(y, b, z)
+    geo = bias_geometry(nt, d, vec)
+    kernel(FAMILY, "add_bias_f32")(
+        geo.grid, geo.block, (y, b, z, np.int32(d), np.int64(nt), np.int32(vec))
+    )
     return z, _record("add_bias_f32", geo, (y, b), (z,), int(y.size), rows=nt, cols=d)
 
 
