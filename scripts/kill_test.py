@@ -24,7 +24,8 @@ What must hold (anything else is a failure, listed with its seed and moment):
   incomplete)" with a valid trace of N steps marked ``complete: false`` at PATH, or "error:
   interrupted" (the signal came before the recording loop or after its last step) with the
   path as it was; or the run had already finished (exit 0, complete trace); or the signal came
-  before Python installed its handler (killed by SIGINT, path as it was);
+  before Python installed its handler (killed by SIGINT, path as it was) or after it removed
+  it while exiting (killed by SIGINT, the new complete trace at the path);
 - no traceback on stderr, no hang (each run is bounded). One exception, counted apart: a SIGINT
   in the interpreter's own start-up (``site``, ``runpy``, before the first line of tracekit
   runs) makes Python print its KeyboardInterrupt traceback, and no program can catch it; a
@@ -258,9 +259,11 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
         return False, "bad-kill-file", f"new file complete={complete} steps={n_steps}"
     # SIGINT
     lines = err.strip().splitlines()
-    if rc == -signal.SIGINT:  # before the interpreter installed its handler
+    if rc == -signal.SIGINT:  # no Python handler: not yet installed, or already removed
         if unchanged:
             return True, "killed by SIGINT before Python's handler: path as it was", ""
+        if complete and n_steps == setup.steps + 1:
+            return True, "killed by SIGINT in the interpreter's exit: new complete trace", ""
         return False, "bad-sigint", f"killed by SIGINT but a {state} file is at the path"
     if rc != INTERRUPTED or len(lines) != 1:
         return False, "bad-sigint", f"exit {rc}, stderr {err[-500:]!r}"
