@@ -1,21 +1,36 @@
-"""Sweep the dequant kernels' tile shape (threads per block x 16-byte chunks per thread) for every
-quant type at >= 256 MB of packed weights, against the device's copy bandwidth, in one run."""
+"""Sweep the dequant kernels' variants (dequant.VARIANTS) x threads per block x 16-byte chunks per
+thread for every quant type at >= 256 MB of packed weights, against the device's copy bandwidth,
+in one run; every (variant, chunks) build is first checked bit for bit against the NumPy
+reference on a few thousand random blocks per type (aligned and unaligned raw, a clamped grid).
+
+    .venv/bin/python scripts/sweep_dequant.py [TYPE ...]
+
+Prints one line per (variant, block, chunks) with each type's % of copy, BAD lines for any
+mismatch, then the best exact configuration per type as a CONFIG table for dequant.py.
+Each (variant, chunks) pair is one NVRTC build (~5 s); block sizes reuse it.
+"""
 
 from __future__ import annotations
 
 import itertools
 import sys
+import time
 
 import cupy as cp
 import numpy as np
 
-from tracekit.kernels import cuda, dequant
+from tracekit.kernels import dequant
 from tracekit.kernels.ceilings import gpu_times, median
 from tracekit.quants import QUANTIZED_TYPES
 
 ROW = 4096
 PACKED = 256 * 2**20
+CHECK_BLOCKS = 4099  # per type: not a multiple of any tile, so the last tile is partial
+SMEM_LIMIT = 48 * 1024  # dynamic shared memory without an opt-in attribute
+BLOCKS = (128, 256, 512)
+CHUNKS = (2, 4, 8, 16)
 rng = np.random.default_rng(0)
+t_start = time.perf_counter()
 
 
 def copy_gbps() -> float:
@@ -24,26 +39,91 @@ def copy_gbps() -> float:
     return 2 * a.nbytes / t / 1e9
 
 
+def set_config(variant: int, block: int, chunks: int) -> None:
+    for t in dequant.CONFIG:
+        dequant.CONFIG[t] = dequant.KernelConfig(variant, block, chunks)
+
+
+def fits(qt, cfg: dequant.KernelConfig) -> bool:
+    return dequant.VARIANTS[cfg.variant] == "direct" or dequant.tile_smem_bytes(qt) <= SMEM_LIMIT
+
+
 copy = copy_gbps()
-print(f"copy {copy:.0f} GB/s")
+print(f"copy {copy:.0f} GB/s", flush=True)
 only = sys.argv[1:] or [qt.name for qt in QUANTIZED_TYPES]
+types = [qt for qt in QUANTIZED_TYPES if qt.name in only]
+
+# exactness inputs: finite random blocks plus raw random bytes (NaN/Inf scales), host reference
+checks = {}
+for qt in types:
+    fin = dequant.random_blocks(qt, CHECK_BLOCKS, rng)
+    wild = rng.integers(0, 256, CHECK_BLOCKS * qt.type_size, dtype=np.uint8)
+    raw = np.concatenate([fin, wild])
+    shape = (2 * CHECK_BLOCKS, qt.block_size)
+    want, _ = dequant.ref_dequantize_f16(raw, qt, shape)
+    checks[qt.name] = (raw, shape, want)
+
 inputs = {}
-for qt in QUANTIZED_TYPES:
-    if qt.name not in only:
-        continue
+for qt in types:
     rows = PACKED // qt.row_bytes(ROW)
     raw = cp.asarray(dequant.random_blocks(qt, rows * ROW // qt.block_size, rng).reshape(-1))
     inputs[qt.name] = (qt, (rows, ROW), raw, cp.empty((rows, ROW), cp.float16))
-base_options, base_block, base_cpt = cuda._OPTIONS, dequant.BLOCK, dequant.CHUNKS_PER_THREAD
-for block, cpt in itertools.product((128, 256, 512), (1, 2, 4, 8)):
-    cuda._OPTIONS = (*base_options, f"-DCHUNKS_PER_THREAD={cpt}")
-    cuda.module.cache_clear()
-    dequant.BLOCK, dequant.CHUNKS_PER_THREAD = block, cpt
-    cells = []
-    for name, (qt, shape, raw, out) in inputs.items():
-        t = median(
-            gpu_times(lambda i, a=(raw, qt, shape), o=out: dequant.launch_dequantize_f16(*a, out=o))
-        )
-        cells.append(f"{name} {100 * (raw.nbytes + out.nbytes) / t / 1e9 / copy:5.1f}%")
-    print(f"block {block:3d} chunks/thread {cpt}: " + "  ".join(cells), flush=True)
-cuda._OPTIONS, dequant.BLOCK, dequant.CHUNKS_PER_THREAD = base_options, base_block, base_cpt
+
+
+def check_exact(tag: str) -> set[str]:
+    """Names of the types whose current build differs from the reference (BAD lines printed)."""
+    bad = set()
+    for qt in types:
+        raw, shape, want = checks[qt.name]
+        for offset, max_grid in ((0, 2**31 - 1), (0, 7), (3, 2**31 - 1)):
+            buf = cp.empty(raw.size + 16, cp.uint8)
+            view = buf[offset : offset + raw.size]
+            view.set(raw)
+            got, _ = dequant.launch_dequantize_f16(view, qt, shape, max_grid=max_grid)
+            g = got.get()
+            ok = (g.view(np.uint16) == want.view(np.uint16)) | (np.isnan(g) & np.isnan(want))
+            if not ok.all():
+                blk = int(np.argwhere(~ok)[0][0])
+                print(
+                    f"BAD {tag} {qt.name} offset {offset} max_grid {max_grid}: "
+                    f"{int((~ok).sum())} values differ, first in block {blk}",
+                    flush=True,
+                )
+                bad.add(qt.name)
+    return bad
+
+
+base = dict(dequant.CONFIG)
+best: dict[str, tuple[float, dequant.KernelConfig]] = {}
+for variant, chunks in itertools.product(dequant.VARIANTS, CHUNKS):
+    vname = dequant.VARIANTS[variant]
+    set_config(variant, 128, chunks)
+    bad = check_exact(f"{vname} chunks {chunks}")
+    for block in BLOCKS:
+        set_config(variant, block, chunks)
+        cells = []
+        for name, (qt, shape, raw, out) in inputs.items():
+            cfg = dequant.config(qt)
+            if not fits(qt, cfg):
+                cells.append(f"{name}  smem")
+                continue
+            t = median(
+                gpu_times(
+                    lambda i, a=(raw, qt, shape), o=out: dequant.launch_dequantize_f16(*a, out=o)
+                )
+            )
+            pct = 100 * (raw.nbytes + out.nbytes) / t / 1e9 / copy
+            cells.append(f"{name} {pct:5.1f}%{'!' if name in bad else ''}")
+            if name not in bad and pct > best.get(name, (0.0, None))[0]:
+                best[name] = (pct, cfg)
+        print(f"{vname:7s} block {block:3d} chunks {chunks:2d}: " + "  ".join(cells), flush=True)
+dequant.CONFIG.update(base)
+
+print("best exact configuration per type (! = not exact, excluded):")
+for name, (pct, cfg) in best.items():
+    print(f"  {name:5s} {pct:5.1f}%  {dequant.VARIANTS[cfg.variant]:7s} {cfg}")
+print("CONFIG = {")
+for name, (_, cfg) in best.items():
+    print(f"    _T.{name}: KernelConfig({cfg.variant}, {cfg.block}, {cfg.chunks}),")
+print("}")
+print(f"sweep took {time.perf_counter() - t_start:.0f} s")

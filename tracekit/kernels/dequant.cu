@@ -5,12 +5,11 @@
 // exact in f32, so the only roundings are gguf's final add/subtract and the one
 // __floats2half2_rn (round to nearest even). No half arithmetic; compiled without fast-math.
 //
-// Layout: a thread block owns a tile of blockDim.x * CHUNKS_PER_THREAD 16-byte output chunks
-// (8 f16 each). It stages the tile's packed blocks into shared memory with aligned 16-byte
-// loads (any base alignment: ragged head and tail bytes go one at a time), then every thread
-// decodes 8 consecutive values per chunk and writes them with one 16-byte store; a warp stores
-// 512 contiguous bytes per instruction. Tiles are walked grid-stride over 64-bit indices, so a
-// clamped grid drops no work.
+// Layout: a thread block owns a tile of blockDim.x * CPT 16-byte output chunks (8 f16 each);
+// every thread decodes 8 consecutive values per chunk and writes them with one 16-byte store, a
+// warp 512 contiguous bytes per instruction. How the packed bytes reach the decoder (staged in
+// shared memory or loaded straight from global) and how they are decoded (byte-wise or
+// word-wise) is a per-type variant picked by dequant.py's CONFIG (see "Kernel variants").
 
 #include <cuda_fp16.h>
 
@@ -18,10 +17,6 @@ typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
-
-#ifndef CHUNKS_PER_THREAD  // = dequant.py CHUNKS_PER_THREAD (scripts/sweep_dequant.py overrides both)
-#define CHUNKS_PER_THREAD 2
-#endif
 
 // ---- BEGIN quant decoders (identical in dequant.cu and embed.cu; a CPU test compares) ----
 // Byte readers that accept any alignment and work on global and shared memory alike.
@@ -237,6 +232,192 @@ __device__ __forceinline__ uint4 pack8_f16(const float* v) {
     return r;
 }
 
+// ---- Word-wise decoders: Fast<T>::dec8 computes T::dec8's values with fewer instructions ----
+// Valid when the block lies a multiple of TS bytes past a 16-byte aligned base (the tensor when
+// raw % 16 == 0, or its staged copy, which keeps raw's alignment), so every field's alignment
+// is known: Q4_K/Q5_K blocks are 16-byte aligned, Q5_1 8, Q4_1 4, the others 2. Fields load as
+// whole words (one 8- or 16-byte load where aligned, ld_8's 2-3 words at a 2-byte aligned
+// address, no byte loads), codes are masked four to a word op, and a code byte becomes an f32
+// with one PRMT: bits 0x4B0000bb are 2^23 + bb, so one FADD gives the exact code - bias.
+// Where gguf multiplies then adds (d q + m, dsc q - dmn), one FFMA does both: the product is
+// exact in f32 (at most 17 + 5 significant bits), so FFMA's one rounding is gguf's rounding of
+// the add, for Inf and NaN scales too.
+__device__ __forceinline__ float f16_at(const u8* p) {  // p 2-byte aligned
+    return __half2float(__ushort_as_half(*reinterpret_cast<const u16*>(p)));
+}
+__device__ __forceinline__ float half_lo(u32 w) { return __half2float(__ushort_as_half((u16)w)); }
+__device__ __forceinline__ float half_hi(u32 w) {
+    return __half2float(__ushort_as_half((u16)(w >> 16)));
+}
+__device__ __forceinline__ uint2 ld8_al(const u8* p) {  // p 8-byte aligned
+    return *reinterpret_cast<const uint2*>(p);
+}
+__device__ __forceinline__ uint2 ld8_al4(const u8* p) {  // p 4-byte aligned
+    const u32* w = reinterpret_cast<const u32*>(p);
+    return make_uint2(w[0], w[1]);
+}
+
+// f[k] = (byte k of q) - bias, exact.
+__device__ __forceinline__ void codes8(uint2 q, float bias, float* f) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const u32 bits = __byte_perm(k < 4 ? q.x : q.y, 0x4B000000u, 0x7440u | (k & 3));
+        f[k] = __fsub_rn(__uint_as_float(bits), 8388608.0f + bias);
+    }
+}
+
+// Nibble sh / 4 (sh = 0 or 4) of every byte.
+__device__ __forceinline__ uint2 nib8(uint2 q, int sh) {
+    return make_uint2((q.x >> sh) & 0x0F0F0F0Fu, (q.y >> sh) & 0x0F0F0F0Fu);
+}
+
+// Bits 0..3 of h -> bit 4 of bytes 0..3: the multiply copies h to bit offsets 0, 7, 14, 21
+// (no carries: the copies do not overlap), so byte i's bit 0 is h's bit i.
+__device__ __forceinline__ u32 spread4(u32 h) {
+    return (((h & 15u) * 0x00204081u) & 0x01010101u) << 4;
+}
+
+// Q4_K/Q5_K (d * sc[j], dmin * m[j]) from the 16-byte header h (d | dmin | scales[12]), as
+// k_scale_min on whole words: sc[j] for j < 4 is byte j of s[0..3] & 63, for j >= 4 byte j - 4
+// of (s[8..11] & 15) | (s[0..3] >> 6 << 4); the mins likewise from s[4..7] and s[8..11] >> 4.
+__device__ __forceinline__ void k_scales_w(uint4 h, int j, float* dsc, float* dmn) {
+    const u32 sw = j < 4 ? (h.y & 0x3F3F3F3Fu)
+                         : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
+    const u32 mw = j < 4 ? (h.z & 0x3F3F3F3Fu)
+                         : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+    const int sh = 8 * (j & 3);
+    *dsc = __fmul_rn(half_lo(h.x), code_f((sw >> sh) & 0xFFu, 0.0f));
+    *dmn = __fmul_rn(half_hi(h.x), code_f((mw >> sh) & 0xFFu, 0.0f));
+}
+
+template <class T>
+struct Fast;
+
+template <>
+struct Fast<Q8_0> : Q8_0 {  // 2-byte aligned blocks
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = f16_at(b);
+        uint2 q = ld_8(b + 2 + 8 * c);
+        q.x ^= 0x80808080u;  // int8 -> int8 + 128
+        q.y ^= 0x80808080u;
+        float f[8];
+        codes8(q, 128.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(f[k], d);
+    }
+};
+
+template <>
+struct Fast<Q4_0> : Q4_0 {  // 2-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = f16_at(b);
+        float f[8];
+        codes8(nib8(ld_8(b + 2 + 8 * (c & 1)), (c >> 1) * 4), 8.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, f[k]);
+    }
+};
+
+template <>
+struct Fast<Q4_1> : Q4_1 {  // 4-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const u32 dm = *reinterpret_cast<const u32*>(b);
+        const float d = half_lo(dm), m = half_hi(dm);
+        float f[8];
+        codes8(nib8(ld8_al4(b + 4 + 8 * (c & 1)), (c >> 1) * 4), 0.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmaf_rn(d, f[k], m);
+    }
+};
+
+template <>
+struct Fast<Q5_0> : Q5_0 {  // 2-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = f16_at(b);
+        const u32 hbits = ld_4(b + 2) >> (8 * c);
+        uint2 q = nib8(ld_8(b + 6 + 8 * (c & 1)), (c >> 1) * 4);
+        q.x |= spread4(hbits);
+        q.y |= spread4(hbits >> 4);
+        float f[8];
+        codes8(q, 16.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, f[k]);
+    }
+};
+
+template <>
+struct Fast<Q5_1> : Q5_1 {  // 8-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const uint2 hd = ld8_al(b);  // d | m, qh
+        const float d = half_lo(hd.x), m = half_hi(hd.x);
+        const u32 hbits = hd.y >> (8 * c);
+        uint2 q = nib8(ld8_al(b + 8 + 8 * (c & 1)), (c >> 1) * 4);
+        q.x |= spread4(hbits);
+        q.y |= spread4(hbits >> 4);
+        float f[8];
+        codes8(q, 0.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmaf_rn(d, f[k], m);
+    }
+};
+
+template <>
+struct Fast<Q4_K> : Q4_K {  // 16-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int j = c >> 2;
+        float dsc, dmn;
+        k_scales_w(*reinterpret_cast<const uint4*>(b), j, &dsc, &dmn);
+        float f[8];
+        codes8(nib8(ld8_al(b + 16 + (j >> 1) * 32 + (c & 3) * 8), (j & 1) * 4), 0.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmaf_rn(dsc, f[k], -dmn);
+    }
+};
+
+template <>
+struct Fast<Q5_K> : Q5_K {  // 16-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int j = c >> 2, l0 = (c & 3) * 8;
+        float dsc, dmn;
+        k_scales_w(*reinterpret_cast<const uint4*>(b), j, &dsc, &dmn);
+        const uint2 h = ld8_al(b + 16 + l0);
+        uint2 q = nib8(ld8_al(b + 48 + (j >> 1) * 32 + l0), (j & 1) * 4);
+        q.x |= ((h.x >> j) & 0x01010101u) << 4;
+        q.y |= ((h.y >> j) & 0x01010101u) << 4;
+        float f[8];
+        codes8(q, 0.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmaf_rn(dsc, f[k], -dmn);
+    }
+};
+
+template <>
+struct Fast<Q6_K> : Q6_K {  // 2-byte aligned
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int e = 8 * c, h = e >> 7, r = e & 127;
+        const float dsc = __fmul_rn(f16_at(b + 208), (float)(signed char)b[192 + (c >> 1)]);
+        uint2 q = nib8(ld_8(b + 64 * h + (r & 63)), (r >> 6) * 4);
+        const uint2 qh = ld_8(b + 128 + 32 * h + (r & 31));
+        const int shh = (r >> 5) * 2;
+        q.x |= ((qh.x >> shh) & 0x03030303u) << 4;
+        q.y |= ((qh.y >> shh) & 0x03030303u) << 4;
+        float f[8];
+        codes8(q, 32.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dsc, f[k]);
+    }
+};
+
+// ---- Kernel variants, chosen per type by dequant.py's CONFIG --------------------------------
+// Output: 16-byte chunks of 8 f16; chunk g is value [8 (g % CPB), + 8) of block g / CPB. A
+// thread block owns a tile of blockDim.x * CPT chunks; thread t does chunks t, t + blockDim.x,
+// ... of it, so a warp stores 512 contiguous bytes per instruction. Tiles are walked
+// grid-stride over 64-bit indices, so a clamped grid drops no work.
+#define DQ_STAGE 0    // stage the tile's packed bytes in shared memory, byte-wise decoders
+#define DQ_STAGE_W 1  // the same, word-wise decoders (Fast<T>) when raw % 16 == 0
+#define DQ_DIRECT 2   // no shared memory: each thread loads its fields through L1; Fast<T>
+                      // when raw % 16 == 0, else the byte-wise decoders
+
 // Copy n bytes at src (any alignment) into shared memory so that smem[o + i] = src[i] with
 // o = src % 16: the 16-byte words in between move with one aligned load each; the ragged head
 // (threads 0..15) and tail (threads 32..47) bytes go one at a time. Returns o.
@@ -257,39 +438,89 @@ __device__ __forceinline__ int stage_bytes(const u8* __restrict__ src, int n, u8
     return o;
 }
 
-template <class T>
-__device__ __forceinline__ void dequant_tiles(const u8* __restrict__ raw, uint4* __restrict__ out,
-                                              i64 nblocks, int ts, int qk) {
-    if (ts != T::TS || qk != T::QK) __trap();  // the launcher passes the quant table's sizes
+// DQ_STAGE / DQ_STAGE_W: the tile's packed blocks are staged with aligned 16-byte loads, then
+// every thread decodes its chunks from shared memory (blocks keep raw's alignment there).
+template <class D, int CPT>
+__device__ __forceinline__ void staged(const u8* __restrict__ raw, uint4* __restrict__ out,
+                                       i64 nblocks) {
     extern __shared__ __align__(16) u8 smem[];
-    constexpr int CPB = T::QK / 8;  // 16-byte output chunks per block
-    const int tile_chunks = blockDim.x * CHUNKS_PER_THREAD;
+    constexpr int CPB = D::QK / 8;  // 16-byte output chunks per block
+    const int tile_chunks = blockDim.x * CPT;
     const int tile_blocks = tile_chunks / CPB;
     const i64 ntiles = (nblocks + tile_blocks - 1) / tile_blocks;
     for (i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         const i64 b0 = tile * tile_blocks;
         const int nb = (int)min((i64)tile_blocks, nblocks - b0);
         __syncthreads();  // the previous tile's decodes are done with smem
-        const int o = stage_bytes(raw + b0 * T::TS, nb * T::TS, smem);
+        const int o = stage_bytes(raw + b0 * D::TS, nb * D::TS, smem);
         __syncthreads();
         const u8* s = smem + o;
         uint4* dst = out + tile * tile_chunks;
 #pragma unroll
-        for (int k = 0; k < CHUNKS_PER_THREAD; ++k) {
+        for (int k = 0; k < CPT; ++k) {
             const int lc = k * blockDim.x + threadIdx.x;
             if (lc < nb * CPB) {
                 float v[8];
-                T::dec8(s + (lc / CPB) * T::TS, lc % CPB, v);
+                D::dec8(s + (lc / CPB) * D::TS, lc % CPB, v);
                 dst[lc] = pack8_f16(v);
             }
         }
     }
 }
 
+// DQ_DIRECT: no staging and no barrier; a warp's lanes read neighbouring fields of a few
+// blocks, so each 128-byte line comes from DRAM once and is then hit in L1. The CPT chunks'
+// loads are independent, so they are in flight together.
+template <class D, int CPT>
+__device__ __forceinline__ void direct(const u8* __restrict__ raw, uint4* __restrict__ out,
+                                       i64 nblocks) {
+    constexpr unsigned CPB = D::QK / 8;
+    const unsigned long long nchunks = (unsigned long long)nblocks * CPB;
+    const unsigned long long tile_chunks = (unsigned long long)blockDim.x * CPT;
+    for (unsigned long long g0 = blockIdx.x * tile_chunks + threadIdx.x; g0 < nchunks;
+         g0 += gridDim.x * tile_chunks) {
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+            const unsigned long long g = g0 + (unsigned long long)k * blockDim.x;
+            if (g < nchunks) {
+                float v[8];
+                D::dec8(raw + (g / CPB) * D::TS, (int)(g % CPB), v);
+                out[g] = pack8_f16(v);
+            }
+        }
+    }
+}
+
+template <class T, int V, int CPT>
+__device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __restrict__ out,
+                                        i64 nblocks, int ts, int qk) {
+    static_assert(V == DQ_STAGE || V == DQ_STAGE_W || V == DQ_DIRECT, "unknown variant");
+    static_assert(CPT >= 1 && CPT <= 64, "chunks per thread out of range");
+    if (ts != T::TS || qk != T::QK) __trap();  // the launcher passes the quant table's sizes
+    const bool fast = V != DQ_STAGE && (reinterpret_cast<unsigned long long>(raw) & 15) == 0;
+    if constexpr (V == DQ_DIRECT) {
+        if (fast)
+            direct<Fast<T>, CPT>(raw, out, nblocks);
+        else
+            direct<T, CPT>(raw, out, nblocks);
+    } else {
+        if (fast)
+            staged<Fast<T>, CPT>(raw, out, nblocks);
+        else
+            staged<T, CPT>(raw, out, nblocks);
+    }
+}
+
+// dequant.py passes -DDQ_V_<type>=<variant> -DDQ_C_<type>=<chunks per thread> from CONFIG.
+#if !defined(DQ_V_Q8_0) || !defined(DQ_V_Q4_0) || !defined(DQ_V_Q4_1) || !defined(DQ_V_Q5_0) || \
+    !defined(DQ_V_Q5_1) || !defined(DQ_V_Q4_K) || !defined(DQ_V_Q5_K) || !defined(DQ_V_Q6_K)
+#error "compile with -DDQ_V_<type>=<variant> -DDQ_C_<type>=<chunks> per quant type (dequant.py)"
+#endif
+
 #define DEQUANT_KERNEL(name, T)                                                                \
     extern "C" __global__ void name(const u8* __restrict__ raw, uint4* __restrict__ out,      \
                                     i64 nblocks, int ts, int qk) {                           \
-        dequant_tiles<T>(raw, out, nblocks, ts, qk);                                          \
+        dequant<T, DQ_V_##T, DQ_C_##T>(raw, out, nblocks, ts, qk);                            \
     }
 
 DEQUANT_KERNEL(dequant_q8_0_f16, Q8_0)

@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gguf import GGMLQuantizationType
@@ -43,13 +43,34 @@ from tracekit.kernels.cuda import is_device_array
 from tracekit.kernels.launch import MAX_GRID_X, Geometry, LaunchRecord, ceil_div, grid_1d
 from tracekit.quants import QuantType, quant_type
 
+_T = GGMLQuantizationType
+
 FAMILY = "dequant"
-#: Threads per block of every dequant kernel.
-BLOCK = 256
+#: Threads per block of the F32/F16/BF16 kernels, and of the quant kernels unless CONFIG says.
+BLOCK = 128
 #: f16 values per thread per chunk: 8 x 2 B = one 16-byte store.
 CHUNK_ELEMS = 8
-#: Chunks each thread decodes per tile (more packed bytes in flight per staged tile).
-CHUNKS_PER_THREAD = 2
+#: Chunks each thread decodes per tile unless CONFIG says (more packed bytes in flight).
+CHUNKS_PER_THREAD = 8
+
+
+class KernelConfig(NamedTuple):
+    """How ``dequant_<suffix>_f16`` runs for one quant type (``dequant.cu``'s variants)."""
+
+    variant: int  #: one of VARIANTS
+    block: int  #: threads per block
+    chunks: int  #: 16-byte output chunks per thread per tile
+
+
+#: dequant.cu's DQ_* variants: staged tile + byte-wise decoders; staged tile + word-wise decoders
+#: (when raw % 16 == 0); no shared memory, word-wise decoders straight from global memory.
+VARIANTS = {0: "stage", 1: "stage_w", 2: "direct"}
+#: The one table of per-type kernel configurations, read by geometry, shared memory size,
+#: compile options and launch; scripts/sweep_dequant.py measures the candidates on the H200.
+CONFIG: dict[GGMLQuantizationType, KernelConfig] = {
+    t: KernelConfig(1, BLOCK, CHUNKS_PER_THREAD)
+    for t in (_T.Q8_0, _T.Q4_0, _T.Q4_1, _T.Q5_0, _T.Q5_1, _T.Q4_K, _T.Q5_K, _T.Q6_K)
+}
 #: Flops per output element recorded in launch records (a multiply and an add/subtract).
 FLOPS_PER_ELEMENT = 2
 #: Elements the CPU reference decodes per step: large enough that the ~1.5 µs of Python per
@@ -57,8 +78,6 @@ FLOPS_PER_ELEMENT = 2
 CPU_CHUNK_ELEMS = 1 << 18
 #: Threads the CPU reference decodes chunks on (NumPy releases the GIL in its loops).
 CPU_THREADS = max(1, min(8, os.cpu_count() or 1))
-
-_T = GGMLQuantizationType
 
 
 # -- gates (shared with embed.py: both backends reject the same inputs) ------------------------
@@ -441,10 +460,32 @@ def ref_dequantize_f16(
 
 
 # -- GPU launcher ------------------------------------------------------------------------------
-def _kernel(name: str) -> Any:
+def config(qt: QuantType) -> KernelConfig:
+    """The kernel configuration of a quant type (float types: plain 8-per-thread, BLOCK)."""
+    return CONFIG.get(qt.qtype, KernelConfig(-1, BLOCK, 1))
+
+
+def compile_defines() -> tuple[str, ...]:
+    """``-DDQ_V_<type>=<variant> -DDQ_C_<type>=<chunks>`` for every type in CONFIG."""
+    out: list[str] = []
+    for t, c in CONFIG.items():
+        out += [f"-DDQ_V_{t.name}={c.variant}", f"-DDQ_C_{t.name}={c.chunks}"]
+    return tuple(out)
+
+
+@functools.cache
+def _module(defines: tuple[str, ...]) -> Any:
+    # compiled once per CONFIG (the sweep changes it; cuda.module caches one per family)
+    import cupy
+
     from tracekit.kernels import cuda
 
-    return cuda.kernel(FAMILY, name)
+    src = (cuda._HERE / f"{FAMILY}.cu").read_text()
+    return cupy.RawModule(code=src, options=(*cuda._OPTIONS, *defines))
+
+
+def _kernel(name: str) -> Any:
+    return _module(compile_defines()).get_function(name)
 
 
 def kernel_name(qt: QuantType) -> str:
@@ -454,20 +495,26 @@ def kernel_name(qt: QuantType) -> str:
 def geometry(qt: QuantType, n_elements: int, max_grid: int = MAX_GRID_X) -> Geometry:
     """The launch geometry of ``dequant_<suffix>_f16`` over ``n_elements`` outputs.
 
-    Quant types: one work item per thread of a tile, i.e. ``CHUNKS_PER_THREAD`` 8-value chunks;
-    F32/F16/BF16: one 8-value chunk per thread (the last one may be partial).
+    Quant types: one work item per thread of a tile, i.e. ``config(qt).chunks`` 8-value
+    chunks, ``config(qt).block`` threads per block; F32/F16/BF16: one 8-value chunk per thread
+    (the last one may be partial), BLOCK threads.
     """
     chunks = ceil_div(n_elements, CHUNK_ELEMS)
-    if qt.is_quantized:
-        return grid_1d(ceil_div(chunks, CHUNKS_PER_THREAD), BLOCK, max_grid)
-    return grid_1d(chunks, BLOCK, max_grid)
+    cfg = config(qt)
+    return grid_1d(ceil_div(chunks, cfg.chunks), cfg.block, max_grid)
 
 
 def tile_smem_bytes(qt: QuantType) -> int:
-    """Shared memory of one tile: its packed blocks, plus 16 B of alignment head and 16 B of
-    slack for the 4-byte-word reads past an unaligned 8-byte field."""
-    tile_blocks = BLOCK * CHUNKS_PER_THREAD * CHUNK_ELEMS // qt.block_size
+    """Shared memory of one staged tile: its packed blocks, plus 16 B of alignment head and
+    16 B of slack for the 4-byte-word reads past an unaligned 8-byte field."""
+    cfg = config(qt)
+    tile_blocks = cfg.block * cfg.chunks * CHUNK_ELEMS // qt.block_size
     return tile_blocks * qt.type_size + 32
+
+
+def launch_smem_bytes(qt: QuantType) -> int:
+    """Dynamic shared memory of a launch: a staged tile, or none for the direct variant."""
+    return 0 if VARIANTS[config(qt).variant] == "direct" else tile_smem_bytes(qt)
 
 
 def check_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "out") -> None:
@@ -538,7 +585,7 @@ def launch_dequantize_f16(
             np.int32(qt.type_size),
             np.int32(qt.block_size),
         )
-        _kernel(name)(geo.grid, geo.block, args, shared_mem=tile_smem_bytes(qt))
+        _kernel(name)(geo.grid, geo.block, args, shared_mem=launch_smem_bytes(qt))
     else:
         vec = np.int32(raw_d.data.ptr % 16 == 0)  # 16-byte loads only from aligned bytes
         _kernel(name)(geo.grid, geo.block, (raw_d, out, np.int64(n), vec))
