@@ -35,6 +35,7 @@ base_options = cuda._OPTIONS
 for unroll, hints in itertools.product((1, 2, 4), (0, 1)):
     cuda._OPTIONS = (*base_options, f"-DUNROLL={unroll}", f"-DSTREAM_HINTS={hints}")
     cuda.module.cache_clear()
+    cuda.kernel.cache_clear()
     elementwise.STREAM_UNROLL = unroll
     for bps in (8, 16, 32, 64, 100000):
         elementwise.BLOCKS_PER_SM = bps
