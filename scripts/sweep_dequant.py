@@ -13,6 +13,7 @@ Each (variant, chunks) pair is one NVRTC build (~5 s); block sizes reuse it.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 
@@ -27,8 +28,10 @@ ROW = 4096
 PACKED = 256 * 2**20
 CHECK_BLOCKS = 4099  # per type: not a multiple of any tile, so the last tile is partial
 SMEM_LIMIT = 48 * 1024  # dynamic shared memory without an opt-in attribute
-BLOCKS = (128, 256)
-CHUNKS = (4, 8, 16)
+# Override from the environment for a narrower sweep: SWEEP_BLOCKS=128,256 SWEEP_CHUNKS=2,4
+BLOCKS = tuple(int(b) for b in os.environ.get("SWEEP_BLOCKS", "128,256").split(","))
+CHUNKS = tuple(int(c) for c in os.environ.get("SWEEP_CHUNKS", "4,8,16").split(","))
+VARIANT_IDS = tuple(int(v) for v in os.environ.get("SWEEP_VARIANTS", "0,1,2").split(","))
 rng = np.random.default_rng(0)
 t_start = time.perf_counter()
 
@@ -95,7 +98,7 @@ def check_exact(tag: str) -> set[str]:
 
 base = dict(dequant.CONFIG)
 best: dict[str, tuple[float, dequant.KernelConfig]] = {}
-for variant, chunks in itertools.product(dequant.VARIANTS, CHUNKS):
+for variant, chunks in itertools.product(VARIANT_IDS, CHUNKS):
     vname = dequant.VARIANTS[variant]
     set_config(variant, 128, chunks)
     try:

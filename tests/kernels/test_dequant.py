@@ -348,18 +348,21 @@ def test_gate_unknown_type() -> None:
 # -- GPU-side helpers that need no GPU ---------------------------------------------------------
 @pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)
 def test_geometry_covers_every_chunk(qt: QuantType) -> None:
+    cfg = dequant.config(qt)  # the per-type table the launcher reads
     for n in (qt.block_size, 7 * qt.block_size, 65537 * qt.block_size):
         geo = dequant.geometry(qt, n)
         chunks = math.ceil(n / dequant.CHUNK_ELEMS)
-        per = dequant.CHUNKS_PER_THREAD if qt.is_quantized else 1
+        per = cfg.chunks if qt.is_quantized else 1
         assert geo.work_items * per >= chunks and geo.threads_launched >= geo.work_items
-        assert geo.block == (dequant.BLOCK, 1, 1)
+        assert geo.block == (cfg.block, 1, 1)
     clamped = dequant.geometry(qt, 1 << 40, max_grid=5)
     assert clamped.grid == (5, 1, 1) and clamped.strided
-    if qt.is_quantized:  # a tile's blocks fit the shared memory the launcher asks for
-        tile_elems = dequant.BLOCK * dequant.CHUNKS_PER_THREAD * dequant.CHUNK_ELEMS
+    if qt.is_quantized:  # a staged tile's blocks fit the shared memory the launcher asks for
+        tile_elems = cfg.block * cfg.chunks * dequant.CHUNK_ELEMS
         assert tile_elems % qt.block_size == 0
         assert dequant.tile_smem_bytes(qt) >= tile_elems // qt.block_size * qt.type_size + 16
+        direct = dequant.VARIANTS[cfg.variant] == "direct"
+        assert dequant.launch_smem_bytes(qt) == (0 if direct else dequant.tile_smem_bytes(qt))
 
 
 def test_cu_sizes_match_the_quant_table() -> None:
