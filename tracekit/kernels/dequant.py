@@ -68,16 +68,16 @@ VARIANTS = {0: "stage", 1: "stage_w", 2: "direct"}
 #: The one table of per-type kernel configurations, read by geometry, shared memory size,
 #: compile options and launch. Chosen by scripts/sweep_dequant.py on the H200 (2026-11-30,
 #: % of copy bandwidth, 256 MB packed): the direct variant won for every type (staged tiles
-#: peaked at 58-94%, their __syncthreads phases starving the loads); 4 chunks per thread.
+#: peaked at 58-94%, their __syncthreads phases starving the loads).
 CONFIG: dict[GGMLQuantizationType, KernelConfig] = {
     _T.Q8_0: KernelConfig(2, 256, 4),  # 93.3%
     _T.Q4_0: KernelConfig(2, 256, 4),  # 93.3%
     _T.Q4_1: KernelConfig(2, 256, 4),  # 93.9%
-    _T.Q5_0: KernelConfig(2, 256, 4),  # 90.0%
+    _T.Q5_0: KernelConfig(2, 128, 2),  # 92.5%
     _T.Q5_1: KernelConfig(2, 128, 4),  # 93.5%
     _T.Q4_K: KernelConfig(2, 128, 4),  # 92.7%
     _T.Q5_K: KernelConfig(2, 128, 4),  # 92.3%
-    _T.Q6_K: KernelConfig(2, 256, 4),  # 87.1%
+    _T.Q6_K: KernelConfig(2, 128, 1),  # 92.4% (4 chunks per thread: 87.1%)
 }
 #: Flops per output element recorded in launch records (a multiply and an add/subtract).
 FLOPS_PER_ELEMENT = 2
