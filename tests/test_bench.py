@@ -48,7 +48,7 @@ def test_bench_numpy_quick_json(result):
 def test_bench_numpy_reports_every_dequant_type_vs_gguf(result):
     rows = {r["kernel"]: r for r in result["rows"]}
     for qt in QUANTIZED_TYPES:
-        r = rows[f"ref_dequantize_f16[{qt.name}]"]
+        r = rows[f"ref_dequantize_f32[{qt.name}]"]
         assert r["target"] == ">= 3x gguf.quants.dequantize"
         assert r["ratio"] > 0 and r["met"] == (r["ratio"] >= 3.0)
         # bytes from the launch record: packed bytes read + f16 written
@@ -61,9 +61,9 @@ def test_bench_only_filters(tmp_path, capsys):
     out = tmp_path / "b.json"
     bench_main(["--backend", "numpy", "--quick", "--only", "Q8_0", "--json", str(out)])
     kernels = [r["kernel"] for r in json.loads(out.read_text())["rows"]]
-    assert kernels == ["copy (np.copyto)", "ref_dequantize_f16[Q8_0]"]
+    assert kernels == ["copy (np.copyto)", "ref_dequantize_f32[Q8_0]"]
     printed = capsys.readouterr().out
-    assert "ref_dequantize_f16[Q8_0]" in printed and "% copy" in printed
+    assert "ref_dequantize_f32[Q8_0]" in printed and "% copy" in printed
 
 
 def test_format_table_marks_unmet_targets():
