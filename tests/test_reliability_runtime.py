@@ -164,11 +164,6 @@ def test_bad_token_ids_as_a_separate_argument(
     _fails_before_kernels(["--tokens", "-7"], capsys, spy, tmp_path / "t.json", "token id -7")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py: argparse reads `--tokens -1,2` as an option, not a value: a usage screen "
-    "and 'argument --tokens: expected one argument' instead of the id's error",
-)
 def test_negative_id_list_as_a_separate_argument(
     spy: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

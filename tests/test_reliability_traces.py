@@ -1,8 +1,8 @@
 """The trace loader and the dashboard against mutated trace files (issue 6).
 
 A deterministic slice of ``scripts/fuzz_traces.py`` (mutants 0..199 of seed 0, every category;
-the full campaign is the script), and one minimal reproduction per defect the campaign found,
-each marked ``xfail(strict=True)`` with its reason until the file that owns it is fixed.
+the full campaign is the script), and one minimal reproduction per defect the campaign found
+(all four fixed in trace.py and the schema; the reproductions stay as regression tests).
 """
 
 from __future__ import annotations
@@ -94,7 +94,6 @@ def test_fuzz_slice_only_known_defects(slice_results: list[dict[str, Any]]) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the known defects below (see KNOWN)")
 def test_fuzz_slice_has_no_failures(slice_results: list[dict[str, Any]]) -> None:
     failures = [r for r in slice_results if r["verdict"] not in fz.OK]
     assert failures == [], sorted({_known(r) or "unknown" for r in failures})
@@ -120,11 +119,6 @@ def _write(tmp_path: Path, trace: Any, text: str | None = None) -> Path:
     return p
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace.py: load_trace does not decode heatmap codes, so codes that are not "
-    "rows*cols bytes of base64 load, then the dashboard fails on them",
-)
 def test_heatmap_codes_of_the_wrong_length_are_refused_on_load(tmp_path: Path) -> None:
     t = _golden()
     t["steps"][0]["nodes"][5]["stats"]["heatmap"]["codes"] = "AAAA"  # 3 bytes, not rows*cols
@@ -132,12 +126,6 @@ def test_heatmap_codes_of_the_wrong_length_are_refused_on_load(tmp_path: Path) -
         load_trace(_write(tmp_path, t))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="viz/app.py + trace.py: create_app raises ValueError ('heatmap codes hold 3 bytes, "
-    "expected rows*cols = ...') or binascii.Error on a trace whose heatmap codes are bad: the "
-    "dashboard does not start instead of naming the file and the problem",
-)
 def test_dashboard_survives_bad_heatmap_codes(tmp_path: Path) -> None:
     from tracekit.viz.app import create_app
 
@@ -150,12 +138,6 @@ def test_dashboard_survives_bad_heatmap_codes(tmp_path: Path) -> None:
     assert app.server.test_client().get("/_dash-layout").status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace.py: load_trace catches RecursionError around json.loads only; 990 nested "
-    "arrays parse, then the schema validation (or the error message's json.dumps) recurses "
-    "past the limit and RecursionError escapes",
-)
 def test_deep_nesting_is_a_trace_error(tmp_path: Path) -> None:
     # In a fresh interpreter (a shallow stack, as `tracekit viz` has): under pytest's deeper
     # stack json.loads itself gives up first, which load_trace does catch.
@@ -174,11 +156,6 @@ def test_deep_nesting_is_a_trace_error(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout.startswith("TraceError"), r.stderr[-300:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="viz/app.py (or the schema): a trace with no nodes loads, then create_app raises "
-    "ValueError: max() arg is an empty sequence",
-)
 def test_a_trace_without_nodes_does_not_crash_the_dashboard(tmp_path: Path) -> None:
     from tracekit.viz.app import create_app
 
@@ -190,11 +167,6 @@ def test_a_trace_without_nodes_does_not_crash_the_dashboard(tmp_path: Path) -> N
     assert app.server.test_client().get("/_dash-layout").status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace.py: load_trace refuses the NaN/Infinity literals but json.loads turns a "
-    "number that overflows float (1e400) into inf, which loads: a non-finite value in a trace",
-)
 def test_an_overflowing_number_is_refused(tmp_path: Path) -> None:
     t = _golden()
     t["steps"][1]["wall_s"] = "PLACEHOLDER"

@@ -314,9 +314,29 @@ def _delegate(command: str, rest: list[str]) -> int:
     return _run(go, argparse.Namespace())
 
 
+def _join_token_lists(argv: list[str]) -> list[str]:
+    """``--tokens -1,2`` -> ``--tokens=-1,2``: argparse takes a value that starts with '-' and is
+    not a plain negative number for an option, and would print a usage screen instead of the
+    id's own error."""
+    out: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a == "--tokens":
+            nxt = next(it, None)
+            if nxt is None:
+                out.append(a)
+            elif nxt.startswith("-") and not nxt.startswith("--"):
+                out.append(f"--tokens={nxt}")
+            else:
+                out += [a, nxt]
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``tracekit COMMAND ...``; returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _join_token_lists(list(sys.argv[1:] if argv is None else argv))
     if argv and argv[0] in ("bench", "viz"):
         return _delegate(argv[0], argv[1:])
     try:
@@ -333,7 +353,7 @@ def record_trace_main(argv: Sequence[str] | None = None) -> int:
     )
     _add_record_args(p)
     try:
-        args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = p.parse_args(_join_token_lists(list(sys.argv[1:] if argv is None else argv)))
     except SystemExit as e:
         return int(e.code or 0)
     return _run(_record, args)

@@ -140,6 +140,38 @@ class _CheckedReader(gguf.GGUFReader):
     every tensor whose data runs past the file end (or whose type id is unknown) is listed.
     """
 
+    def _get(self, offset: int, dtype: Any, count: int = 1, override_order: Any = None) -> Any:
+        # The stock reader hands back an empty view past the end of the file and carries on, so
+        # a fuzzed array count of 2^61 loops (nearly) forever: every read must fit the file.
+        itemsize = np.dtype(dtype).itemsize
+        end = int(offset) + itemsize * int(count)
+        if int(offset) < 0 or end > int(self.data.shape[0]):
+            raise ValueError(
+                f"a {np.dtype(dtype).name} x {int(count)} read at byte {int(offset)} runs past "
+                f"the file end ({int(self.data.shape[0])} bytes)"
+            )
+        return super()._get(offset, dtype, count, override_order)
+
+    def _get_field_parts(self, orig_offs: int, raw_type: int) -> Any:
+        if raw_type == gguf.GGUFValueType.ARRAY:
+            # Bound the item count by the bytes left before looping over it: each item takes at
+            # least its scalar size (8 bytes of length for a string).
+            itype = int(self._get(orig_offs, np.uint32)[0])
+            count = int(self._get(orig_offs + 4, np.uint64)[0])
+            try:
+                vtype = gguf.GGUFValueType(itype)
+            except ValueError:
+                raise ValueError(f"array of unknown value type {itype}") from None
+            np_t = self.gguf_scalar_to_np.get(vtype)
+            least = np.dtype(np_t).itemsize if np_t is not None else 8
+            left = int(self.data.shape[0]) - (orig_offs + 12)
+            if count * least > left:
+                raise ValueError(
+                    f"an array of {count} {vtype.name} items needs at least {count * least} "
+                    f"bytes, but only {left} are left in the file"
+                )
+        return super()._get_field_parts(orig_offs, raw_type)
+
     def _build_tensors(self, start_offs: int, fields: list[gguf.ReaderField]) -> None:
         problems = []
         size = int(self.data.shape[0])

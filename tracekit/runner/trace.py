@@ -7,6 +7,8 @@ one record per topology node, in order). Errors name the file, the JSON path and
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
 import math
@@ -470,7 +472,21 @@ def _check_references(trace: dict[str, Any], source: str) -> None:
                     _check_hist(st["hist"], f"{where}.nodes[{i}].stats.hist", source)
                 if st["heatmap"] is not None:
                     st["heatmap"].setdefault("source_shape", r["shape"])
+                    _check_heatmap(st["heatmap"], f"{where}.nodes[{i}].stats.heatmap", source)
         _check_hist(step["logits"]["hist"], f"{where}.logits.hist", source)
+
+
+def _check_heatmap(h: dict[str, Any], where: str, source: str) -> None:
+    """The codes are base64 of exactly rows * cols bytes (what every reader decodes)."""
+    try:
+        n = len(base64.b64decode(h["codes"], validate=True))
+    except (binascii.Error, ValueError):
+        raise TraceError(f"{source}: invalid trace at {where}.codes: not base64") from None
+    if n != h["rows"] * h["cols"]:
+        raise TraceError(
+            f"{source}: invalid trace at {where}.codes: {n} bytes, expected rows * cols = "
+            f"{h['rows']} * {h['cols']} = {h['rows'] * h['cols']}"
+        )
 
 
 def _check_hist(h: dict[str, Any], where: str, source: str) -> None:
@@ -510,7 +526,7 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text (byte {e.start}): not a trace file") from None
     try:
-        trace = json.loads(text, parse_constant=_reject_constant)
+        trace = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         # Both mean the text ended early: an open string runs to the end of the text.
         ended = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
@@ -522,7 +538,17 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise TraceError(f"{path}: JSON nested too deeply to be a trace") from None
     except ValueError as e:  # a NaN/Infinity literal
         raise TraceError(f"{path}: {e}") from None
-    return validate_trace(trace, source=str(path))
+    try:
+        return validate_trace(trace, source=str(path))
+    except RecursionError:  # nesting json.loads accepted but the validator's recursion did not
+        raise TraceError(f"{path}: JSON nested too deeply to be a trace") from None
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses to inf: as non-finite as an Infinity literal
+        raise ValueError(f"holds the number {text}, which overflows a float (a trace has none)")
+    return value
 
 
 def _reject_constant(name: str) -> Any:
