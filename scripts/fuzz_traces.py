@@ -785,6 +785,10 @@ def report(
         "dashboard_checked_rejected": sum(1 for r in dash if "message" in r),
         "dashboard_checked_accepted": sum(1 for r in dash if "message" not in r),
         "slowest_load_s": slowest.get("load_s"),
+        "slowest_loads": [
+            {k: r.get(k) for k in ("index", "category", "what", "bytes", "load_s", "verdict")}
+            for r in sorted(results, key=lambda r: -r.get("load_s", 0.0))[:5]
+        ],
         "failures": [r for r in results if r["verdict"] not in OK],
         "message_samples": _samples(results),
     }

@@ -53,6 +53,18 @@ KNOWN: dict[str, Callable[[dict[str, Any]], bool]] = {
         r["verdict"] == "dashboard-error" and "max() arg is an empty sequence" in _detail(r)
     ),
     "an overflowing number (1e400) loads as inf": lambda r: r["verdict"] == "non-finite-accepted",
+    "an integer past float range crashes the dashboard": lambda r: (
+        r["verdict"] == "dashboard-error" and "int too large to convert to float" in _detail(r)
+    ),
+    "node attrs that are not an object crash the node detail": lambda r: (
+        r["verdict"] == "dashboard-error" and "has no attribute 'items'" in _detail(r)
+    ),
+    "an integral float layer (2.0) crashes the graph layout": lambda r: (
+        r["verdict"] == "dashboard-error" and "KeyError: 'blk." in _detail(r)
+    ),
+    "a histogram bound past float range escapes load_trace": lambda r: (
+        r["verdict"] == "wrong-exception" and "Cannot cast ufunc" in _detail(r)
+    ),
 }
 
 
@@ -173,3 +185,60 @@ def test_an_overflowing_number_is_refused(tmp_path: Path) -> None:
     text = json.dumps(t).replace('"PLACEHOLDER"', "1e400")
     with pytest.raises(TraceError):
         load_trace(_write(tmp_path, t, text))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="viz/data.py measure_values (or the schema): an integer time past float range "
+    "(10**400 is valid JSON and a valid schema 'number') loads, then create_app raises "
+    "OverflowError: int too large to convert to float",
+)
+def test_an_integer_past_float_range_does_not_crash_the_dashboard(tmp_path: Path) -> None:
+    from tracekit.viz.app import create_app
+
+    t = _golden()
+    t["steps"][0]["nodes"][0]["time_s"] = 10**400
+    app = create_app([_write(tmp_path, t)])
+    assert app.server.test_client().get("/_dash-layout").status_code == 200
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="viz/app.py _detail: node attrs that are not an object (the schema allows it) "
+    "raise AttributeError: 'list' object has no attribute 'items'",
+)
+def test_node_attrs_that_are_not_an_object(tmp_path: Path) -> None:
+    from tracekit.viz.app import create_app
+
+    t = _golden()
+    for n in t["nodes"]:
+        n["attrs"] = [1.5]
+    app = create_app([_write(tmp_path, t)])
+    assert app.server.test_client().get("/_dash-layout").status_code == 200
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="viz/data.py grid_layout: a layer written as 2.0 (a JSON Schema integer) makes the "
+    "row key 'blk.2.0' and create_app raises KeyError",
+)
+def test_a_layer_written_as_an_integral_float(tmp_path: Path) -> None:
+    from tracekit.viz.app import create_app
+
+    t = _golden()
+    i = next(n["id"] for n in t["nodes"] if n["layer"] == 2)
+    t["nodes"][i]["layer"] = 2.0
+    app = create_app([_write(tmp_path, t)])
+    assert app.server.test_client().get("/_dash-layout").status_code == 200
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="trace.py _expand_hist: a histogram 'hi' past float range (10**30 parses as an int) "
+    "makes np.linspace raise UFuncTypeError out of load_trace instead of a TraceError",
+)
+def test_a_histogram_bound_past_float_range_is_a_trace_error(tmp_path: Path) -> None:
+    t = _golden()
+    t["steps"][1]["logits"]["hist"]["hi"] = 10**30
+    with pytest.raises(TraceError):
+        load_trace(_write(tmp_path, t))
