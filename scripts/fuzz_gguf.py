@@ -563,6 +563,8 @@ class Mutator:
         else:  # same element count (so the data extent still fits), rows not block-aligned
             dims = [d0 // 2 + (block // 2 or 1), d1]
             dims[1] = max(1, d0 * d1 // dims[0])
+        if dims == [d0, d1]:  # a square tensor swapped, or d0 // 2 + block // 2 == d0
+            mode, dims = "minus1", [d0 - 1, d1]
         patches = [(s.offset, _pack("<Q", v)) for s, v in zip(t.dims_sites, dims, strict=False)]
         return (
             mode,
@@ -1042,6 +1044,7 @@ def run_campaign(
     progress: Callable[[int, int, dict[str, int]], None] | None = None,
     ids: Iterable[int] | None = None,
     mutants: Sequence[Mutant] | None = None,
+    retry_factor: float = 4.0,
 ) -> dict[str, Any]:
     """Run mutants start..start+count-1 (or `ids`) of `seed`, or the given `mutants`, in worker
     processes; return the summary and every result."""
@@ -1059,7 +1062,9 @@ def run_campaign(
             todo = [
                 mutator.mutant(i) for i in (ids if ids is not None else range(start, start + count))
             ]
-        args = argparse.Namespace(timeout=timeout, mem_limit_gb=mem_limit_gb)
+        args = argparse.Namespace(
+            timeout=timeout, mem_limit_gb=mem_limit_gb, retry_factor=retry_factor
+        )
         results = _dispatch(
             todo, base_paths, work, args, max(1, jobs), subprocess_every, recycle, progress
         )
@@ -1106,18 +1111,24 @@ def _dispatch(
     counts: collections.Counter[str] = collections.Counter()
     workers = [Worker(i, bases, work, args) for i in range(min(jobs, len(todo)) or 1)]
     sel = selectors.DefaultSelector()
-    # A hang is run once more with 4x the time before it counts: a loaded machine is not a hang.
+    # A hang is run once more with retry_factor x the time before it counts (0: no second run):
+    # a loaded machine is not a hang.
     retried: dict[int, dict[str, Any]] = {}
 
     def feed(w: Worker) -> None:
         if queue:
             m = queue.popleft()
             check = bool(subprocess_every) and m.id % subprocess_every == 0
-            w.send(m, check, args.timeout * (4 if m.id in retried else 1))
+            w.send(m, check, args.timeout * (args.retry_factor if m.id in retried else 1))
         else:
             w.current = None
 
     def finish(w: Worker, res: dict[str, Any]) -> None:
+        m = w.current
+        if m is not None and m.id == res["id"]:  # enough to rebuild the file without --only
+            res["desc"] = m.desc
+            if res["outcome"] in FAILURES or res["outcome"] == "error-untyped":
+                res["mutant"] = m.to_json()
         if res["id"] in retried:
             res["first_attempt"] = retried[res["id"]]
         results.append(res)
@@ -1136,7 +1147,7 @@ def _dispatch(
         outcome = "hang" if why == "timeout" or "Timeout (" in text else "crash"
         if "MemoryError" in text:
             tail.insert(0, f"MemoryError under RLIMIT_AS = {args.mem_limit_gb} GiB")
-        if outcome == "hang" and m.id not in retried:
+        if outcome == "hang" and m.id not in retried and args.retry_factor > 0:
             retried[m.id] = {"outcome": "hang", "load_avg": os.getloadavg(), "log_tail": tail}
             queue.appendleft(m)
             w.current = None
@@ -1263,6 +1274,51 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+#: What each operator family does, for the RELIABILITY.md table.
+FAMILIES = {
+    "truncate": "truncated inside the header, metadata, tensor infos, padding or data "
+    "(random offsets and field boundaries)",
+    "flip": "1-3 flipped bits in a count, length, type, dimension, data offset, magic or version",
+    "set_int": "a count, length, type, dimension or offset set to an edge value "
+    "(0, 1, 2^31, 2^32-1, 2^63, 2^64-1, old±1, old×2, file size)",
+    "tensor_type": "a tensor's type id unknown (not a GGMLQuantizationType) or another known "
+    "type (bytes no longer match)",
+    "tensor_offset": "a tensor's data offset past the file end, at its tail, unaligned, "
+    "2^62..2^64-1, or overlapping another tensor",
+    "dims_overflow": "dimensions whose product overflows 64 bits (2^32..2^64-1)",
+    "row_block": "row length not a multiple of the quant block (d0-1, d0+block/2, dims "
+    "swapped, same element count with odd rows)",
+    "kv_value": "a scalar metadata value (layers, heads, context, eps, rope base, token ids, "
+    "alignment...) set to 0, -1, 2^32-1, NaN, ±Inf, 1e38...",
+    "kv_type": "a metadata value's type id changed to another valid type or an unknown one",
+    "string": "a key or string value: architecture name swapped (llama/qwen2/gemma3/...), "
+    "invalid UTF-8, a NUL or a random byte",
+    "havoc": "1-8 random bytes anywhere in the header, metadata or tensor infos",
+    "data": "random bytes, f16 NaNs or f32 Infs written into a tensor's data",
+    "stacked": "2-3 of the mutations above in one file",
+}
+
+
+def format_markdown(summary: dict[str, Any]) -> str:
+    """The campaign as a Markdown table: what was tried, how many, what happened."""
+    head = (
+        "| what was tried | mutants | clean error (exit 2, one line) | of those, from an "
+        "unexpected exception type | benign (exit 0, valid output) | traceback | crash | hang "
+        "| other bad exit/output |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    rows = list(summary["by_family"].items()) + [("all", summary["outcomes"])]
+    for fam, c in rows:
+        what = f"`{fam}`: {FAMILIES.get(fam, '')}" if fam != "all" else "**all**"
+        n = sum(c.values())
+        clean = c.get("error", 0) + c.get("error-untyped", 0)
+        other = c.get("bad-error", 0) + c.get("bad-output", 0)
+        cells = [n, clean, c.get("error-untyped", 0), c.get("success", 0)]
+        cells += [c.get("traceback", 0), c.get("crash", 0), c.get("hang", 0), other]
+        lines.append(f"| {what} | " + " | ".join(str(x) for x in cells) + " |")
+    return "\n".join(lines)
+
+
 def format_table(summary: dict[str, Any], key: str = "by_family") -> str:
     cols = OUTCOMES
     rows = summary[key]
@@ -1296,6 +1352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", type=int, help="run one mutant and print its result")
     ap.add_argument("--keep", type=Path, help="with --only: also write the mutant file here")
     ap.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--markdown", type=Path, help="print the Markdown table of a saved --json")
     # worker mode (internal)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -1303,6 +1360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         worker_main(args)
+        return 0
+    if args.markdown is not None:
+        print(format_markdown(json.loads(args.markdown.read_text())["summary"]))
         return 0
     bases = [b for b in args.bases.split(",") if b]
     if args.only is not None:

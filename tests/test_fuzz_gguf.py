@@ -124,38 +124,49 @@ def test_harness_catches_hang_crash_traceback(
 @pytest.mark.slow
 def test_fuzz_slice(tmp_path: Path) -> None:
     pytest.importorskip("tracekit.cli")
-    # 20 s per command: a benign record-trace of these bases takes well under 2 s.
-    out = fz.run_campaign(CI_COUNT, seed=0, jobs=2, bases=CI_BASES, timeout=20.0, work=tmp_path)
+    # 10 s per command (a hang is retried once with 2x): a benign record-trace of these bases
+    # takes well under 2 s.
+    out = fz.run_campaign(
+        CI_COUNT, seed=0, jobs=2, bases=CI_BASES, timeout=10.0, work=tmp_path, retry_factor=2.0
+    )
     summary = out["summary"]
     assert summary["mutants"] == CI_COUNT
     bad = [r for r in out["results"] if r["outcome"] in fz.FAILURES]
     report = "\n".join(f"{r['id']} {r['op']}: {fz._signature(r)}" for r in bad[:10])
     assert not bad, f"{len(bad)} of {CI_COUNT} mutants failed:\n{report}"
-    # Both verdicts occur: the slice really exercises rejection and benign mutations.
-    assert summary["outcomes"].get("error", 0) > CI_COUNT // 3
-    assert summary["outcomes"].get("success", 0) > 0
+    # Both verdicts occur: the slice exercises rejection and benign mutations alike.
+    assert summary["outcomes"].get("error", 0) > CI_COUNT // 2
+    assert summary["outcomes"].get("success", 0) >= 5
+    assert len(summary["by_family"]) == len(fz.FAMILIES)
 
 
-def _count_site(lay: object, label: str) -> object:
-    return next(s for s in lay.sites["array_len"] if s.label == label)  # type: ignore[attr-defined]
+# -- the defect the full campaign found (fixed in fe7ede0), as minimal files --------------------
+REGRESSIONS = [
+    # seed 0, mutants 219 and 1773: a numeric array's count far beyond the file. gguf-py's
+    # reader got an empty view past the end and looped 2^63 times.
+    ("tokenizer.ggml.scores item count", "<Q", 2**63 - 1),
+    ("tokenizer.ggml.token_type item count", "<Q", 2**32 - 1),
+    # seed 0, mutant 2949: a string value retyped as an array reads its bytes as a count.
+    ("general.architecture value type", "<I", int(gguf.GGUFValueType.ARRAY)),
+    # seed 0, mutant 3896: an array of strings retyped as an array of arrays.
+    ("tokenizer.ggml.tokens item type", "<I", int(gguf.GGUFValueType.ARRAY)),
+    # String items read a length first, so this one always stopped at the file end.
+    ("tokenizer.ggml.tokens item count", "<Q", 2**64 - 1),
+]
 
 
-@pytest.mark.parametrize(
-    ("label", "count"),
-    [
-        ("tokenizer.ggml.token_type item count", 2**32 + 1),  # INT32 items
-        ("tokenizer.ggml.scores item count", 2**61),  # FLOAT32 items
-        ("tokenizer.ggml.tokens item count", 2**64 - 1),  # STRING items
-    ],
-)
-def test_huge_array_count(tmp_path: Path, bases: dict[str, Path], label: str, count: int) -> None:
-    # Found by the campaign (seed 0, mutants 186 and 219): an array item count far beyond the
-    # file's bytes must be a clean error, not billions of reader iterations.
+def test_counts_beyond_the_file_are_refused(tmp_path: Path, bases: dict[str, Path]) -> None:
     pytest.importorskip("tracekit.cli")
-    site = _count_site(fz.read_layout(bases["tiny"]), label)
-    m = fz.Mutant(
-        0, "tiny", "set_int:count", label, [(site.offset, struct.pack("<Q", count).hex())]
+    lay = fz.read_layout(bases["tiny"])
+    sites = {s.label: s for kind in lay.sites.values() for s in kind}
+    mutants = [
+        fz.Mutant(i, "tiny", "regression", label, [(sites[label].offset, struct.pack(f, v).hex())])
+        for i, (label, f, v) in enumerate(REGRESSIONS)
+    ]
+    out = fz.run_campaign(
+        0, 0, 2, ("tiny",), timeout=5.0, work=tmp_path, mutants=mutants, retry_factor=0
     )
-    out = fz.run_campaign(1, 0, 1, ("tiny",), timeout=10.0, work=tmp_path, mutants=[m])
-    (res,) = out["results"]
-    assert res["outcome"] == "error", fz._signature(res)
+    for res in out["results"]:
+        label = REGRESSIONS[res["id"]][0]
+        assert res["outcome"] == "error", f"{label}: {fz._signature(res)}"
+        assert "not a readable GGUF file" in res["runs"]["info"]["stderr"][0], label
