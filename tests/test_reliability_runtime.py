@@ -338,12 +338,6 @@ def test_kill_and_interrupt_slice(tmp_path: Path) -> None:
 
 
 # -- Ctrl-C before the command's own handler: reproductions of the kill_test findings --------
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py: main() and record_trace_main() build and run the argparse parser outside "
-    "_run's try, so a Ctrl-C there (kill_test: SIGINTs 0.11 s into a run) prints a "
-    "KeyboardInterrupt traceback instead of 'error: interrupted' and exit 130",
-)
 @pytest.mark.parametrize("entry", ["main", "record_trace_main"])
 def test_ctrl_c_while_parsing_arguments(
     entry: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -365,12 +359,6 @@ def test_ctrl_c_while_parsing_arguments(
     assert capsys.readouterr().err.strip() == "error: interrupted"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tracekit/__main__.py imports tracekit.cli outside any handler: a Ctrl-C during that "
-    "import (kill_test: a SIGINT 0.05 s into `python -m tracekit record-trace`) prints a "
-    "KeyboardInterrupt traceback",
-)
 def test_ctrl_c_while_python_m_tracekit_imports_the_cli() -> None:
     import subprocess
 

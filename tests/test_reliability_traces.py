@@ -40,7 +40,8 @@ def _detail(r: dict[str, Any]) -> str:
     return f"{r.get('detail', '')} {r.get('message', '')}"
 
 
-#: Defects found by the campaign, by signature (each has a strict-xfail reproduction below).
+#: Defects the campaign found, by signature (all fixed; each reproduction below is now a
+#: regression test, and a slice failure is attributed to one of these if it comes back).
 KNOWN: dict[str, Callable[[dict[str, Any]], bool]] = {
     "heatmap codes not checked by load_trace": lambda r: (
         r["verdict"] == "dashboard-error"
@@ -187,12 +188,6 @@ def test_an_overflowing_number_is_refused(tmp_path: Path) -> None:
         load_trace(_write(tmp_path, t, text))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="viz/data.py measure_values (or the schema): an integer time past float range "
-    "(10**400 is valid JSON and a valid schema 'number') loads, then create_app raises "
-    "OverflowError: int too large to convert to float",
-)
 def test_an_integer_past_float_range_does_not_crash_the_dashboard(tmp_path: Path) -> None:
     from tracekit.viz.app import create_app
 
@@ -202,11 +197,6 @@ def test_an_integer_past_float_range_does_not_crash_the_dashboard(tmp_path: Path
     assert app.server.test_client().get("/_dash-layout").status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="viz/app.py _detail: node attrs that are not an object (the schema allows it) "
-    "raise AttributeError: 'list' object has no attribute 'items'",
-)
 def test_node_attrs_that_are_not_an_object(tmp_path: Path) -> None:
     from tracekit.viz.app import create_app
 
@@ -217,11 +207,6 @@ def test_node_attrs_that_are_not_an_object(tmp_path: Path) -> None:
     assert app.server.test_client().get("/_dash-layout").status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="viz/data.py grid_layout: a layer written as 2.0 (a JSON Schema integer) makes the "
-    "row key 'blk.2.0' and create_app raises KeyError",
-)
 def test_a_layer_written_as_an_integral_float(tmp_path: Path) -> None:
     from tracekit.viz.app import create_app
 
@@ -232,11 +217,6 @@ def test_a_layer_written_as_an_integral_float(tmp_path: Path) -> None:
     assert app.server.test_client().get("/_dash-layout").status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace.py _expand_hist: a histogram 'hi' past float range (10**30 parses as an int) "
-    "makes np.linspace raise UFuncTypeError out of load_trace instead of a TraceError",
-)
 def test_a_histogram_bound_past_float_range_is_a_trace_error(tmp_path: Path) -> None:
     t = _golden()
     t["steps"][1]["logits"]["hist"]["hi"] = 10**30

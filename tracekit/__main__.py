@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from tracekit.cli import main
+try:  # a Ctrl-C while the CLI's imports load is an interruption, not a traceback
+    from tracekit.cli import main
+except KeyboardInterrupt:
+    print("error: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

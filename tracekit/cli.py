@@ -343,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse: usage errors (2) and --help (0)
         return int(e.code or 0)
+    except KeyboardInterrupt:  # Ctrl-C before the command started
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return _run(args.fn, args)
 
 
@@ -356,6 +359,9 @@ def record_trace_main(argv: Sequence[str] | None = None) -> int:
         args = p.parse_args(_join_token_lists(list(sys.argv[1:] if argv is None else argv)))
     except SystemExit as e:
         return int(e.code or 0)
+    except KeyboardInterrupt:  # Ctrl-C before the run started
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return _run(_record, args)
 
 

@@ -410,6 +410,16 @@ def validate_trace(trace: Any, source: str = "<trace>") -> dict[str, Any]:
     Raises:
         TraceError: naming ``source``, the JSON path and what is wrong.
     """
+    _check_header(trace, source)
+    err = best_match(_validator().iter_errors(trace))
+    if err is not None:
+        raise TraceError(f"{source}: invalid trace at {err.json_path}: {_describe(err)}")
+    _check_references(trace, source)
+    return trace
+
+
+def _check_header(trace: Any, source: str) -> None:
+    """The format tag and a version this reader knows, before anything else is looked at."""
     if not isinstance(trace, dict):
         raise TraceError(f"{source}: not a tracekit trace (top level is {_json_type(trace)})")
     fmt = trace.get("format")
@@ -427,16 +437,13 @@ def validate_trace(trace: Any, source: str = "<trace>") -> dict[str, Any]:
         )
     if version < 1:
         raise TraceError(f"{source}: trace format version {version} does not exist (first is 1)")
-    err = best_match(_validator().iter_errors(trace))
-    if err is not None:
-        raise TraceError(f"{source}: invalid trace at {err.json_path}: {_describe(err)}")
-    _check_references(trace, source)
-    return trace
 
 
 def _check_references(trace: dict[str, Any], source: str) -> None:
     nodes = trace["nodes"]
     for i, n in enumerate(nodes):
+        if isinstance(n["layer"], float):  # JSON Schema's integer admits 2.0; readers index by int
+            n["layer"] = int(n["layer"])
         if n["id"] != i:
             raise TraceError(
                 f"{source}: invalid trace at $.nodes[{i}].id: {n['id']} != its index {i}"
@@ -526,7 +533,13 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text (byte {e.start}): not a trace file") from None
     try:
-        trace = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        huge: list[str] = []  # integers past 64 bits: refused once the header is known good
+        trace = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=lambda t: _int64(t, huge),
+        )
     except json.JSONDecodeError as e:
         # Both mean the text ended early: an open string runs to the end of the text.
         ended = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
@@ -539,9 +552,21 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
     except ValueError as e:  # a NaN/Infinity literal
         raise TraceError(f"{path}: {e}") from None
     try:
+        if huge:
+            _check_header(trace, str(path))  # a version of 10**30 is "newer", said as such
+            raise TraceError(
+                f"{path}: holds the integer {huge[0][:40]}, past the 64-bit range a trace uses"
+            )
         return validate_trace(trace, source=str(path))
     except RecursionError:  # nesting json.loads accepted but the validator's recursion did not
         raise TraceError(f"{path}: JSON nested too deeply to be a trace") from None
+
+
+def _int64(text: str, huge: list[str]) -> int:
+    value = int(text)
+    if abs(value) >= 2**63:  # no count, byte total or id in a trace comes near; floats overflow
+        huge.append(text)
+    return value
 
 
 def _finite_float(text: str) -> float:
