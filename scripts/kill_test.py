@@ -278,6 +278,10 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
         return True, "saved 0 steps (valid, empty, incomplete)" if n == 0 else (
             "saved the completed steps (valid, incomplete)"
         ), ""  # fmt: skip
+    if line == "error: interrupted before the first step completed; nothing written":
+        if unchanged:
+            return True, f"interrupted before the first step: nothing written ({state})", ""
+        return False, "bad-sigint", f"{line!r} but a {state} file is at the path"
     if line == "error: interrupted":
         if unchanged:
             return True, f"'error: interrupted' outside the step loop: path as it was ({state})", ""

@@ -42,6 +42,11 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
                 f"interrupted: saved {steps} complete step(s) to {path} (marked incomplete)",
                 file=sys.stderr,
             )
+        elif steps == 0:
+            print(
+                "error: interrupted before the first step completed; nothing written",
+                file=sys.stderr,
+            )
         else:
             print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -74,6 +79,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ("tracekit.runner.ops", "OpError"),
         ("tracekit.runner.ncu", "NcuError"),
         ("tracekit.runner.tokenizer", "TokenizerError"),
+        ("tracekit.runner.execute", "GenerationError"),
     ):
         try:
             out.append(getattr(__import__(mod, fromlist=[name]), name))

@@ -281,13 +281,14 @@ def test_ctrl_c_mid_step_saves_earlier_steps_and_pops_ranges(demo: Any, tmp_path
     assert not t["complete"] and len(t["steps"]) == 2
 
 
-def test_interrupt_before_any_step_saves_an_empty_valid_trace(demo: Any, tmp_path: Path) -> None:
+def test_interrupt_before_any_step_keeps_the_previous_trace(demo: Any, tmp_path: Path) -> None:
     out = tmp_path / "t.json"
-    with pytest.raises(RecordInterrupted):
+    out.write_text("previous trace")  # whatever was at the path must survive
+    with pytest.raises(RecordInterrupted) as ei:
         record_trace(demo, tokens=[1, 2], steps=2, backend=InterruptingBackend(after=0),
                      output=out, ceilings=CEIL, progress=False, warmup=False)  # fmt: skip
-    t = load_trace(out)
-    assert t["steps"] == [] and not t["complete"]
+    assert ei.value.path is None and ei.value.steps == 0
+    assert out.read_text() == "previous trace"
 
 
 class NaNBackend(NumpyBackend):

@@ -28,7 +28,8 @@ cannot be replayed for the next one. The timing pass runs without graphs and the
 (``run.notes``).
 
 Ctrl-C (KeyboardInterrupt) during a run writes the steps completed so far with
-``complete: false`` and raises :class:`RecordInterrupted`.
+``complete: false`` and raises :class:`RecordInterrupted`; before the first step completes it
+writes nothing, so a trace already at the output path is never replaced by an empty one.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ _COLORS = {
 
 
 class RecordInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a recording; the completed steps were saved to ``path`` (incomplete)."""
+    """Ctrl-C during a recording; the completed steps were saved to ``path`` (incomplete), or
+    ``path`` is None when no step had completed (nothing written)."""
 
     def __init__(self, path: Path | None, steps: int) -> None:
         super().__init__(f"interrupted after {steps} complete step(s)")
@@ -663,6 +665,8 @@ def record_trace(
         trace["run"]["stop_reason"] = "interrupted"
         # only the steps in the trace count (the interrupt may fall between sampling and append)
         generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
+        if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
+            raise RecordInterrupted(None, 0) from None
         _finish(trace, generated, text, model)
         path = write_trace(trace, out_path)
         raise RecordInterrupted(path, len(trace["steps"])) from None
