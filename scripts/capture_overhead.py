@@ -1,0 +1,73 @@
+"""Capture overhead in one run: an untraced decode step vs the same step traced.
+
+    python scripts/capture_overhead.py [MODEL.gguf | qwen2-0.5b ...] [--backend cupy] [--steps 16]
+
+For each model: the median wall time of an untraced decode step (Session.run_step, synchronized),
+then a `record_trace` of the same prompt and number of steps in full capture, whose steps carry
+the timing pass's and the full pass's wall times. Prints timing/untraced (issue 4: <= 1.05x) and
+full/timing (<= 1.3x) over the decode steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+    from decode_speed import resolve
+
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.demo import demo_model_path
+    from tracekit.runner.execute import Session
+    from tracekit.runner.model import load_model
+    from tracekit.runner.record import record_trace
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--steps", type=int, default=16)
+    args = ap.parse_args()
+    paths = [resolve(m) for m in args.models] or [demo_model_path()]
+    be = get_backend(args.backend)
+    print(f"backend {be.name}: {be.device_name()}")
+    for path in paths:
+        model = load_model(path)
+        prompt = [1, 2, 3, 4]
+        s = Session(model, be)
+        logits = s.run_step(prompt)
+        token = int(logits.argmax())
+        times = []
+        for _ in range(args.steps):
+            be.synchronize()
+            t0 = time.perf_counter()
+            logits = s.run_step([token])
+            be.synchronize()
+            times.append(time.perf_counter() - t0)
+            token = int(logits.argmax())
+        untraced = statistics.median(times)
+        out = Path("/tmp") / f"capture-overhead-{path.stem}.json"
+        record_trace(model, tokens=prompt, steps=args.steps, backend=be, capture="full",
+                     output=out, progress=False)  # fmt: skip
+        import json
+
+        steps = json.loads(out.read_text())["steps"][1:]
+        timing = statistics.median(st["timing_wall_s"] for st in steps)
+        full = statistics.median(st["full_wall_s"] for st in steps)
+        print(
+            f"{path.name}: untraced {untraced * 1e3:.2f} ms/step, timing pass "
+            f"{timing * 1e3:.2f} ms ({timing / untraced:.3f}x untraced), full pass "
+            f"{full * 1e3:.2f} ms ({full / timing:.3f}x timing), "
+            f"{len(model.graph.nodes)} nodes: {untraced / len(model.graph.nodes) * 1e6:.1f} us/node"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
