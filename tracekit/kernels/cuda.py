@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-_OPTIONS = ("-std=c++17",)
+# -I: the families include quant_decoders.cuh from this folder.
+_OPTIONS = ("-std=c++17", f"-I{_HERE}")
 
 
 @functools.cache
