@@ -265,6 +265,7 @@ def test_browser_shows_the_alert_and_selects_the_node(traces: dict[str, Path]) -
         pytest.skip(f"no headless browser: {why}")
     from dash.testing.application_runners import ThreadedRunner
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -274,9 +275,16 @@ def test_browser_shows_the_alert_and_selects_the_node(traces: dict[str, Path]) -
     driver = webdriver.Chrome(options=chromium_options())
     try:
         driver.get(runner.url)
-        wait = WebDriverWait(driver, 20)
+        # Dash re-renders the banner while the page settles: an element found a moment ago can
+        # be replaced, so every lookup (and the click) is retried until it holds.
+        wait = WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,))
         wait.until(lambda drv: node in drv.find_element(By.ID, "nan-alert-banner").text)
-        driver.find_element(By.CSS_SELECTOR, "#nan-alert-banner button").click()
+
+        def click_link(drv: Any) -> bool:
+            drv.find_element(By.CSS_SELECTOR, "#nan-alert-banner button").click()
+            return True
+
+        wait.until(click_link)
         wait.until(lambda drv: drv.find_element(By.ID, "detail-name").text == node)
         assert "prefill" in driver.find_element(By.ID, "detail-where").text
     finally:
