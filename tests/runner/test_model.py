@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,35 @@ def test_block_count_must_match_the_tensors(synth: dict[str, Path], tmp_path: Pa
     assert msg.endswith(
         "metadata llama.block_count = 4294967295 but the file has tensors for 3 blocks"
     )
+
+
+def _edit_tensor_offset(
+    path: Path, tensor: str, new_offset: Callable[[dict[str, int]], int]
+) -> None:
+    """Rewrite one tensor's data offset in place (the file's own tensor-info field)."""
+
+    reader = gguf.GGUFReader(path, "r+")
+    offsets = {t.name: int(t.field.parts[-1][0]) for t in reader.tensors}
+    t = next(t for t in reader.tensors if t.name == tensor)
+    t.field.parts[-1][0] = new_offset(offsets)
+    reader.data.flush()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda offs: offs["blk.0.attn_k.weight"] + 2, "is not a multiple of the file's alignment"),
+        (lambda offs: offs["blk.0.attn_q.weight"], "inside tensor"),
+    ],
+    ids=["misaligned", "overlapping"],
+)
+def test_tensor_data_must_be_aligned_and_disjoint(
+    tmp_path: Path, edit: Callable[[dict[str, int]], int], message: str
+) -> None:
+    # llama.cpp refuses both; loading them would run on another tensor's bytes.
+    from tracekit.runner.demo import write_demo_model
+
+    path = write_demo_model(tmp_path / "demo.gguf")
+    _edit_tensor_offset(path, "blk.0.attn_k.weight", edit)
+    with pytest.raises(ModelError, match=message):
+        load_model(path)

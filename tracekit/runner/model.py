@@ -175,6 +175,7 @@ class _CheckedReader(gguf.GGUFReader):
     def _build_tensors(self, start_offs: int, fields: list[gguf.ReaderField]) -> None:
         problems = []
         size = int(self.data.shape[0])
+        extents: list[tuple[int, int, str]] = []
         for f in fields:
             _name_len, name_data, _n_dims, dims, raw_dtype, offset = f.parts
             name = bytes(name_data).decode("utf-8", errors="replace")
@@ -197,6 +198,16 @@ class _CheckedReader(gguf.GGUFReader):
                 problems.append(
                     f"tensor {name} data [{start}, {end}) runs past the file end ({size} bytes)"
                 )
+            if int(offset[0]) % self.alignment:  # llama.cpp refuses these too
+                problems.append(
+                    f"tensor {name} data offset {int(offset[0])} is not a multiple of the "
+                    f"file's alignment {self.alignment}"
+                )
+            extents.append((start, end, name))
+        extents.sort()
+        for (_, a_end, a), (b_start, _, b) in zip(extents, extents[1:], strict=False):
+            if b_start < a_end:  # two tensors claiming the same bytes: one holds garbage
+                problems.append(f"tensor {b} data starts at {b_start}, inside tensor {a}'s data")
         if problems:
             raise ModelError(problems)
         super()._build_tensors(start_offs, fields)
