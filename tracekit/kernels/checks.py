@@ -17,7 +17,9 @@ class KernelInputError(ValueError):
 
 def require_dtype(a: Any, dtype: Any, what: str) -> None:
     if np.dtype(a.dtype) != np.dtype(dtype):
-        raise KernelInputError(f"{what} has dtype {np.dtype(a.dtype).name}, expected {np.dtype(dtype).name}")
+        raise KernelInputError(
+            f"{what} has dtype {np.dtype(a.dtype).name}, expected {np.dtype(dtype).name}"
+        )
 
 
 def require_contiguous(a: Any, what: str) -> None:
@@ -53,7 +55,11 @@ def require_ids_in_range(ids: Any, rows: int, what: str = "token id") -> None:
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0:
         pos = int(np.argmax(ids < 0))
-        raise KernelInputError(f"{what} {lo} at position {pos} is negative (valid: 0 <= id < {rows})")
+        raise KernelInputError(
+            f"{what} {lo} at position {pos} is negative (valid: 0 <= id < {rows})"
+        )
     if hi >= rows:
         pos = int(np.argmax(ids >= rows))
-        raise KernelInputError(f"{what} {hi} at position {pos} is out of range (valid: 0 <= id < {rows})")
+        raise KernelInputError(
+            f"{what} {hi} at position {pos} is out of range (valid: 0 <= id < {rows})"
+        )
