@@ -56,6 +56,23 @@ __device__ void block_reduce(Acc& a, Acc* sh) {
     a = sh[0];
 }
 
+// One value into an accumulator: NaN / +Inf / -Inf counted apart, finite values into
+// min, max, sum, sum of squares, count and zero count (the single-pass and batched kernels).
+__device__ __forceinline__ void acc_add(Acc& a, double v) {
+    if (isnan(v)) {
+        a.u[1]++;
+    } else if (isinf(v)) {
+        a.u[v > 0 ? 2 : 3]++;
+    } else {
+        a.d[0] = fmin(a.d[0], v);
+        a.d[1] = fmax(a.d[1], v);
+        a.d[2] += v;
+        a.d[3] += v * v;
+        a.u[0]++;
+        if (v == 0.0) a.u[4]++;
+    }
+}
+
 template <typename T>
 __device__ void stats_reduce(const T* __restrict__ x, long long n, double* part_d,
                              unsigned long long* part_u, double* res_d,
@@ -66,19 +83,7 @@ __device__ void stats_reduce(const T* __restrict__ x, long long n, double* part_
     acc_init(a);
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const double v = widen(x[i]);
-        if (isnan(v)) {
-            a.u[1]++;
-        } else if (isinf(v)) {
-            a.u[v > 0 ? 2 : 3]++;
-        } else {
-            a.d[0] = fmin(a.d[0], v);
-            a.d[1] = fmax(a.d[1], v);
-            a.d[2] += v;
-            a.d[3] += v * v;
-            a.u[0]++;
-            if (v == 0.0) a.u[4]++;
-        }
+        acc_add(a, widen(x[i]));
     }
     block_reduce(a, sh);
     if (threadIdx.x == 0) {
@@ -239,19 +244,7 @@ __device__ void acc_block(Acc& a, Acc* sh) {
 template <typename T>
 __device__ void acc_range(const T* __restrict__ x, long long i0, long long i1, Acc& a) {
     for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-        const double v = widen(x[i]);
-        if (isnan(v)) {
-            a.u[1]++;
-        } else if (isinf(v)) {
-            a.u[v > 0 ? 2 : 3]++;
-        } else {
-            a.d[0] = fmin(a.d[0], v);
-            a.d[1] = fmax(a.d[1], v);
-            a.d[2] += v;
-            a.d[3] += v * v;
-            a.u[0]++;
-            if (v == 0.0) a.u[4]++;
-        }
+        acc_add(a, widen(x[i]));
     }
 }
 
