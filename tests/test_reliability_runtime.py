@@ -15,6 +15,7 @@ Interrupted runs: a small slice of ``scripts/kill_test.py`` (the full campaign i
 from __future__ import annotations
 
 import importlib.util
+import math
 import shutil
 import sys
 from collections.abc import Callable
@@ -235,16 +236,35 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def edited(src: Path, dst: Path, meta: dict[str, int] | None = None,
            dims: dict[str, list[int]] | None = None) -> Path:  # fmt: skip
-    """A copy of ``src`` with metadata integers and tensor dims (ggml order) overwritten in
-    place through gguf's own reader (mode r+): the file stays well-formed GGUF."""
-    shutil.copyfile(src, dst)
+    """A copy of ``src`` with metadata integers overwritten in place through gguf's own reader
+    (mode r+) and tensors cut to new dims (ggml order), written again by GGUFWriter so that the
+    data layout stays what ggml requires (each tensor at the aligned end of the one before): the
+    file stays well-formed GGUF."""
+    if dims:
+        r = gguf.GGUFReader(src)
+        w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
+        for key, f in r.fields.items():
+            if key.startswith("GGUF.") or key == "general.architecture":
+                continue
+            sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+            w.add_key_value(key, f.contents(), f.types[0], sub_type=sub)
+        for t in r.tensors:
+            shape = list(reversed(dims.get(t.name, t.shape.tolist())))  # NumPy order
+            block, tsize = gguf.GGML_QUANT_SIZES[t.tensor_type]
+            byte_shape = [*shape[:-1], shape[-1] // block * tsize]
+            raw = t.data.reshape(-1).view("uint8")[: math.prod(byte_shape)]
+            w.add_tensor(t.name, raw.reshape(byte_shape), raw_dtype=t.tensor_type)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        del r
+    else:
+        shutil.copyfile(src, dst)
     r = gguf.GGUFReader(dst, "r+")
     for key, value in (meta or {}).items():
         f = r.fields[key]
         f.parts[f.data[0]][0] = value
-    for name, new in (dims or {}).items():
-        (t,) = [t for t in r.tensors if t.name == name]
-        t.field.parts[3][:] = new
     r.data.flush()
     del r
     return dst

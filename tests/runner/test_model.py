@@ -261,3 +261,92 @@ def test_tensor_data_must_be_aligned_and_disjoint(
     _edit_tensor_offset(path, "blk.0.attn_k.weight", edit)
     with pytest.raises(ModelError, match=message):
         load_model(path)
+
+
+def _edit_tensor_type(path: Path, tensor: str, qtype: T) -> None:
+    """Rewrite one tensor's type id in place (dims and offsets stay as they are)."""
+    reader = gguf.GGUFReader(path, "r+")
+    t = next(t for t in reader.tensors if t.name == tensor)
+    t.field.parts[-2][0] = int(qtype)
+    reader.data.flush()
+
+
+@pytest.mark.parametrize(
+    ("tensor", "qtype"),
+    [
+        ("blk.0.attn_v.weight", T.Q4_K),  # Q6_K -> Q4_K: 26,880 -> 18,432 bytes
+        ("blk.0.ffn_up.weight", T.Q4_0),  # Q8_0 -> Q4_0: about half
+        ("blk.0.attn_norm.weight", T.F16),  # a vector: F32 -> F16
+    ],
+)
+def test_tensor_type_changed_to_a_smaller_one_is_refused(
+    tmp_path: Path, tensor: str, qtype: T
+) -> None:
+    # The data still fits in the file, so only the layout tells: ggml requires each tensor's
+    # data at the aligned end of the one before it, which the next tensor no longer is.
+    from tracekit.runner.demo import write_demo_model
+
+    path = write_demo_model(tmp_path / "demo.gguf")
+    r = gguf.GGUFReader(path)
+    names = [t.name for t in r.tensors]
+    offsets = {t.name: int(t.field.parts[-1][0]) for t in r.tensors}
+    nxt = names[names.index(tensor) + 1]
+    _edit_tensor_type(path, tensor, qtype)
+    problems = problems_of(path)
+    contiguity = [p for p in problems if "back to back" in p]
+    assert len(contiguity) == 1, problems
+    msg = contiguity[0]
+    assert msg.startswith(f"tensor {nxt} data offset {offsets[nxt]} is not the expected offset ")
+    expected = int(msg.split("expected offset ")[1].split(",")[0])
+    assert expected < offsets[nxt] and expected % 32 == 0
+    assert f"the aligned end of the tensor before it ({tensor})" in msg
+
+
+def test_first_tensor_must_start_the_data_section(tmp_path: Path) -> None:
+    from tracekit.runner.demo import write_demo_model
+
+    path = write_demo_model(tmp_path / "demo.gguf")
+    _edit_tensor_offset(path, "token_embd.weight", lambda offs: 32)
+    problems = problems_of(path)
+    assert (
+        "tensor token_embd.weight data offset 32 is not the expected offset 0, the start of "
+        "the data section (it is the first tensor)" in problems[0]
+    )
+    assert any("inside tensor token_embd.weight" in p for p in problems)  # overlaps the next
+
+
+def test_layout_rule_holds_for_files_written_by_gguf_writer_and_llama_cpp(
+    synth: dict[str, Path], tmp_path: Path
+) -> None:
+    # Contiguity in tensor-info order is what both writers produce (GGUFWriter's
+    # write_ti_data_to_file and llama.cpp's gguf_add_tensor), so every real file passes.
+    from tracekit.runner.demo import write_demo_model
+
+    paths = [write_demo_model(tmp_path / "demo.gguf"), *synth.values()]
+    # GGUFWriter with a non-default alignment and tensors of odd byte sizes (padding between).
+    w = gguf.GGUFWriter(tmp_path / "odd.gguf", "llama")
+    w.add_custom_alignment(64)
+    for i, n in enumerate((3, 17, 64, 1)):
+        w.add_tensor(f"t{i}", np.arange(n, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    from tracekit.runner.model import open_reader
+
+    r = open_reader(tmp_path / "odd.gguf")
+    assert [int(t.data_offset) - int(r.data_offset) for t in r.tensors] == [0, 64, 192, 448]
+    if smollm2_path() is not None:  # written by llama.cpp's converter
+        paths.append(smollm2_path())
+    for p in paths:
+        load_model(p)
+
+
+def test_type_change_of_the_same_byte_size_keeps_the_layout(tmp_path: Path) -> None:
+    # The limit of the rule (ggml's too): Q4_K -> Q4_0 keeps 144 bytes per 256 values, so the
+    # layout is intact and the file is a valid, if different, model.
+    from tracekit.runner.demo import write_demo_model
+
+    path = write_demo_model(tmp_path / "demo.gguf")
+    _edit_tensor_type(path, "token_embd.weight", T.Q4_0)
+    assert load_model(path).tensors["token_embd.weight"].qtype == T.Q4_0

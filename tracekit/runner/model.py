@@ -2,8 +2,8 @@
 
 Loading never parses GGUF by hand: ``gguf.GGUFReader`` memory-maps the file and tracekit reads
 its fields and tensor views. Everything is checked before anything runs — architecture,
-metadata, every expected tensor's presence, shape and type, tensor data past the file end —
-and all problems are reported together in one :class:`ModelError`.
+metadata, every expected tensor's presence, shape and type, the data layout (in the file,
+aligned, back to back in tensor-info order as ggml requires) — and all problems are reported together in one :class:`ModelError`.
 
 Architectures, as llama.cpp's converter writes them (``convert_hf_to_gguf.py``) and as
 llama.cpp runs them (``llama-model.cpp``):
@@ -137,7 +137,9 @@ class _CheckedReader(gguf.GGUFReader):
     """GGUFReader that checks tensor extents and types before it builds the tensor views.
 
     The stock reader fails on a truncated file with a reshape error that names no tensor; here
-    every tensor whose data runs past the file end (or whose type id is unknown) is listed.
+    every tensor whose data runs past the file end (or whose type id is unknown) is listed, and
+    the data layout is checked as ggml's ``gguf.cpp`` checks it: offsets aligned, tensors back
+    to back in tensor-info order, no two sharing bytes.
     """
 
     def _get(self, offset: int, dtype: Any, count: int = 1, override_order: Any = None) -> Any:
@@ -175,7 +177,15 @@ class _CheckedReader(gguf.GGUFReader):
     def _build_tensors(self, start_offs: int, fields: list[gguf.ReaderField]) -> None:
         problems = []
         size = int(self.data.shape[0])
+        align = int(self.alignment)
         extents: list[tuple[int, int, str]] = []
+        # ggml's gguf.cpp requires the tensors' data to be back to back in tensor-info order:
+        # the first at offset 0, each next one at the end of the one before rounded up to the
+        # alignment (GGUFWriter and llama.cpp write files so). That catches what the extent
+        # checks cannot, e.g. a type changed to a smaller one whose bytes still fit. Checked up
+        # to the first tensor that breaks the chain: later offsets have no defined expectation.
+        expected: int | None = 0
+        before = ""
         for f in fields:
             _name_len, name_data, _n_dims, dims, raw_dtype, offset = f.parts
             name = bytes(name_data).decode("utf-8", errors="replace")
@@ -183,6 +193,7 @@ class _CheckedReader(gguf.GGUFReader):
                 qtype = GGMLQuantizationType(int(raw_dtype[0]))
             except ValueError:
                 problems.append(f"tensor {name} has unknown tensor type id {int(raw_dtype[0])}")
+                expected = None
                 continue
             block, tsize = GGML_QUANT_SIZES[qtype]
             n = math.prod(int(d) for d in dims)  # Python ints: a fuzzed dim cannot wrap
@@ -191,18 +202,37 @@ class _CheckedReader(gguf.GGUFReader):
                     f"tensor {name} has {n} elements, not a multiple of {qtype.name} "
                     f"block size {block}"
                 )
+                expected = None
                 continue
-            start = int(start_offs) + int(offset[0])
-            end = start + n // block * tsize
+            off = int(offset[0])
+            nbytes = n // block * tsize
+            start = int(start_offs) + off
+            end = start + nbytes
             if end > size:
                 problems.append(
                     f"tensor {name} data [{start}, {end}) runs past the file end ({size} bytes)"
                 )
-            if int(offset[0]) % self.alignment:  # llama.cpp refuses these too
+            if off % align:  # llama.cpp refuses these too
                 problems.append(
-                    f"tensor {name} data offset {int(offset[0])} is not a multiple of the "
-                    f"file's alignment {self.alignment}"
+                    f"tensor {name} data offset {off} is not a multiple of the "
+                    f"file's alignment {align}"
                 )
+                expected = None
+            elif expected is not None and off != expected:
+                after = (
+                    f"the aligned end of the tensor before it ({before})"
+                    if before
+                    else "the start of the data section (it is the first tensor)"
+                )
+                problems.append(
+                    f"tensor {name} data offset {off} is not the expected offset {expected}, "
+                    f"{after}: GGUF tensor data must be stored back to back in tensor-info "
+                    f"order, as ggml requires"
+                )
+                expected = None
+            if expected is not None:
+                expected = off + -(-nbytes // align) * align
+                before = name
             extents.append((start, end, name))
         extents.sort()
         for (_, a_end, a), (b_start, _, b) in zip(extents, extents[1:], strict=False):
