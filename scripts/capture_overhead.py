@@ -2,15 +2,17 @@
 
     python scripts/capture_overhead.py [MODEL.gguf | qwen2-0.5b ...] [--backend cupy] [--steps 16]
 
-For each model: the median wall time of an untraced decode step (Session.run_step, synchronized),
-then a `record_trace` of the same prompt and number of steps in full capture, whose steps carry
-the timing pass's and the full pass's wall times. Prints timing/untraced (issue 4: <= 1.05x) and
-full/timing (<= 1.3x) over the decode steps.
+For each model and replay mode (cupy: ``plan`` and ``graph``; numpy: ``off``): the median wall
+time of an untraced decode step (Session.run_step, synchronized), then a `record_trace` of the
+same prompt and number of steps in full capture (``cuda_graph`` for the graph mode), whose steps
+carry the timing pass's and the full pass's wall times. Prints timing/untraced (issue 4:
+<= 1.05x) and full/timing (<= 1.3x) over the decode steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -37,35 +39,37 @@ def main() -> int:
     paths = [resolve(m) for m in args.models] or [demo_model_path()]
     be = get_backend(args.backend)
     print(f"backend {be.name}: {be.device_name()}")
+    modes = [("plan", False), ("graph", True)] if be.name == "cupy" else [("off", False)]
     for path in paths:
         model = load_model(path)
+        n = len(model.graph.nodes)
         prompt = [1, 2, 3, 4]
-        s = Session(model, be)
-        logits = s.run_step(prompt)
-        token = int(logits.argmax())
-        times = []
-        for _ in range(args.steps):
-            be.synchronize()
-            t0 = time.perf_counter()
-            logits = s.run_step([token])
-            be.synchronize()
-            times.append(time.perf_counter() - t0)
-            token = int(logits.argmax())
-        untraced = statistics.median(times)
-        out = Path("/tmp") / f"capture-overhead-{path.stem}.json"
-        record_trace(model, tokens=prompt, steps=args.steps, backend=be, capture="full",
-                     output=out, progress=False)  # fmt: skip
-        import json
-
-        steps = json.loads(out.read_text())["steps"][1:]
-        timing = statistics.median(st["timing_wall_s"] for st in steps)
-        full = statistics.median(st["full_wall_s"] for st in steps)
-        print(
-            f"{path.name}: untraced {untraced * 1e3:.2f} ms/step, timing pass "
-            f"{timing * 1e3:.2f} ms ({timing / untraced:.3f}x untraced), full pass "
-            f"{full * 1e3:.2f} ms ({full / timing:.3f}x timing), "
-            f"{len(model.graph.nodes)} nodes: {untraced / len(model.graph.nodes) * 1e6:.1f} us/node"
-        )
+        for mode, graph in modes:
+            s = Session(model, be, replay=mode)
+            s.generate(prompt, 3, stop_at_eos=False)  # warm-up and the recorded decode step
+            s.reset()
+            token = int(s.run_step(prompt)[-1].argmax())
+            times = []
+            for _ in range(args.steps):
+                be.synchronize()
+                t0 = time.perf_counter()
+                logits = s.run_step([token])
+                be.synchronize()
+                times.append(time.perf_counter() - t0)
+                token = int(logits[-1].argmax())
+            untraced = statistics.median(times)
+            out = Path("/tmp") / f"capture-overhead-{path.stem}-{mode}.json"
+            record_trace(model, tokens=prompt, steps=args.steps, backend=be, capture="full",
+                         output=out, progress=False, cuda_graph=graph)  # fmt: skip
+            steps = json.loads(out.read_text())["steps"][1:]
+            timing = statistics.median(st["timing_wall_s"] for st in steps)
+            full = statistics.median(st["full_wall_s"] for st in steps)
+            print(
+                f"{path.name} [replay {mode}]: untraced {untraced * 1e3:.3f} ms/step "
+                f"({untraced / n * 1e6:.2f} us/node), timing pass {timing * 1e3:.3f} ms "
+                f"({timing / untraced:.3f}x untraced), full pass {full * 1e3:.3f} ms "
+                f"({full / timing:.3f}x timing), {n} nodes"
+            )
     return 0
 
 

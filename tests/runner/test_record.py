@@ -332,11 +332,12 @@ def test_bad_inputs_fail_before_running(demo: Any, tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_cuda_graph_request_is_noted(demo: Any, tmp_path: Path) -> None:
-    with pytest.warns(UserWarning, match="cuda_graph requested but not used"):
-        t = _record(demo, tmp_path / "t.json", capture="timing", cuda_graph=True, steps=1)
-    assert t["run"]["cuda_graph"] is False and t["run"]["cuda_graph_requested"] is True
-    assert CUDA_GRAPH_NOTE in t["run"]["notes"]
+def test_cuda_graph_on_numpy_is_refused_before_anything_runs(demo: Any, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    with pytest.raises(ValueError, match="needs the cupy backend"):
+        _record(demo, out, capture="timing", cuda_graph=True, steps=1)
+    assert not out.exists()
+    assert "CUDA graph" in CUDA_GRAPH_NOTE
 
 
 def test_sampling_is_seeded_and_recorded(demo: Any, tmp_path: Path) -> None:

@@ -12,6 +12,11 @@
 // elements d = lane + 32 i its lane owns (hd <= 256: 8 registers). The warps then merge their
 // (m, l, acc) through shared memory. One pass over K and V, no score buffer; f32 throughout,
 // IEEE expf/tanhf (no fast math), so the NumPy reference is a valid oracle.
+//
+// n_past from the device: when `past` is not null both kernels read n_past from past[0] (the
+// step's first position) instead of the launch scalar, so a recorded decode step (a replayed
+// launch tape or a CUDA graph) stays right at every later position. The host checked
+// past[0] + nt <= n_ctx before it wrote the positions.
 
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
@@ -21,7 +26,9 @@
 #define NEG_INF __int_as_float(0xff800000)
 
 extern "C" __global__ void kv_store_f32(const float* __restrict__ x, float* __restrict__ cache,
-                                        long long offset, long long n) {
+                                        long long offset, long long n,
+                                        const int* __restrict__ past, long long row) {
+    if (past != nullptr) offset = (long long)past[0] * row;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         cache[offset + i] = x[i];
@@ -36,7 +43,9 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
                                          const float* __restrict__ k_cache,
                                          const float* __restrict__ v_cache,
                                          float* __restrict__ out, int n_head, int n_kv, int hd,
-                                         int n_past, int window, float scale, float softcap) {
+                                         int n_past, int window, float scale, float softcap,
+                                         const int* __restrict__ past) {
+    if (past != nullptr) n_past = past[0];
     __shared__ float sq[ATT_MAX_HD];
     __shared__ float sacc[ATT_WARPS][ATT_MAX_HD];
     __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];

@@ -89,32 +89,42 @@ def _key_range(pos: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, pos
 
 
-def _attention_record(
+def attention_record(
     kernel: str,
     geometry: Geometry | None,
-    q: Any,
-    k_cache: Any,
+    nt: int,
+    n_head: int,
+    n_kv: int,
+    hd: int,
     n_past: int,
     window: int,
-    out_nbytes: int,
 ) -> LaunchRecord:
-    nt, n_head, hd = (int(s) for s in q.shape)
-    n_kv = int(k_cache.shape[1])
-    pos = n_past + np.arange(nt, dtype=np.int64)
-    lo, hi = _key_range(pos, window)
-    keys_per_query = hi - lo + 1
+    """The launch record of one attention launch over q [nt, n_head, hd] at ``n_past``."""
+    if nt <= 8:  # decode: plain ints (a replayed step rebuilds this record every step)
+        his = [n_past + t for t in range(nt)]
+        los = [max(h - window + 1, 0) if window > 0 else 0 for h in his]
+        keys = sum(h - lo + 1 for h, lo in zip(his, los, strict=True))
+        span = max(his) - min(los) + 1
+    else:
+        pos = n_past + np.arange(nt, dtype=np.int64)
+        lo, hi = _key_range(pos, window)
+        keys = int((hi - lo + 1).sum())
+        span = int(hi.max() - lo.min() + 1)
     # Fewest bytes: q once, each distinct K and V row in [min lo, max hi] once per kv head, out once.
-    span = int(hi.max() - lo.min() + 1)
     kv_bytes = 2 * span * n_kv * hd * 4
     # Per (token, head, key): 2*hd for q·k, 2*hd for p·v; ~5 for scale/max/exp/sum.
-    flops = int(keys_per_query.sum()) * n_head * (4 * hd + 5)
+    flops = keys * n_head * (4 * hd + 5)
+    q_bytes = nt * n_head * hd * 4
     return LaunchRecord.of(
-        kernel,
-        geometry,
-        bytes_read=int(q.nbytes) + kv_bytes,
-        bytes_written=out_nbytes,
-        flops=flops,
+        kernel, geometry, bytes_read=q_bytes + kv_bytes, bytes_written=q_bytes, flops=flops
     )
+
+
+def _attention_record(
+    kernel: str, geometry: Geometry | None, q: Any, k_cache: Any, n_past: int, window: int
+) -> LaunchRecord:
+    nt, n_head, hd = (int(s) for s in q.shape)
+    return attention_record(kernel, geometry, nt, n_head, int(k_cache.shape[1]), hd, n_past, window)
 
 
 # -- NumPy references ------------------------------------------------------------------------
@@ -189,7 +199,7 @@ def ref_attention_f32(
             a, b = int(lo[t]) - k0, int(hi[t]) - k0 + 1
             o[:, :, t] = np.matmul(p[:, :, t, None, a:b], v[:, :, a:b])[:, :, 0]
     out = np.ascontiguousarray(o.transpose(2, 0, 1, 3).reshape(nt, n_head * hd), dtype=np.float32)
-    rec = _attention_record("attention_f32", None, q, k_cache, n_past, window, out.nbytes)
+    rec = _attention_record("attention_f32", None, q, k_cache, n_past, window)
     return out, rec
 
 
@@ -199,15 +209,35 @@ ATT_THREADS = 128
 KV_BLOCK = 256
 
 
-def launch_kv_store_f32(cache: Any, x: Any, start: int) -> tuple[Any, LaunchRecord]:
+def _past_pointer(positions: Any, what: str) -> Any:
+    """The device pointer the kernels read n_past from, or null (the launch scalar is used).
+
+    ``positions`` (int32 [nt] on the device, = start .. start+nt-1) lets a replayed step read
+    its n_past from the device; only its first element is read."""
+    from tracekit.kernels.elementwise import require_device
+
+    if positions is None:
+        return np.uint64(0)
+    require_array(positions, np.int32, f"{what} positions", ndim=1)
+    require_device(positions, f"{what} positions")
+    if positions.size < 1:
+        raise KernelInputError(f"{what} positions are empty")
+    return positions
+
+
+def launch_kv_store_f32(
+    cache: Any, x: Any, start: int, positions: Any = None
+) -> tuple[Any, LaunchRecord]:
     """Write ``x`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of the device cache.
 
-    The cache is updated in place and returned (it is its own ``out``).
+    The cache is updated in place and returned (it is its own ``out``). With ``positions``
+    (the step's int32 positions on the device, ``positions[0] == start``) the kernel reads the
+    start row from the device (see attention.cu); ``start`` is still what the gates check.
 
     Raises:
         KernelInputError: as :func:`ref_kv_store_f32`, or a host array.
     """
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
     from tracekit.kernels.elementwise import require_device
     from tracekit.kernels.launch import grid_1d
 
@@ -218,9 +248,13 @@ def launch_kv_store_f32(cache: Any, x: Any, start: int) -> tuple[Any, LaunchReco
     n = int(x.size)
     row = int(cache.shape[1]) * int(cache.shape[2])
     geo = grid_1d(n, KV_BLOCK)
+    past = _past_pointer(positions, "KV store")
     if n:
-        kernel("attention", "kv_store_f32")(
-            geo.grid, geo.block, (x, cache, np.int64(start * row), np.int64(n))
+        launch(
+            kernel("attention", "kv_store_f32"),
+            geo.grid,
+            geo.block,
+            (x, cache, np.int64(start * row), np.int64(n), past, np.int64(row)),
         )
     return cache, LaunchRecord.of("kv_store_f32", geo, reads=[x], writes=[x])
 
@@ -244,16 +278,19 @@ def launch_attention_f32(
     window: int = 0,
     softcap: float = 0.0,
     out: Any = None,
+    positions: Any = None,
 ) -> tuple[Any, LaunchRecord]:
     """The device version of :func:`ref_attention_f32` (same arguments, CuPy arrays).
 
     Args:
         out: optional [nt, n_head*head_dim] float32 device array to write.
+        positions: optional int32 [nt] device positions (``positions[0] == n_past``): the
+            kernel then reads n_past from the device (see attention.cu).
 
     Raises:
         KernelInputError: as the reference, a head_dim over 256, or a host array.
     """
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
     from tracekit.kernels.elementwise import device_out, require_device
 
     n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
@@ -264,7 +301,9 @@ def launch_attention_f32(
         require_device(a, what)
     o = device_out(out, (nt, n_head * hd), np.float32, "attention out")
     geo = attention_geometry(nt, n_head)
-    kernel("attention", "attention_f32")(
+    past = _past_pointer(positions, "attention")
+    launch(
+        kernel("attention", "attention_f32"),
         geo.grid,
         geo.block,
         (
@@ -279,6 +318,7 @@ def launch_attention_f32(
             np.int32(window),
             np.float32(scale),
             np.float32(softcap),
+            past,
         ),
     )
-    return o, _attention_record("attention_f32", geo, q, k_cache, n_past, window, int(o.nbytes))
+    return o, _attention_record("attention_f32", geo, q, k_cache, n_past, window)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.kernels import attention, dequant, elementwise, embed, matmul, norm, reduce, rope
+from tracekit.kernels.checks import KernelInputError
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.quants import QuantType, quant_type
 
@@ -153,7 +154,9 @@ class Backend:
     ) -> Any:
         raise NotImplementedError
 
-    def kv_store_f32(self, cache: Any, x: Any, start: int) -> Any:
+    def kv_store_f32(self, cache: Any, x: Any, start: int, positions: Any = None) -> Any:
+        """``positions`` (the step's int32 positions, ``[0] == start``) lets the device read the
+        start row at run time, so a replayed step is right at any position."""
         raise NotImplementedError
 
     def attention_f32(
@@ -165,6 +168,7 @@ class Backend:
         scale: float,
         window: int = 0,
         softcap: float = 0.0,
+        positions: Any = None,
     ) -> Any:
         raise NotImplementedError
 
@@ -183,6 +187,14 @@ class Backend:
     def matmul(self, x: Any, w: Any) -> Any:
         """x [nt, k] f32 times w [n, k]ᵀ (the weight from :meth:`matmul_weight`) -> [nt, n] f32."""
         raise NotImplementedError
+
+
+def _same_start(positions: Any, start: int, what: str) -> None:
+    """On the host the scalar is the truth; positions, when given, must agree with it."""
+    if positions is not None and len(positions) and int(positions[0]) != int(start):
+        raise KernelInputError(
+            f"{what} positions start at {int(positions[0])}, but n_past is {int(start)}"
+        )
 
 
 class NumpyBackend(Backend):
@@ -243,10 +255,14 @@ class NumpyBackend(Backend):
     def rope_f32(self, x, positions, base, neox, freq_scale=1.0):
         return self._emit(rope.ref_rope_f32(x, positions, base, neox, freq_scale))
 
-    def kv_store_f32(self, cache, x, start):
+    def kv_store_f32(self, cache, x, start, positions=None):
+        _same_start(positions, start, "KV store")
         return self._emit(attention.ref_kv_store_f32(cache, x, start))
 
-    def attention_f32(self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0):
+    def attention_f32(
+        self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0, positions=None
+    ):
+        _same_start(positions, n_past, "attention")
         return self._emit(
             attention.ref_attention_f32(q, k_cache, v_cache, n_past, scale, window, softcap)
         )
@@ -332,12 +348,16 @@ class CupyBackend(Backend):
     def rope_f32(self, x, positions, base, neox, freq_scale=1.0):
         return self._emit(rope.launch_rope_f32(x, positions, base, neox, freq_scale))
 
-    def kv_store_f32(self, cache, x, start):
-        return self._emit(attention.launch_kv_store_f32(cache, x, start))
+    def kv_store_f32(self, cache, x, start, positions=None):
+        return self._emit(attention.launch_kv_store_f32(cache, x, start, positions))
 
-    def attention_f32(self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0):
+    def attention_f32(
+        self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0, positions=None
+    ):
         return self._emit(
-            attention.launch_attention_f32(q, k_cache, v_cache, n_past, scale, window, softcap)
+            attention.launch_attention_f32(
+                q, k_cache, v_cache, n_past, scale, window, softcap, positions=positions
+            )
         )
 
     def softmax_f32(self, x):

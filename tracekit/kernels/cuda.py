@@ -36,3 +36,62 @@ def kernel(family: str, name: str) -> Any:
 def is_device_array(a: Any) -> bool:
     """True for a CuPy ndarray (checked without importing CuPy where it is absent)."""
     return type(a).__module__.startswith("cupy")
+
+
+# -- launching, and recording launches for replay ---------------------------------------------
+class LaunchTape:
+    """The launches made while it is active (see :func:`recording`), kept for replay.
+
+    A runner records one decode step through the normal dispatch chain (arm -> backend ->
+    launcher -> kernel, every gate checked), then replays the tape at later decode steps: the
+    same kernels on the same buffers, without the Python of the three hops above the kernel
+    (see ``tracekit/runner/replay.py``). ``entries`` holds, in launch order, either
+    ``(function, grid, block, args, shared_mem)`` or a host callable (a cuBLAS call) taking the
+    stream pointer.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+_tape: LaunchTape | None = None
+
+
+class recording:  # noqa: N801 (a context manager used like a function)
+    """``with recording(tape):`` appends every launch made inside it to ``tape``."""
+
+    def __init__(self, tape: LaunchTape) -> None:
+        self.tape = tape
+
+    def __enter__(self) -> LaunchTape:
+        global _tape
+        if _tape is not None:
+            raise RuntimeError("launches are already being recorded")
+        _tape = self.tape
+        return self.tape
+
+    def __exit__(self, *exc: Any) -> None:
+        global _tape
+        _tape = None
+
+
+def launch(
+    fn: Any, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared_mem=0
+) -> None:
+    """Launch ``fn`` (a CuPy ``Function``) on the current stream; recorded when taping.
+
+    Every launcher calls this, so a tape sees every kernel of a step. Scalars must be NumPy
+    scalars (their C type is what the kernel reads back); device arrays are passed as pointers.
+    """
+    fn(grid, block, args, shared_mem=shared_mem)
+    if _tape is not None:
+        _tape.entries.append((fn, tuple(grid), tuple(block), tuple(args), int(shared_mem)))
+
+
+def record_host_call(call: Any) -> None:
+    """Record a host-side launch (``call(stream_ptr)``, e.g. a cuBLAS GEMM) when taping."""
+    if _tape is not None:
+        _tape.entries.append(call)

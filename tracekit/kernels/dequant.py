@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from gguf import GGMLQuantizationType
 
+from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array, require_contiguous
 from tracekit.kernels.cuda import is_device_array
 from tracekit.kernels.launch import MAX_GRID_X, Geometry, LaunchRecord, ceil_div, grid_1d
@@ -593,10 +594,10 @@ def launch_dequantize_f16(
             np.int32(qt.type_size),
             np.int32(qt.block_size),
         )
-        _kernel(name)(geo.grid, geo.block, args, shared_mem=launch_smem_bytes(qt))
+        cuda.launch(_kernel(name), geo.grid, geo.block, args, launch_smem_bytes(qt))
     else:
         vec = np.int32(raw_d.data.ptr % 16 == 0)  # 16-byte loads only from aligned bytes
-        _kernel(name)(geo.grid, geo.block, (raw_d, out, np.int64(n), vec))
+        cuda.launch(_kernel(name), geo.grid, geo.block, (raw_d, out, np.int64(n), vec))
     rec = LaunchRecord.of(
         name,
         geo,

@@ -223,7 +223,7 @@ def stream_geometry(n: int, per_thread: int, vectorized: bool) -> Geometry:
 def _launch_stream(
     name: str, ins: tuple[Any, ...], out: Any, out_dtype: Any, scalars: tuple[Any, ...] = ()
 ) -> tuple[Any, LaunchRecord]:
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     x = ins[0]
     n = int(x.size)
@@ -231,7 +231,8 @@ def _launch_stream(
     per_thread = 8 if name == "convert_f32_f16" else 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
     vec = _aligned(*ins, z)
     geo = stream_geometry(n, per_thread, vec)
-    kernel(FAMILY, name)(geo.grid, geo.block, (*ins, z, np.int64(n), np.int32(vec), *scalars))
+    args = (*ins, z, np.int64(n), np.int32(vec), *scalars)
+    launch(kernel(FAMILY, name), geo.grid, geo.block, args)
     return z, _record(name, geo, ins, (z,), n, vectorized=vec)
 
 
@@ -299,7 +300,7 @@ def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRec
     the pointers are 16-byte aligned (tiles of BIAS_BLOCK float4s), else one float (tiles of
     BIAS_BLOCK floats).
     """
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     nt, d = _check_bias(y, b)
     require_device(y, "add_bias y")
@@ -307,25 +308,28 @@ def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRec
     z = y if out is None else device_out(out, (nt, d), np.float32, "add_bias out")
     vec = d % 4 == 0 and _aligned(y, b, z)
     geo = bias_geometry(nt, d, vec)
-    kernel(FAMILY, "add_bias_f32")(
-        geo.grid, geo.block, (y, b, z, np.int32(d), np.int64(nt), np.int32(vec))
+    launch(
+        kernel(FAMILY, "add_bias_f32"),
+        geo.grid,
+        geo.block,
+        (y, b, z, np.int32(d), np.int64(nt), np.int32(vec)),
     )
     return z, _record("add_bias_f32", geo, (y, b), (z,), int(y.size), rows=nt, cols=d)
 
 
 def launch_spin(ns: int) -> LaunchRecord:
     """Occupy the GPU for ``ns`` nanoseconds (one thread): timing helpers queue work behind it."""
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     geo = Geometry((1, 1, 1), (1, 1, 1), 1)
-    kernel(FAMILY, "spin_kernel")(geo.grid, geo.block, (np.int64(ns),))
+    launch(kernel(FAMILY, "spin_kernel"), geo.grid, geo.block, (np.int64(ns),))
     return LaunchRecord.of("spin_kernel", geo)
 
 
 def launch_empty() -> LaunchRecord:
     """Launch an empty kernel (one block of 32 threads): the bench's launch-cost baseline."""
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     geo = Geometry((1, 1, 1), (32, 1, 1), 0)
-    kernel(FAMILY, "empty_kernel")(geo.grid, geo.block, ())
+    launch(kernel(FAMILY, "empty_kernel"), geo.grid, geo.block, ())
     return LaunchRecord.of("empty_kernel", geo)

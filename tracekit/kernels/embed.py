@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from gguf import GGMLQuantizationType
 
-from tracekit.kernels import dequant
+from tracekit.kernels import cuda, dequant
 from tracekit.kernels.checks import (
     KernelInputError,
     require_array,
@@ -210,7 +210,8 @@ def launch_gather_rows_f32(
     vec = np.int32(n % GATHER_CHUNK_ELEMS == 0 and x_d.data.ptr % 16 == 0)
     err = _null_or_flag(device_ids and not ids_checked)
     geo = gather_geometry(nt, n, max_grid)
-    _kernel("gather_rows_f32")(
+    cuda.launch(
+        _kernel("gather_rows_f32"),
         geo.grid,
         geo.block,
         (x_d, ids_d, out, np.int32(rows), np.int32(n), np.int64(nt), vec, err),
@@ -282,7 +283,7 @@ def launch_embed_rows(
     else:
         vec = np.int32(n_embd % CHUNK_ELEMS == 0 and raw_d.data.ptr % 16 == 0)
         args = (*head, vec, err)
-    _kernel(name)(geo.grid, geo.block, args)
+    cuda.launch(_kernel(name), geo.grid, geo.block, args)
     _raise_if_flagged(err, ids_d, rows)
     rec = LaunchRecord.of(
         name,

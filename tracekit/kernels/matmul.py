@@ -73,6 +73,33 @@ _CUBLAS_GEMM_DEFAULT = -1
 _INT32_MAX = 2**31 - 1
 
 
+#: Host scalars alpha = 1, beta = 0 (read by cuBLAS at call time: pointer mode HOST).
+_ONE = np.ones(1, dtype=np.float32)
+_ZERO = np.zeros(1, dtype=np.float32)
+
+
+class _GemmCall:
+    """One cuBLAS gemmEx with its arguments bound: called at launch, and again by a replayed
+    :class:`~tracekit.kernels.cuda.LaunchTape` (``keep`` holds the arrays it points into)."""
+
+    __slots__ = ("handle", "args", "keep")
+
+    def __init__(self, handle: int, args: tuple[Any, ...], keep: tuple[Any, ...]) -> None:
+        self.handle, self.args, self.keep = handle, args, keep
+
+    def __call__(self, stream_ptr: int) -> None:
+        from cupy_backends.cuda.libs import cublas
+
+        h = self.handle
+        cublas.setStream(h, stream_ptr)  # every GEMM names its stream (a replay may differ)
+        mode = cublas.getPointerMode(h)
+        cublas.setPointerMode(h, cublas.CUBLAS_POINTER_MODE_HOST)
+        try:
+            cublas.gemmEx(h, *self.args)
+        finally:
+            cublas.setPointerMode(h, mode)
+
+
 def gemm_f16_f32(x16: Any, w16: Any, out: Any) -> LaunchRecord:
     """out [nt, n] f32 = x16 [nt, k] f16 @ w16 [n, k]ᵀ f16 with f32 accumulation (cuBLAS gemmEx).
 
@@ -81,40 +108,38 @@ def gemm_f16_f32(x16: Any, w16: Any, out: Any) -> LaunchRecord:
     A = w16 seen as [k, n] with op T, B = x16 seen as [k, nt] with op N, ldc = n.
     Arguments are not checked here (see :func:`launch_matmul_f16w`).
     """
+    import cupy
     from cupy.cuda import device
     from cupy_backends.cuda.libs import cublas
 
+    from tracekit.kernels import cuda
+
     nt, k = (int(s) for s in x16.shape)
     n = int(w16.shape[0])
-    one = np.ones(1, dtype=np.float32)  # host scalars: alpha = 1, beta = 0
-    zero = np.zeros(1, dtype=np.float32)
     handle = device.get_cublas_handle()
-    mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    try:
-        cublas.gemmEx(
-            handle,
-            cublas.CUBLAS_OP_T,
-            cublas.CUBLAS_OP_N,
-            n,
-            nt,
-            k,
-            one.ctypes.data,
-            w16.data.ptr,
-            _CUDA_R_16F,
-            k,
-            x16.data.ptr,
-            _CUDA_R_16F,
-            k,
-            zero.ctypes.data,
-            out.data.ptr,
-            _CUDA_R_32F,
-            n,
-            getattr(cublas, "CUBLAS_COMPUTE_32F", _CUBLAS_COMPUTE_32F),
-            getattr(cublas, "CUBLAS_GEMM_DEFAULT", _CUBLAS_GEMM_DEFAULT),
-        )
-    finally:
-        cublas.setPointerMode(handle, mode)
+    args = (
+        cublas.CUBLAS_OP_T,
+        cublas.CUBLAS_OP_N,
+        n,
+        nt,
+        k,
+        _ONE.ctypes.data,
+        w16.data.ptr,
+        _CUDA_R_16F,
+        k,
+        x16.data.ptr,
+        _CUDA_R_16F,
+        k,
+        _ZERO.ctypes.data,
+        out.data.ptr,
+        _CUDA_R_32F,
+        n,
+        getattr(cublas, "CUBLAS_COMPUTE_32F", _CUBLAS_COMPUTE_32F),
+        getattr(cublas, "CUBLAS_GEMM_DEFAULT", _CUBLAS_GEMM_DEFAULT),
+    )
+    call = _GemmCall(handle, args, (x16, w16, out))
+    call(cupy.cuda.get_current_stream().ptr)
+    cuda.record_host_call(call)
     # cuBLAS picks its own grid and block: the record carries none.
     return LaunchRecord.of(
         "cublas_gemmex_f16_f32", None, reads=[x16, w16], writes=[out], flops=2 * nt * n * k

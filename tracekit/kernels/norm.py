@@ -98,7 +98,7 @@ def geometry(rows: int, d: int) -> Geometry:
 
 def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[Any, LaunchRecord]:
     """RMS norm on the device: one block per row, warp-shuffle reductions (see module doc)."""
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     rows, d = _check(x, w, eps)
     require_device(x, "rms_norm x")
@@ -107,7 +107,8 @@ def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[An
     y = device_out(out, tuple(x.shape), np.float32, "rms_norm out")
     geo = geometry(rows, d)
     w_arg = w if w is not None else x  # never read when has_w == 0
-    kernel(FAMILY, KERNEL)(
+    launch(
+        kernel(FAMILY, KERNEL),
         geo.grid,
         geo.block,
         (x, w_arg, y, np.int64(rows), np.int32(d), np.float64(eps), np.int32(w is not None)),

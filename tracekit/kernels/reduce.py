@@ -87,13 +87,13 @@ def geometry(rows: int, n: int) -> Geometry:
 
 
 def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: Any, flops: int):
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     rows, n = _check(x, name)
     require_device(x, f"{name} x")
     y = device_out(out, out_shape, out_dtype, f"{name} out")
     geo = geometry(rows, n)
-    kernel(FAMILY, name)(geo.grid, geo.block, (x, y, np.int64(rows), np.int64(n)))
+    launch(kernel(FAMILY, name), geo.grid, geo.block, (x, y, np.int64(rows), np.int64(n)))
     working = min(rows, geo.grid[0]) * min(geo.block[0], n)
     rec = LaunchRecord.of(
         name,

@@ -128,14 +128,15 @@ def launch_rope_f32(
     out: Any = None,
 ) -> tuple[Any, LaunchRecord]:
     """Rope on the device: one thread per rotated pair, grid-stride over a 64-bit pair index."""
-    from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.cuda import kernel, launch
 
     nt, n_head, hd = _check(x, positions, base, freq_scale)
     require_device(x, "rope x")
     require_device(positions, "rope positions")
     y = device_out(out, tuple(x.shape), np.float32, "rope out")
     geo = geometry(nt, n_head, hd)
-    kernel(FAMILY, KERNEL)(
+    launch(
+        kernel(FAMILY, KERNEL),
         geo.grid,
         geo.block,
         (

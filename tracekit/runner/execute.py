@@ -23,6 +23,7 @@ import numpy as np
 from tracekit.kernels.checks import KernelInputError
 from tracekit.runner.graph import Node
 from tracekit.runner.ops import ARMS, OpError, StepContext
+from tracekit.runner.replay import REPLAY_MODES, StepReplay
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -137,12 +138,23 @@ class Session:
         model: a loaded :class:`~tracekit.runner.model.Model`.
         backend: a Backend instance or name (``"numpy"``, ``"cupy"``, ``"auto"``).
         n_ctx: KV cache length in tokens (default: the model's context, at most 4096).
+        replay: how decode steps after the first run (see ``tracekit/runner/replay.py``):
+            ``"plan"`` replays the first decode step's recorded launches, ``"graph"`` replays it
+            as a CUDA graph, ``"off"`` runs every step through the whole dispatch chain;
+            ``"auto"``: ``"plan"`` on the cupy backend, ``"off"`` on numpy.
 
     Raises:
-        ValueError: ``n_ctx`` < 1 or longer than the model's context.
+        ValueError: ``n_ctx`` < 1 or longer than the model's context, or a replay mode the
+            backend cannot do.
     """
 
-    def __init__(self, model: Model, backend: Any = "auto", n_ctx: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        backend: Any = "auto",
+        n_ctx: int | None = None,
+        replay: str = "auto",
+    ) -> None:
         cfg = model.config
         if n_ctx is None:
             n_ctx = min(cfg.n_ctx, DEFAULT_N_CTX)
@@ -152,6 +164,19 @@ class Session:
             )
         self.model = model
         self.backend: Backend = model.backend(backend)
+        if replay == "auto":
+            replay = "plan" if self.backend.name == "cupy" else "off"
+        if replay not in REPLAY_MODES:
+            raise GenerationError(f"replay mode {replay!r} is not one of {REPLAY_MODES}")
+        if replay != "off" and self.backend.name != "cupy":
+            raise GenerationError(
+                f"replay mode {replay!r} needs the cupy backend (this session runs on "
+                f"{self.backend.name}); use replay='off'"
+            )
+        self.replay_mode = replay
+        self._replay: StepReplay | None = None
+        #: graph replay only: capture timing events between nodes (the tracer's timing pass)
+        self.graph_timing = False
         self.graph = model.graph
         self.n_ctx = int(n_ctx)
         self.weights = model.weights(self.backend)  # the w16 cache: made once per backend
@@ -205,22 +230,57 @@ class Session:
             GenerationError: bad ids or no room in the cache (before any kernel runs).
             OpError: a node's inputs violate its op's contract (the node is named).
         """
+        out = self.launch_step(tokens, node_hook, all_logits)
+        return np.asarray(self.backend.to_host(out), dtype=np.float32)
+
+    def launch_step(
+        self,
+        tokens: Sequence[int],
+        node_hook: NodeHook | None = None,
+        all_logits: bool = False,
+    ) -> Any:
+        """:meth:`run_step` without the wait: issue the step's launches and return the logits
+        on the backend (a device array on cupy, still being computed)."""
         ids = self.check_step(tokens)
         be, nt = self.backend, len(ids)
+        if nt == 1 and self._replay is not None:  # a decode step: replay the recorded one
+            if self.replay_mode == "graph" and node_hook is None:
+                out = self._replay.run_graph(ids[0], self.n_past, self.graph_timing)
+            else:
+                out = self._replay.run(ids[0], self.n_past, node_hook)
+            self.n_past += 1
+            return out
         rows = np.arange(nt, dtype=np.int32) if all_logits else np.array([nt - 1], np.int32)
+        # one upload: tokens, positions and rows are views of one int32 buffer
+        packed = np.concatenate(
+            [
+                np.asarray(ids, np.int32),
+                np.arange(self.n_past, self.n_past + nt, dtype=np.int32),
+                rows,
+            ]
+        )
+        dev = be.asarray(packed)
         st = StepContext(
             n_past=self.n_past,
             nt=nt,
             nr=int(rows.size),
-            inputs={
-                "tokens": be.asarray(np.asarray(ids, dtype=np.int32)),
-                "positions": be.asarray(np.arange(self.n_past, self.n_past + nt, dtype=np.int32)),
-                "rows": be.asarray(rows),
-            },
+            inputs={"tokens": dev[:nt], "positions": dev[nt : 2 * nt], "rows": dev[2 * nt :]},
             k_cache=self.k_cache,
             v_cache=self.v_cache,
             weights=self.weights,
         )
+        if nt == 1 and self.replay_mode != "off":  # the first decode step: record it
+            out, self._replay = StepReplay.record(
+                be, self.graph.nodes, lambda hook: self._run_nodes(st, hook), dev, node_hook
+            )
+        else:
+            out = self._run_nodes(st, node_hook)
+        self.n_past += nt
+        return out
+
+    def _run_nodes(self, st: StepContext, node_hook: NodeHook | None) -> Any:
+        """Every node of the graph once, in order (the whole dispatch chain); the last output."""
+        be, nt = self.backend, st.nt
         values: dict[str, Any] = dict(st.inputs)
         shapes = self._shapes.get((nt, st.nr))
         if shapes is None:
@@ -242,8 +302,7 @@ class Session:
             values[node.name] = out
             for name in frees:
                 del values[name]
-        self.n_past += nt
-        return np.asarray(be.to_host(out), dtype=np.float32)
+        return out
 
     def generate(
         self,

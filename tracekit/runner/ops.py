@@ -134,10 +134,18 @@ def attention(be: Backend, node: Node, st: StepContext, q: Any, k: Any, v: Any) 
         raise _fail(
             node, f"n_past {st.n_past} + {nt} tokens exceeds the KV cache's {kc.shape[0]} rows"
         )
-    be.kv_store_f32(kc, k, st.n_past)
-    be.kv_store_f32(vc, v, st.n_past)
+    pos = st.inputs["positions"]  # n_past on the device too: a replayed step stays right
+    be.kv_store_f32(kc, k, st.n_past, pos)
+    be.kv_store_f32(vc, v, st.n_past, pos)
     return be.attention_f32(
-        q, kc, vc, st.n_past, float(a["scale"]), int(a["window"]), float(a["softcap"])
+        q,
+        kc,
+        vc,
+        st.n_past,
+        float(a["scale"]),
+        int(a["window"]),
+        float(a["softcap"]),
+        positions=pos,
     )
 
 

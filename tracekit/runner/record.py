@@ -22,10 +22,14 @@ Capture modes:
   ÷ its timing-pass host time; the statistics are a per-step cost (the step's ``stats_s``,
   inside ``full_wall_s``).
 
-CUDA graphs (``cuda_graph=True``) are not used: the kernels take ``n_past`` and the positions as
-launch scalars and inputs are copied from the host at every step, so a captured decode step
-cannot be replayed for the next one. The timing pass runs without graphs and the trace says so
-(``run.notes``).
+Decode steps are replayed (``tracekit/runner/replay.py``): the warm-up's decode step is recorded
+through the whole dispatch chain, and every recorded decode step replays its launches (the
+statistics pass too, so a node's output is the same buffer in both passes). With
+``cuda_graph=True`` (cupy only) each decode step's timing pass is one CUDA graph launch of the
+recorded step, with a timing event captured between consecutive nodes: node times are GPU
+times inside the graph, a node's ``host_s`` is the step's host time / the node count, and the
+timing pass has no per-node NVTX ranges (the step's range only; the full pass keeps them).
+The prefill always runs through the dispatch chain.
 
 Ctrl-C (KeyboardInterrupt) during a run writes the steps completed so far with
 ``complete: false`` and raises :class:`RecordInterrupted`; before the first step completes it
@@ -38,7 +42,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,9 +65,9 @@ LOGIT_BINS = 32
 #: bytes (a 4096-token prefill of a 576-wide, 1536-FF model keeps ~0.2 GB per layer).
 STATS_BATCH_BYTES = 1 << 30
 CUDA_GRAPH_NOTE = (
-    "cuda_graph requested but not used: the kernels take n_past and the positions as launch "
-    "scalars and each step copies its inputs from the host, so a captured decode step cannot be "
-    "replayed for the next step; the timing pass ran without CUDA graphs"
+    "cuda_graph: each decode step's timing pass replayed the recorded decode step as one CUDA "
+    "graph with timing events between nodes; node time_s is GPU time inside the graph, host_s "
+    "is the step's host time / nodes, and that pass has no per-node NVTX ranges"
 )
 #: ARGB colour per kernel family for nsys' timeline (any distinct colours would do).
 _COLORS = {
@@ -500,7 +503,9 @@ def record_trace(
         backend: "auto", "cupy", "numpy" or a Backend.
         capture: "full" (timing pass + statistics pass per step) or "timing".
         output: the trace path (default ``traces/<model>-<backend>.json``).
-        nvtx: emit NVTX ranges; cuda_graph: see the module docstring (not available).
+        nvtx: emit NVTX ranges.
+        cuda_graph: replay each decode step's timing pass as a CUDA graph (cupy backend only;
+            see the module docstring).
         progress: a tqdm bar on stderr.
         sampling: "greedy"/None, or {"temperature", "top_k", "seed"}.
         ceilings: device ceilings to use instead of ``measure_ceilings(backend)``.
@@ -549,13 +554,12 @@ def record_trace(
 
     measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
     ceil = _ceilings_json(measured)
-    session = Session(model, be, n_ctx=len(ids) + steps)
+    session = Session(model, be, n_ctx=len(ids) + steps, replay="graph" if cuda_graph else "auto")
     if warmup:
         _warm_up(session, ids, steps)
     notes: list[str] = []
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
-        warnings.warn(CUDA_GRAPH_NOTE, stacklevel=2)
     texts: dict[int, str] = {}
 
     def text(t: int) -> str:
@@ -586,8 +590,9 @@ def record_trace(
             "backend": be.name,
             "device": be.device_name(),
             "capture": capture,
-            "cuda_graph": False,
+            "cuda_graph": bool(cuda_graph),
             "cuda_graph_requested": bool(cuda_graph),
+            "replay": session.replay_mode,
             "warmup": bool(warmup),
             "nvtx": bool(nvtx),
             "prompt": prompt if tokens is None else None,
@@ -711,6 +716,8 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
     formatting them into dicts comes after (``stats_format_s``).
     """
     be = session.backend
+    if not full and len(feed) == 1 and session.replay_mode == "graph" and session._replay:
+        return _graph_pass(session, tracer, feed, name)
     be.synchronize()
     t0 = time.perf_counter()
     tracer.begin_step(name, full)
@@ -730,6 +737,43 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
         "stats_collects": tracer.stats_collects,
         "stats_launches": tracer.stats_launches,
         "stats_format_s": tracer.stats_format_s,
+    }
+
+
+def _graph_pass(session: Any, tracer: Tracer, feed: list[int], name: str) -> dict[str, Any]:
+    """A decode step's timing pass as one CUDA graph launch (see the module docstring)."""
+    be, replay, n_past = session.backend, session._replay, session.n_past
+    be.synchronize()
+    t0 = time.perf_counter()
+    tracer.ranges.push(tracer.ranges.attrs(name, "step"))
+    session.graph_timing = True
+    try:
+        logits = session.run_step(feed)[-1]
+    finally:
+        session.graph_timing = False
+        tracer.ranges.pop_all()
+    wall = time.perf_counter() - t0
+    times, records = replay.node_times(n_past)
+    host = wall / len(times)
+    nodes = [
+        {
+            "time_s": times[i],
+            "host_s": host,
+            "launches": [r.to_json() for r in records[i]],
+            "stats": None,
+            "shape": [int(d) for d in out.shape],
+            "dtype": np.dtype(out.dtype).name,
+        }
+        for i, out in enumerate(replay.outs)
+    ]
+    return {
+        "nodes": nodes,
+        "logits": logits,
+        "wall_s": wall,
+        "stats_s": 0.0,
+        "stats_collects": 0,
+        "stats_launches": 0,
+        "stats_format_s": 0.0,
     }
 
 

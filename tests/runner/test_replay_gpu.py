@@ -1,0 +1,123 @@
+"""Replayed decode steps (plan and CUDA graph) against the whole dispatch chain, on the GPU.
+
+A replay runs the same kernels on the same buffers as the recorded step, so its logits must be
+bit-identical to a session that runs every step through arm -> backend -> launcher (replay
+"off"), at every position, through a sliding-window model too (gemma3's local layers read
+n_past on the device to place the window).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracekit.kernels.backend import get_backend
+from tracekit.runner.demo import write_demo_model
+from tracekit.runner.execute import GenerationError, Session
+from tracekit.runner.model import load_model
+from tracekit.runner.synthetic import write_synthetic_model
+
+pytestmark = pytest.mark.gpu
+
+PROMPT = [3, 17, 42, 7, 99]
+STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return load_model(write_demo_model(tmp_path_factory.mktemp("demo") / "demo.gguf"))
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory):
+    path = tmp_path_factory.mktemp("g") / "gemma3.gguf"
+    write_synthetic_model(path, "gemma3")
+    return load_model(path)
+
+
+def _logits(model, replay: str, feed_forced: list[int] | None = None):
+    """Prefill PROMPT, then STEPS decode steps feeding a fixed token sequence."""
+    s = Session(model, get_backend("cupy"), n_ctx=64, replay=replay)
+    out = [s.run_step(PROMPT)[-1]]
+    feed = feed_forced or [(5 * k + 1) % model.config.n_vocab for k in range(STEPS)]
+    for t in feed:
+        out.append(s.run_step([t])[-1])
+    return np.stack(out), s
+
+
+@pytest.mark.parametrize("mode", ["plan", "graph"])
+@pytest.mark.parametrize("which", ["demo", "gemma"])
+def test_replay_is_bit_identical_to_the_dispatch_chain(mode, which, request):
+    model = request.getfixturevalue(which)
+    ref, _ = _logits(model, "off")
+    got, s = _logits(model, mode)
+    assert s._replay is not None
+    if mode == "graph":
+        assert s._replay.graph_launches == STEPS - 1  # the first decode step is the recording
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_replay_with_a_node_hook_gives_each_node_its_output_and_records(demo):
+    s = Session(demo, get_backend("cupy"), n_ctx=32, replay="plan")
+    s.run_step(PROMPT)
+    seen: list[tuple[str, tuple, list]] = []
+
+    def hook(node, thunk):
+        out = thunk()
+        seen.append((node.name, tuple(out.shape), s.backend.take_records()))
+        return out
+
+    s.run_step([4], node_hook=hook)  # recorded
+    first = list(seen)
+    seen.clear()
+    s.run_step([5], node_hook=hook)  # replayed
+    assert [n for n, _, _ in seen] == [n for n, _, _ in first]
+    assert [sh for _, sh, _ in seen] == [sh for _, sh, _ in first]
+    for (name, _, r1), (_, _, r0) in zip(seen, first, strict=True):
+        assert [r.kernel for r in r1] == [r.kernel for r in r0], name
+    # attention reads one more K/V row at the next position: its record follows n_past
+    att = [(r0, r1) for (n, _, r1), (_, _, r0) in zip(seen, first, strict=True) if "attn" == n[-4:]]
+    assert att
+    for r0, r1 in att:
+        assert r1[-1].bytes_read > r0[-1].bytes_read
+
+
+def test_replay_checks_ids_and_room_before_any_launch(demo):
+    s = Session(demo, get_backend("cupy"), n_ctx=8, replay="plan")
+    s.run_step(PROMPT)
+    s.run_step([1])
+    with pytest.raises(GenerationError, match="out of range"):
+        s.run_step([demo.config.n_vocab])
+    s.run_step([2])
+    s.run_step([3])
+    with pytest.raises(GenerationError, match="exceed the context"):
+        s.run_step([4])
+
+
+def test_replay_mode_needs_cupy(demo):
+    with pytest.raises(GenerationError, match="needs the cupy backend"):
+        Session(demo, get_backend("numpy"), replay="plan")
+
+
+@pytest.mark.parametrize("capture", ["timing", "full"])
+def test_record_trace_with_cuda_graph(demo, tmp_path, capture):
+    from tracekit.runner.record import CUDA_GRAPH_NOTE, record_trace
+    from tracekit.runner.trace import load_trace
+
+    kw = dict(tokens=PROMPT, steps=4, backend="cupy", capture=capture, progress=False)
+    g = load_trace(record_trace(demo, output=tmp_path / "g.json", cuda_graph=True, **kw))
+    p = load_trace(record_trace(demo, output=tmp_path / "p.json", **kw))
+    assert g["run"]["cuda_graph"] is True and g["run"]["replay"] == "graph"
+    assert CUDA_GRAPH_NOTE in g["run"]["notes"]
+    assert p["run"]["replay"] == "plan"
+    assert g["run"]["generated_tokens"] == p["run"]["generated_tokens"]
+    for step in g["steps"][1:]:
+        times = [n["time_s"] for n in step["nodes"]]
+        assert all(t > 0 for t in times)
+        assert step["gpu_s"] <= step["timing_wall_s"]
+        att = [n for n in step["nodes"] if n["launches"][-1]["kernel"] == "attention_f32"]
+        assert att
+    # attention's bytes follow the position in graph steps too
+    a1 = g["steps"][1]["nodes"][10]["launches"][-1]["bytes_read"]
+    a4 = g["steps"][4]["nodes"][10]["launches"][-1]["bytes_read"]
+    assert a4 > a1

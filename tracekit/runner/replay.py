@@ -1,0 +1,305 @@
+"""Replaying a recorded decode step: the same launches, without the hops above the kernels.
+
+A decode step (one token in, the last row's logits out) runs the same kernels, with the same
+geometry, on arrays of the same shapes at every position. Only the token id and the position
+change, and the kernels read both from the device: the step's input buffer holds the token,
+the position and the logits row, and the KV store and attention read n_past from the position
+(see attention.cu). So a :class:`~tracekit.runner.execute.Session` runs its first decode step
+through the whole dispatch chain (every arm, gate and launcher, inside
+:func:`tracekit.kernels.cuda.recording`), keeps that step's buffers, and at every later decode
+step writes the new token and position into the input buffer and replays the tape:
+
+- ``plan``: one ``cuLaunchKernel`` per kernel with its parameters packed once (CuPy's
+  ``Function.__call__`` re-packs them at every call) and one cuBLAS call per GEMM;
+- ``graph``: the whole step captured once as a CUDA graph, one ``cudaGraphLaunch`` per step.
+
+What makes this sound: the tape was recorded with every gate passing for exactly these arrays,
+and what varies is checked on the host before the replay (``Session.check_step``: the token is
+in the vocabulary, the position within the KV cache). Node records (bytes, flops) are the
+recorded ones, except attention's, which depend on n_past and are rebuilt per step.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracekit.kernels.attention import attention_record
+from tracekit.kernels.cuda import LaunchTape, recording
+from tracekit.kernels.launch import LaunchRecord
+
+if TYPE_CHECKING:
+    from tracekit.kernels.backend import Backend
+    from tracekit.runner.graph import Node
+
+REPLAY_MODES = ("off", "plan", "graph")
+
+_C_TYPES: dict[type, Any] = {
+    np.int32: ctypes.c_int32,
+    np.int64: ctypes.c_int64,
+    np.uint32: ctypes.c_uint32,
+    np.uint64: ctypes.c_uint64,
+    np.float32: ctypes.c_float,
+    np.float64: ctypes.c_double,
+}
+
+
+def _c_arg(a: Any) -> Any:
+    """One kernel argument as the ctypes value cuLaunchKernel copies from."""
+    data = getattr(a, "data", None)
+    if data is not None and hasattr(data, "ptr"):  # a CuPy ndarray: its device pointer
+        return ctypes.c_void_p(int(data.ptr))
+    ctype = _C_TYPES.get(type(a))
+    if ctype is None:
+        raise TypeError(f"kernel argument {a!r} ({type(a).__name__}) has no fixed C type")
+    return ctype(a.item())
+
+
+class _PackedLaunch:
+    """A kernel launch with its parameter block built once: ``args`` for cuLaunchKernel."""
+
+    __slots__ = ("args", "keep")
+
+    def __init__(self, entry: tuple[Any, ...], stream_ptr: int) -> None:
+        fn, grid, block, args, smem = entry
+        values = [_c_arg(a) for a in args]
+        params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+        grid = (*grid, 1, 1)[:3]
+        block = (*block, 1, 1)[:3]
+        self.keep = (fn, args, values, params)  # everything the pointers point into
+        self.args = (fn.ptr, *grid, *block, smem, stream_ptr, ctypes.addressof(params), 0)
+
+
+class StepReplay:
+    """One recorded decode step of a session, ready to replay (see the module docstring).
+
+    Built by :meth:`record`; :meth:`run` replays it for a new token at a new position.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        nodes: list[Node],
+        tape: LaunchTape,
+        slices: list[tuple[int, int]],
+        outs: list[Any],
+        records: list[list[LaunchRecord]],
+        inputs: Any,
+    ) -> None:
+        import cupy
+        from cupy_backends.cuda.api import driver
+
+        self.be = backend
+        self.nodes = nodes
+        self.outs = outs
+        self.records = records
+        self.inputs = inputs  # the device int32 [token, position, row] the kernels read
+        self.stream_ptr = cupy.cuda.get_current_stream().ptr
+        self._launch = driver.launchKernel
+        self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
+        self._node_entries = [self._entries[a:b] for a, b in slices]
+        self._node_tape = [tape.entries[a:b] for a, b in slices]
+        # attention's record depends on n_past: rebuilt per step from the node's attributes
+        self._attention = [(i, n.attrs) for i, n in enumerate(nodes) if n.op == "attention"]
+        self._thunks = [functools.partial(self._run_node, i) for i in range(len(nodes))]
+        self._graphs: dict[bool, Any] = {}
+        self._graph_stream: Any = None
+        self._graph_keep: list[Any] = []  # the packed parameters the graphs were built from
+        self._graph_events: list[Any] = []
+        self.graph_launches = 0
+
+    @staticmethod
+    def _pack(entry: Any, stream_ptr: int) -> Any:
+        if isinstance(entry, tuple):
+            return _PackedLaunch(entry, stream_ptr).args
+        return functools.partial(entry, stream_ptr)  # a host call (cuBLAS) taking the stream
+
+    # -- recording --------------------------------------------------------------------------
+    @classmethod
+    def record(
+        cls,
+        backend: Backend,
+        nodes: list[Node],
+        run: Callable[[Callable[[Node, Callable[[], Any]], Any]], Any],
+        inputs: Any,
+        node_hook: Callable[[Node, Callable[[], Any]], Any] | None,
+    ) -> tuple[Any, StepReplay]:
+        """Run one step through ``run(hook)`` (the session's normal path) while recording its
+        launches; returns (the step's result, the replay)."""
+        tape = LaunchTape()
+        n = len(nodes)
+        slices: list[tuple[int, int]] = [(0, 0)] * n
+        outs: list[Any] = [None] * n
+        records: list[list[LaunchRecord]] = [[] for _ in range(n)]
+
+        def hook(node: Node, thunk: Callable[[], Any]) -> Any:
+            def taped() -> Any:
+                n0, r0 = len(tape), len(backend.records)
+                with recording(tape):
+                    out = thunk()
+                slices[node.id] = (n0, len(tape))
+                records[node.id] = list(backend.records[r0:])
+                if node_hook is None:  # no hook takes them: as on the untraced path
+                    del backend.records[r0:]
+                outs[node.id] = out
+                return out
+
+            return node_hook(node, taped) if node_hook is not None else taped()
+
+        result = run(hook)
+        return result, cls(backend, nodes, tape, slices, outs, records, inputs)
+
+    # -- replaying --------------------------------------------------------------------------
+    def _refresh_records(self, n_past: int) -> None:
+        for i, a in self._attention:
+            recs = self.records[i]
+            old = recs[-1]
+            recs[-1] = attention_record(
+                old.kernel,
+                None,
+                1,
+                int(a["n_head"]),
+                int(a["n_head_kv"]),
+                int(a["head_dim"]),
+                n_past,
+                int(a["window"]),
+            )
+            # the geometry does not depend on n_past: keep the recorded one
+            recs[-1].grid, recs[-1].block = old.grid, old.block
+            recs[-1].threads_launched = old.threads_launched
+            recs[-1].threads_working = old.threads_working
+
+    def _run_node(self, i: int) -> Any:
+        launch = self._launch
+        for e in self._node_entries[i]:
+            if type(e) is tuple:
+                launch(*e)
+            else:
+                e()
+        self.be.records.extend(self.records[i])
+        return self.outs[i]
+
+    def set_inputs(self, token: int, n_past: int) -> None:
+        """Write the step's token and position into the device input buffer (row 0)."""
+        self.inputs.set(np.array([token, n_past, 0], dtype=np.int32))
+
+    def run(
+        self,
+        token: int,
+        n_past: int,
+        node_hook: Callable[[Node, Callable[[], Any]], Any] | None = None,
+    ) -> Any:
+        """Replay the step for ``token`` at position ``n_past``; returns the logits array."""
+        import cupy
+
+        if cupy.cuda.get_current_stream().ptr != self.stream_ptr:
+            raise RuntimeError(
+                "the decode step was recorded on another CUDA stream than the current one"
+            )
+        self.set_inputs(token, n_past)
+        if node_hook is None:
+            launch = self._launch
+            for e in self._entries:
+                if type(e) is tuple:
+                    launch(*e)
+                else:
+                    e()
+            self.be.records.clear()
+        else:
+            self._refresh_records(n_past)  # the hook takes each node's records
+            for node, thunk in zip(self.nodes, self._thunks, strict=True):
+                node_hook(node, thunk)
+        return self.outs[-1]
+
+    # -- CUDA graph --------------------------------------------------------------------------
+    def capture_graph(self, timed: bool = False) -> Any:
+        """Capture the whole step as a CUDA graph on a private stream (once per ``timed``).
+
+        ``timed``: a timing event between consecutive nodes (``len(nodes) + 1`` events, recorded
+        as graph nodes: ``cuEventRecordWithFlags(..., CU_EVENT_RECORD_EXTERNAL)``), so each node
+        has its GPU time inside the replayed graph.
+        """
+        import cupy
+
+        graph = self._graphs.get(timed)
+        if graph is not None:
+            return graph
+        if self._graph_stream is None:
+            self._graph_stream = cupy.cuda.Stream(non_blocking=True)
+            self._ev_in = cupy.cuda.Event(disable_timing=True)
+            self._ev_out = cupy.cuda.Event(disable_timing=True)
+        stream = self._graph_stream
+        entries = [[self._pack(e, stream.ptr) for e in node] for node in self._node_tape]
+        events = [cupy.cuda.Event() for _ in range(len(self.nodes) + 1)] if timed else []
+        self.be.synchronize()
+        launch = self._launch
+        stream.begin_capture()
+        try:
+            if timed:
+                _record_external(events[0], stream)
+            for i, node in enumerate(entries):
+                for e in node:
+                    if type(e) is tuple:
+                        launch(*e)
+                    else:
+                        e()
+                if timed:
+                    _record_external(events[i + 1], stream)
+        finally:
+            graph = stream.end_capture()
+        self._graphs[timed] = graph
+        self._graph_keep.append(entries)
+        if timed:
+            self._graph_events = events
+        return graph
+
+    def run_graph(self, token: int, n_past: int, timed: bool = False) -> Any:
+        """Replay the step as one graph launch, ordered after and before the current stream's
+        work by two events; returns the logits array. With ``timed``, :meth:`node_times` then
+        gives each node's GPU time."""
+        import cupy
+
+        graph = self.capture_graph(timed)
+        cur = cupy.cuda.get_current_stream()
+        self.set_inputs(token, n_past)  # on the current stream, before ev_in
+        self._ev_in.record(cur)
+        self._graph_stream.wait_event(self._ev_in)
+        graph.launch(self._graph_stream)
+        self._ev_out.record(self._graph_stream)
+        cur.wait_event(self._ev_out)
+        self.graph_launches += 1
+        self.be.records.clear()
+        return self.outs[-1]
+
+    def node_times(self, n_past: int) -> tuple[list[float], list[list[LaunchRecord]]]:
+        """After a timed graph replay: (each node's GPU seconds, each node's launch records)."""
+        import cupy
+
+        ev = self._graph_events
+        ev[-1].synchronize()
+        times = [cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) * 1e-3 for i in range(len(ev) - 1)]
+        self._refresh_records(n_past)
+        return times, [list(r) for r in self.records]
+
+
+_CU_EVENT_RECORD_EXTERNAL = 0x1
+
+
+@functools.cache
+def _libcuda() -> Any:
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuEventRecordWithFlags.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+    lib.cuEventRecordWithFlags.restype = ctypes.c_int
+    return lib
+
+
+def _record_external(event: Any, stream: Any) -> None:
+    """Record ``event`` on a capturing ``stream`` as a graph node (CuPy's Event.record would make
+    it a capture-internal dependency, never a timestamp)."""
+    rc = _libcuda().cuEventRecordWithFlags(event.ptr, stream.ptr, _CU_EVENT_RECORD_EXTERNAL)
+    if rc != 0:
+        raise RuntimeError(f"cuEventRecordWithFlags failed with CUresult {rc}")
