@@ -36,7 +36,9 @@ def main() -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--steps", type=int, default=16)
     args = ap.parse_args()
-    paths = [resolve(m) for m in args.models] or [demo_model_path()]
+    paths = [demo_model_path() if m == "demo" else resolve(m) for m in args.models] or [
+        demo_model_path()
+    ]
     be = get_backend(args.backend)
     print(f"backend {be.name}: {be.device_name()}")
     modes = [("plan", False), ("graph", True)] if be.name == "cupy" else [("off", False)]
