@@ -71,7 +71,8 @@ class _PackedLaunch:
         grid = (*grid, 1, 1)[:3]
         block = (*block, 1, 1)[:3]
         self.keep = (fn, args, values, params)  # everything the pointers point into
-        self.args = (fn.ptr, *grid, *block, smem, stream_ptr, ctypes.addressof(params), 0)
+        func = getattr(fn, "kernel", fn)  # a RawKernel's compiled cupy.cuda.Function
+        self.args = (func.ptr, *grid, *block, smem, stream_ptr, ctypes.addressof(params), 0)
 
 
 class StepReplay:
