@@ -320,3 +320,177 @@ def test_golden_traces_keep_loading(tmp_path: Path) -> None:
         assert t["steps"] and all(len(s["nodes"]) == len(t["nodes"]) for s in t["steps"])
         # rewritten by this version, it reads back the same
         assert load_trace(write_trace(t, tmp_path / p.name)) == t
+
+
+# -- large hostile arrays: refused fast, with the same kind of message ----------------------------
+def test_array_past_its_bound_is_refused_by_the_bound(tmp_path: Path) -> None:
+    # 10^6 items took ~11 s (an error built per item before one was picked); now the schema's
+    # maxItems refuses the array and its items are not looked at.
+    t = make_trace()
+    t["run"]["notes"] = list(range(10**6))
+    _rejects(t, tmp_path, "invalid trace at $.run.notes: an array of 1000000 items violates "
+             "maxItems 4096")  # fmt: skip
+    t = make_trace()
+    t["nodes"] = [t["nodes"][0]] * 70_000  # valid objects: the bound, not 70,000 validations
+    _rejects(t, tmp_path, "invalid trace at $.nodes: an array of 70000 items violates maxItems")
+    t = make_trace()
+    t["steps"][1]["nodes"][2]["launches"] = [{"kernel": "k"}] * 5000
+    _rejects(t, tmp_path, "$.steps[1].nodes[2].launches: an array of 5000 items violates")
+
+
+def test_unbounded_array_of_bad_items_names_the_first(tmp_path: Path) -> None:
+    t = make_trace()
+    t["run"]["prompt_tokens"] = ["a"] * 10**6
+    _rejects(t, tmp_path, "invalid trace at $.run.prompt_tokens[0]: expected integer, got "
+             "string 'a'")  # fmt: skip
+    t = make_trace()
+    t["steps"] = [0] * 10**6
+    _rejects(t, tmp_path, "invalid trace at $.steps[0]: expected object, got integer 0")
+
+
+def test_large_value_of_the_wrong_type_is_quoted_short(tmp_path: Path) -> None:
+    t = make_trace()
+    t["model"] = [t["model"]] * 20_000
+    msg = _rejects(t, tmp_path, "invalid trace at $.model: expected object, got array [{")
+    assert msg.endswith("...") and len(msg) < 200, msg
+    t = make_trace()
+    t["run"]["backend"] = [0] * 10**6
+    _rejects(t, tmp_path, "$.run.backend: [0, 0, 0", "... is not one of 'cupy', 'numpy'")
+
+
+def test_record_counts_are_checked_before_the_records(tmp_path: Path) -> None:
+    t = make_trace()
+    n = len(t["nodes"])
+    t["steps"][1]["nodes"] = t["steps"][1]["nodes"] * 500
+    t["steps"][1]["nodes"][-1]["time_s"] = "fast"  # would be found after all the records
+    _rejects(t, tmp_path, f"$.steps[1].nodes: {n * 500} records for {n} topology nodes")
+
+
+def test_of_several_errors_the_most_relevant_is_reported(tmp_path: Path) -> None:
+    # jsonschema's best_match among the first errors: the shallowest, the first of siblings.
+    t = make_trace()
+    t["steps"][2]["nodes"][3]["time_s"] = "slow"
+    t["steps"][0]["nodes"][1]["time_s"] = "fast"
+    t["steps"][1]["wall_s"] = -1.0
+    _rejects(t, tmp_path, "$.steps[1].wall_s: -1.0 violates minimum 0")
+    t["steps"][1]["wall_s"] = 1.0
+    _rejects(t, tmp_path, "$.steps[0].nodes[1].time_s: expected number, got string 'fast'")
+
+
+def test_integers_past_64_bits_are_still_refused(tmp_path: Path) -> None:
+    t = make_trace()
+    t["model"]["file_bytes"] = 10**18  # 19 digits, in range: accepted
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(t))
+    assert load_trace(p)["model"]["file_bytes"] == 10**18
+    t["model"]["file_bytes"] = 2**64
+    _rejects(t, tmp_path, "holds the integer 18446744073709551616")
+
+
+def test_bounds_admit_the_committed_traces() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    paths = sorted((repo / "traces").glob("*.json")) + sorted(GOLDEN.glob("*.json"))
+    assert paths
+    for p in paths:
+        assert load_trace(p)["steps"]
+
+
+# -- temp files of the atomic write ---------------------------------------------------------------
+def _temp_files(folder: Path) -> list[str]:
+    return sorted(f.name for f in folder.iterdir() if ".tmp-" in f.name)
+
+
+def test_temp_file_is_named_after_the_output_and_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    import socket
+
+    import tracekit.runner.trace as tr
+
+    seen = []
+    real_replace = os.replace
+
+    def spy(src: str, dst: str) -> None:
+        seen.append(Path(src).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(tr.os, "replace", spy)
+    write_trace(make_trace(), tmp_path / "t.json")
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:32]
+    assert re.fullmatch(rf"\.t\.json\.tmp-{os.getpid()}-[0-9a-f]{{8}}@{re.escape(host)}", seen[0])
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["t.json"]
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid  # reaped: no process has it (until the kernel hands it out again)
+
+
+def test_next_write_removes_temp_files_of_dead_writers_only(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tracekit.runner.trace import _host, remove_stale_temp_files
+
+    dead, me, host = _dead_pid(), os.getpid(), _host()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        files = {
+            f".t.json.tmp-{dead}-0123abcd@{host}": False,  # dead writer here: removed
+            f".t.json.tmp-{alive.pid}-0123abcd@{host}": True,  # a live writer's
+            f".t.json.tmp-{me}-0123abcd@{host}": True,  # this process's (another thread)
+            f".t.json.tmp-{dead}-0123abcd@otherhost": True,  # cannot be looked up from here
+            f".t.json.tmp-{dead}-89abcdef@otherhost": False,  # ... unless a day old
+            f".u.json.tmp-{dead}-0123abcd@{host}": True,  # another output's
+            ".t.json.tmp-notapid": True,  # not a name the writer makes
+            ".t.json.abc123.tmp": True,  # an older tracekit's (mkstemp) name: no pid to check
+        }
+        for name in files:
+            (tmp_path / name).write_text("partial")
+        old = os.stat(tmp_path / f".t.json.tmp-{dead}-89abcdef@otherhost").st_mtime - 2 * 86400
+        os.utime(tmp_path / f".t.json.tmp-{dead}-89abcdef@otherhost", (old, old))
+        write_trace(make_trace(), tmp_path / "t.json")
+        left = {f.name for f in tmp_path.iterdir()}
+        assert left == {n for n, keep in files.items() if keep} | {"t.json"}
+        assert remove_stale_temp_files(tmp_path / "t.json") == []  # nothing more to do
+    finally:
+        alive.kill()
+        alive.wait()
+    # once the writer is gone, its file goes too
+    removed = remove_stale_temp_files(tmp_path / "t.json")
+    assert [p.name for p in removed] == [f".t.json.tmp-{alive.pid}-0123abcd@{host}"]
+
+
+def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "t.json"
+    write_trace(make_trace(seed=1), out)
+    before = out.read_bytes()
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys, time\n"
+         "import tracekit.runner.trace as tr\n"
+         "def stuck(src, dst):\n"
+         "    print(src, flush=True)\n"
+         "    time.sleep(60)\n"
+         "os.replace = stuck\n"
+         "tr.atomic_write_text(sys.argv[1], 'x' * 100000)\n",
+         str(out)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    tmp = Path(child.stdout.readline().strip())  # written, fsynced, about to be renamed
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert tmp.exists() and tmp.stat().st_size == 100000 and out.read_bytes() == before
+    assert _temp_files(tmp_path) == [tmp.name]
+    write_trace(make_trace(seed=2), out)
+    assert _temp_files(tmp_path) == [] and load_trace(out)["complete"]
