@@ -147,6 +147,13 @@ def _fails_before_kernels(
         ("0x10", "'0x10' at position 0 is not an integer id"),
         ("1e3", "'1e3' at position 0 is not an integer id"),
         ("nan", "'nan' at position 0 is not an integer id"),
+        # Python's int() reads these as 10, 1, 3 and 5: refused, not run as a prompt nobody typed
+        ("1_0", "--tokens: '1_0' at position 0 is not an integer id (digits 0-9 only)"),
+        ("3,1_000", "'1_000' at position 1 is not an integer id"),
+        ("\uff11", "'\uff11' at position 0 is not an integer id"),  # fullwidth digit one
+        ("2 \u0663", "'\u0663' at position 1 is not an integer id"),  # Arabic-Indic three
+        ("\U0001d7d3", "'\U0001d7d3' at position 0 is not an integer id"),  # bold digit 5
+        ("--1", "'--1' at position 0 is not an integer id"),
         ("", "--tokens is empty"),
         (" , ,", "--tokens is empty"),
     ],

@@ -118,6 +118,11 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="output trace (default: traces/<model>-<backend>.json)")
 
 
+#: A token id as typed: ASCII digits with an optional sign. Python's int() also takes "1_0"
+#: (as 10) and other scripts' digits ("１", "٣"), which would run a prompt nobody typed.
+_TOKEN_ID = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_tokens(text: str) -> list[int]:
     """``"1,2,3"`` or ``"1 2 3"`` -> [1, 2, 3]."""
     parts = [t for t in re.split(r"[,\s]+", text.strip()) if t]
@@ -125,10 +130,11 @@ def parse_tokens(text: str) -> list[int]:
         raise UsageError("--tokens is empty: give ids like '1,2,3'")
     out = []
     for i, t in enumerate(parts):
-        try:
-            out.append(int(t))
-        except ValueError:
-            raise UsageError(f"--tokens: {t!r} at position {i} is not an integer id") from None
+        if not _TOKEN_ID.fullmatch(t):
+            raise UsageError(
+                f"--tokens: {t!r} at position {i} is not an integer id (digits 0-9 only)"
+            )
+        out.append(int(t))
     return out
 
 
