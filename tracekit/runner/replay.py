@@ -101,6 +101,7 @@ class StepReplay:
         self.inputs = inputs  # the device int32 [token, position, row] the kernels read
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
         self._launch = driver.launchKernel
+        self._packed: list[_PackedLaunch] = []
         self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
         self._node_entries = [self._entries[a:b] for a, b in slices]
         self._node_tape = [tape.entries[a:b] for a, b in slices]
@@ -113,10 +114,11 @@ class StepReplay:
         self._graph_events: list[Any] = []
         self.graph_launches = 0
 
-    @staticmethod
-    def _pack(entry: Any, stream_ptr: int) -> Any:
+    def _pack(self, entry: Any, stream_ptr: int) -> Any:
         if isinstance(entry, tuple):
-            return _PackedLaunch(entry, stream_ptr).args
+            packed = _PackedLaunch(entry, stream_ptr)
+            self._packed.append(packed)  # its parameter block must outlive every replay
+            return packed.args
         return functools.partial(entry, stream_ptr)  # a host call (cuBLAS) taking the stream
 
     # -- recording --------------------------------------------------------------------------
