@@ -191,6 +191,27 @@ def test_embed_and_dequant_share_one_copy_of_the_decoders() -> None:
             assert f"struct {qt.name} {{" not in src, (family, qt.name)
 
 
+def test_word_wise_decoders_one_copy_and_alignment_kept_by_every_row() -> None:
+    # Fast<T> (word-wise) lives only in the header; each declares the block alignment it needs,
+    # and TS % ALIGN == 0 is what lets embed.cu pick it for a whole table from raw % ALIGN
+    # alone (row id starts at raw + id * row_bytes, row_bytes a multiple of TS).
+    here = Path(embed.__file__).parent
+    header = (here / "quant_decoders.cuh").read_text()
+    for qt in (t for t in TYPES if t.is_quantized):
+        m = re.search(
+            rf"struct Fast<{qt.name}> : {qt.name} {{\s*static constexpr int ALIGN = (\d+);",
+            header,
+        )
+        assert m, qt.name
+        align = int(m.group(1))
+        assert align in (2, 4, 8, 16) and qt.type_size % align == 0, (qt.name, align)
+        for family in ("embed.cu", "dequant.cu"):
+            assert f"struct Fast<{qt.name}>" not in (here / family).read_text(), family
+    embed_src = (here / "embed.cu").read_text()
+    assert "gather_quant<Fast<T>>" in embed_src and "Fast<T>::ALIGN - 1" in embed_src
+    assert "gather_quant<T>" in embed_src  # the byte-wise fallback for a misaligned table
+
+
 def _defines(src: str, name: str) -> bool:
     # a kernel is defined directly (`void name(`) or through a macro (`KERNEL(name, T)`)
     return re.search(rf"(void {name}\(|_KERNEL\({name}, )", src) is not None

@@ -1,8 +1,9 @@
 // Embedding gather (seed §3.3): embed_rows_<suffix> for F16/BF16 and every quant type, and the
 // plain f32 row gather gather_rows_f32 (F32 tables go through it).
 //
-// Values are bit-identical to dequant.cu's (the same decoders, from quant_decoders.cuh; f32
-// out, no rounding after gguf's).
+// Values are bit-identical to dequant.cu's (the same decoders, from quant_decoders.cuh: the
+// word-wise Fast<T> where the table's alignment allows, else the byte-wise T; f32 out, no
+// rounding after gguf's).
 //
 // Token ids are int32. An id outside [0, rows) is never dereferenced: its row is written as NaN
 // and *err is set, so the launcher can raise a KernelInputError naming the id even when the ids
@@ -31,15 +32,14 @@ __device__ __forceinline__ void store8(float* o, const float* v) {
 
 // Quant tables: one thread per 8 values of one token's row (two 16-byte f32 stores); a warp
 // covers 256 consecutive values of a row. n_embd is a multiple of the block (>= 32), so row
-// starts are 32-byte aligned in out.
-template <class T>
-__device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const int* __restrict__ ids,
-                                            float* __restrict__ out, int rows, int n_embd, i64 nt,
-                                            int ts, int qk, int* err) {
-    if (ts != T::TS || qk != T::QK) __trap();  // the launcher passes the quant table's sizes
-    constexpr int CPB = T::QK / 8;
+// starts are 32-byte aligned in out. D is the decoder: T (byte-wise) or Fast<T> (word-wise).
+template <class D>
+__device__ __forceinline__ void gather_quant(const u8* __restrict__ raw,
+                                             const int* __restrict__ ids, float* __restrict__ out,
+                                             int rows, int n_embd, i64 nt, int* err) {
+    constexpr int CPB = D::QK / 8;
     const int cpr = n_embd / 8;
-    const i64 row_bytes = (i64)(n_embd / T::QK) * T::TS;
+    const i64 row_bytes = (i64)(n_embd / D::QK) * D::TS;
     const i64 total = nt * cpr;
     for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < total;
          g += (i64)gridDim.x * blockDim.x) {
@@ -51,10 +51,26 @@ __device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const in
 #pragma unroll
             for (int k = 0; k < 8; ++k) v[k] = NAN_F32;
         } else {
-            T::dec8(raw + id * row_bytes + (c / CPB) * T::TS, c % CPB, v);
+            D::dec8(raw + id * row_bytes + (c / CPB) * D::TS, c % CPB, v);
         }
         store8(out + t * n_embd + 8 * c, v);
     }
+}
+
+// Row id starts at raw + id * row_bytes, and every row and block size (TS) is a multiple of
+// Fast<T>::ALIGN, so every block of the table is as aligned as raw modulo ALIGN: the word-wise
+// decoders are valid for the whole table exactly when raw % ALIGN == 0 (checked here, the same
+// value for every thread: no divergence), else the byte-wise ones (any alignment).
+template <class T>
+__device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const int* __restrict__ ids,
+                                            float* __restrict__ out, int rows, int n_embd, i64 nt,
+                                            int ts, int qk, int* err) {
+    static_assert(T::TS % Fast<T>::ALIGN == 0, "rows and blocks must keep the table's alignment");
+    if (ts != T::TS || qk != T::QK) __trap();  // the launcher passes the quant table's sizes
+    if ((reinterpret_cast<unsigned long long>(raw) & (Fast<T>::ALIGN - 1)) == 0)
+        gather_quant<Fast<T>>(raw, ids, out, rows, n_embd, nt, err);
+    else
+        gather_quant<T>(raw, ids, out, rows, n_embd, nt, err);
 }
 
 #define EMBED_KERNEL(name, T)                                                                  \
