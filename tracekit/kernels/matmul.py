@@ -8,6 +8,8 @@ the same product in f32 on the exact dequantized weight.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from typing import Any
 
 import numpy as np
@@ -80,7 +82,11 @@ _ZERO = np.zeros(1, dtype=np.float32)
 
 class _GemmCall:
     """One cuBLAS gemmEx with its arguments bound: called at launch, and again by a replayed
-    :class:`~tracekit.kernels.cuda.LaunchTape` (``keep`` holds the arrays it points into)."""
+    :class:`~tracekit.kernels.cuda.LaunchTape` (``keep`` holds the arrays it points into).
+
+    The call goes to libcublas through ctypes, on the handle CuPy made: CuPy's own wrappers
+    refuse to run while a stream is being captured, and a replay captures the step as a CUDA
+    graph."""
 
     __slots__ = ("handle", "args", "keep")
 
@@ -88,16 +94,48 @@ class _GemmCall:
         self.handle, self.args, self.keep = handle, args, keep
 
     def __call__(self, stream_ptr: int) -> None:
-        from cupy_backends.cuda.libs import cublas
-
+        lib = _libcublas()
         h = self.handle
-        cublas.setStream(h, stream_ptr)  # every GEMM names its stream (a replay may differ)
-        mode = cublas.getPointerMode(h)
-        cublas.setPointerMode(h, cublas.CUBLAS_POINTER_MODE_HOST)
+        _check_cublas(lib.cublasSetStream_v2(h, stream_ptr), "cublasSetStream")
+        mode = ctypes.c_int()
+        _check_cublas(lib.cublasGetPointerMode_v2(h, ctypes.byref(mode)), "cublasGetPointerMode")
+        _check_cublas(
+            lib.cublasSetPointerMode_v2(h, _CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"
+        )
         try:
-            cublas.gemmEx(h, *self.args)
+            _check_cublas(lib.cublasGemmEx(h, *self.args), "cublasGemmEx")
         finally:
-            cublas.setPointerMode(h, mode)
+            lib.cublasSetPointerMode_v2(h, mode.value)
+
+
+_CUBLAS_POINTER_MODE_HOST = 0
+
+
+def _check_cublas(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"{what} failed with cublasStatus_t {status}")
+
+
+@functools.cache
+def _libcublas() -> Any:
+    """The libcublas CuPy loaded (found in this process's maps, so the handle is valid in it)."""
+    path = "libcublas.so"
+    with open("/proc/self/maps") as f:
+        for line in f:
+            name = line.rsplit(" ", 1)[-1].strip()
+            if "/libcublas.so" in name:
+                path = name
+                break
+    lib = ctypes.CDLL(path)
+    vp, i = ctypes.c_void_p, ctypes.c_int
+    lib.cublasSetStream_v2.argtypes = [vp, vp]
+    lib.cublasGetPointerMode_v2.argtypes = [vp, ctypes.POINTER(i)]
+    lib.cublasSetPointerMode_v2.argtypes = [vp, i]
+    lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i, i, i]
+    for fn in ("cublasSetStream_v2", "cublasGetPointerMode_v2", "cublasSetPointerMode_v2",
+               "cublasGemmEx"):  # fmt: skip
+        getattr(lib, fn).restype = i
+    return lib
 
 
 def gemm_f16_f32(x16: Any, w16: Any, out: Any) -> LaunchRecord:
