@@ -403,3 +403,93 @@ def test_ctrl_c_while_python_m_tracekit_imports_the_cli() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "Traceback" not in r.stderr, r.stderr[-500:]
     assert r.returncode == 130 and r.stderr.strip() == "error: interrupted"
+
+
+# -- Ctrl-C that lands in a finalizer -----------------------------------------------------------
+# Python runs the SIGINT handler wherever the main thread is; inside a finalizer (tqdm's __del__
+# as the recording returns, anything the garbage collector finalizes mid-run) the
+# KeyboardInterrupt is printed as "Exception ignored" and lost, and the run went on to exit 0.
+# Each case runs the real record-trace entry point in a child, whose own SIGINT is sent from the
+# finalizer at the moment named.
+_FINALIZER_SIGINT = (
+    "import os, signal, sys\n"
+    "def ctrl_c(self):\n"
+    "    os.kill(os.getpid(), signal.SIGINT)\n"
+    "    for _ in range(1000):  # the handler runs here, inside the finalizer\n"
+    "        pass\n"
+)
+
+
+def _record_in_child(setup: str, out: Path, steps: int) -> tuple[int, list[str]]:
+    import subprocess
+
+    code = (
+        _FINALIZER_SIGINT + setup + "from tracekit.cli import record_trace_main\n"
+        f"sys.exit(record_trace_main(['--backend', 'numpy', '--steps', '{steps}', "
+        f"'--no-progress', '-o', {str(out)!r}]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, cwd=REPO)  # fmt: skip
+    return r.returncode, r.stderr.strip().splitlines()
+
+
+def test_ctrl_c_in_tqdm_finalizer_as_the_run_returns_exits_130() -> None:
+    import tempfile
+
+    from tracekit.runner.trace import load_trace
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "t.json"
+        setup = (
+            "import tqdm\n"
+            "real_del = tqdm.tqdm.__del__\n"
+            "def finalize(self):\n"
+            "    ctrl_c(self)\n"
+            "    real_del(self)\n"
+            "tqdm.tqdm.__del__ = finalize\n"
+        )
+        rc, err = _record_in_child(setup, out, steps=1)
+        # the trace was written before the bar was finalized: complete, and the Ctrl-C is
+        # reported (it was exit 0 and Python's "Exception ignored ... KeyboardInterrupt")
+        assert (rc, err) == (
+            130,
+            ["error: interrupted as the command finished (what it wrote is complete)"],
+        )
+        t = load_trace(out)
+        assert t["complete"] and len(t["steps"]) == 2
+
+
+def test_ctrl_c_in_a_finalizer_mid_run_saves_the_steps_marked_incomplete() -> None:
+    import tempfile
+
+    from tracekit.runner.trace import load_trace
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "t.json"
+        setup = (
+            "import tracekit.runner.record as rec\n"
+            "class Garbage:\n"
+            "    __del__ = ctrl_c\n"
+            "real = rec.logit_summary\n"
+            "def summary(*a, **k):  # during the prefill, a finalizer runs and eats the Ctrl-C\n"
+            "    if not getattr(summary, 'done', False):\n"
+            "        summary.done = True\n"
+            "        Garbage()\n"
+            "    return real(*a, **k)\n"
+            "rec.logit_summary = summary\n"
+        )
+        rc, err = _record_in_child(setup, out, steps=4)
+        assert (rc, err) == (130, [f"interrupted: saved 1 complete step(s) to {out} (marked "
+                                   "incomplete)"])  # fmt: skip
+        t = load_trace(out)
+        assert not t["complete"] and len(t["steps"]) == 1
+        assert t["run"]["stop_reason"] == "interrupted"
+
+
+def test_ctrl_c_handler_is_python_s_own_outside_a_command() -> None:
+    import signal
+
+    hook = sys.unraisablehook
+    assert record_trace_main(["--tokens", "x"]) == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert sys.unraisablehook is hook

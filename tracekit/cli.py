@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +35,90 @@ def _one_line(e: BaseException) -> str:
     return re.sub(r"\s*\n\s*", "; ", msg)
 
 
-def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+class _SigintWatch:
+    """The SIGINT handler while a command runs: raises KeyboardInterrupt as Python's own does,
+    and remembers that the signal came.
+
+    Python runs a signal handler wherever the main thread is, finalizers included. There the
+    KeyboardInterrupt is printed as "Exception ignored in ..." and lost: a Ctrl-C that lands in
+    tqdm's ``__del__`` (the progress bar is finalized as a recording returns) or in anything the
+    garbage collector finalizes mid-run let the command go on and exit 0. With the signal
+    remembered, a lost one is raised again at the next safe point (:meth:`reraise_lost`, after
+    each recorded step: the steps so far are saved, marked incomplete), or, when the command has
+    already returned, turned into exit 130 and one line.
+    """
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.armed = True  # False while the interrupt is being reported: only remembered then
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.pending = True
+        if self.armed:
+            raise KeyboardInterrupt
+
+    def reraise_lost(self, *_: Any) -> None:
+        """Raise KeyboardInterrupt if a SIGINT came and nothing raised it (a finalizer ate it)."""
+        if self.pending and self.armed:
+            self.pending = False
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def _watch_sigint() -> Iterator[_SigintWatch | None]:
+    # Only where Python's own handler is in place (not under a caller's handler, or in a thread).
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield None
+        return
+    watch = _SigintWatch()
+    default_hook = sys.unraisablehook
+
+    def hook(u: Any) -> None:  # the lost KeyboardInterrupt is handled: no "Exception ignored"
+        if not (isinstance(u.exc_value, KeyboardInterrupt) and watch.pending):
+            default_hook(u)
+
+    sys.unraisablehook = hook
+    signal.signal(signal.SIGINT, watch)
     try:
-        return fn(args)
-    except KeyboardInterrupt as e:
+        yield watch
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = default_hook
+
+
+def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    with _watch_sigint() as watch:
+        args.sigint_watch = watch
+        try:
+            code = fn(args)
+        except KeyboardInterrupt as e:
+            if watch is not None:
+                watch.armed = False
+            return _interrupted(e)
+        except BrokenPipeError:
+            return EXIT_OK
+        except Exception as e:  # every failure is one line; malformed files raise anything
+            if os.environ.get("TRACEKIT_DEBUG"):
+                raise
+            known = _known_errors()
+            prefix = "" if isinstance(e, known) else f"{type(e).__name__}: "
+            print(f"error: {prefix}{_one_line(e)}", file=sys.stderr)
+            return EXIT_ERROR
+        if watch is not None and watch.pending:  # a Ctrl-C a finalizer swallowed
+            watch.armed = False
+            print(
+                "error: interrupted as the command finished (what it wrote is complete)",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        return code
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    try:
         path, steps = getattr(e, "path", None), getattr(e, "steps", None)
         if path is not None:  # record-trace saved what it had (RecordInterrupted)
             print(
@@ -49,16 +132,9 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
             )
         else:
             print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return EXIT_OK
-    except Exception as e:  # every failure is one line; malformed files raise anything
-        if os.environ.get("TRACEKIT_DEBUG"):
-            raise
-        known = _known_errors()
-        prefix = "" if isinstance(e, known) else f"{type(e).__name__}: "
-        print(f"error: {prefix}{_one_line(e)}", file=sys.stderr)
-        return EXIT_ERROR
+        pass
+    return EXIT_INTERRUPTED
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
@@ -172,6 +248,7 @@ def _record(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         sampling=sampling,
         remeasure=args.remeasure,
+        on_step=getattr(args, "sigint_watch", None) and args.sigint_watch.reraise_lost,
     )
     print(out)
     return EXIT_OK
