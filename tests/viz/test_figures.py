@@ -296,3 +296,47 @@ def test_shared_range_spans_both_heatmaps(small_trace):
     assert lo == min(s1["heatmap"]["lo"], s2["heatmap"]["lo"])
     assert hi == max(s1["heatmap"]["hi"], s2["heatmap"]["hi"])
     assert f.shared_range(None, None) is None
+
+
+# -- what the browser's plotly.js can draw ---------------------------------------------------
+#: Trace types of plotly.js's cartesian partial bundle (tracekit/viz/assets), the only ones
+#: the page can draw: no scattergl, no 3-D, maps or tables.
+CARTESIAN_TYPES = {
+    "bar",
+    "box",
+    "contour",
+    "heatmap",
+    "histogram",
+    "histogram2d",
+    "histogram2dcontour",
+    "image",
+    "pie",
+    "scatter",
+    "scatterternary",
+    "violin",
+}
+
+
+def test_every_figure_uses_only_trace_types_of_the_cartesian_bundle(small_trace):
+    t = small_trace
+    stats = t["steps"][0]["nodes"][1]["stats"]
+    b = make_trace(seed=3, scale={"blk.1.attn_q": 1.5})
+    figs = [f.graph_figure(t, 0, m, 1) for m in d.MEASURES] + [
+        f.heatmap_figure(stats),
+        f.histogram_figure(stats["hist"]),
+        f.timeline_figure(t, 1, 1),
+        f.roofline_figure(t, 1, 1),
+        f.family_time_figure(t),
+        f.topk_figure(t, 1),
+        f.entropy_figure(t, 1),
+        f.logit_hist_figure(t, 1),
+        f.compare_figure(d.compare_step(t, b, 1), selected=1),
+        f.empty_figure("nothing"),
+    ]
+    types = {tr.type for fig in figs for tr in fig.data}
+    assert types and types <= CARTESIAN_TYPES, types - CARTESIAN_TYPES
+    # the bundle the page loads says it is the cartesian one
+    from tracekit.viz.app import ASSETS
+
+    (bundle,) = ASSETS.glob("plotly-cartesian-*.min.js")
+    assert "plotly.js (cartesian - minified)" in bundle.read_text()[:200]
