@@ -44,10 +44,17 @@ INPUT_COLOUR = "#00b8ff"  # outlines in the graph view: bright enough on dark an
 CONSUMER_COLOUR = "#ff2a2a"
 NONFINITE_COLOUR = "#ff00ff"  # heatmap cells whose block held a NaN/Inf (shows as the bg)
 _MARGIN = dict(l=50, r=20, t=40, b=40)
-_AXIS = dict(gridcolor="#ebebeb", zeroline=False, linecolor="#cccccc", ticks="", automargin=True)
+# ticklabeloverflow "allow": plotly's default for linear axes ("hide past div") measures every
+# tick label against the div once per label drawn (quadratic in the labels, a forced layout
+# each); with automargin nothing overflows, and the graph view redraws in half the time.
+_ALLOW = dict(ticklabeloverflow="allow")
+_AXIS = dict(
+    gridcolor="#ebebeb", zeroline=False, linecolor="#cccccc", ticks="", automargin=True, **_ALLOW
+)
 # A small template built once: naming plotly's "plotly_white" makes plotly deep-copy and
 # validate the whole template on every figure (~15 ms each, most of a node change's budget).
 _TEMPLATE = go.layout.Template(
+    data=dict(heatmap=[dict(colorbar=_ALLOW)]),
     layout=dict(
         paper_bgcolor="#ffffff",
         plot_bgcolor="#ffffff",
@@ -55,7 +62,7 @@ _TEMPLATE = go.layout.Template(
         xaxis=_AXIS,
         yaxis=_AXIS,
         hoverlabel=dict(align="left"),
-    )
+    ),
 )
 
 
