@@ -250,17 +250,21 @@ def test_play_walks_the_nodes_in_execution_order(dash_duo: Any, demo_trace_path:
     dash_duo.wait_for_text_to_equal("#play", "pause", timeout=TIMEOUT)
     # Playback keeps advancing while the test polls, so under load it may already be a few
     # nodes on: require that it moved forward in execution order, and kept moving forward.
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def moved(drv: Any) -> list[int]:
+        # the detail is re-rendered every tick: the heading found may be replaced before its
+        # text is read (stale: the wait retries). A list, so that node 0 counts as truthy.
+        i = ids.get(drv.find_element("css selector", "#detail-name").text, -1)
+        return [i] if i not in (seen[-1], -1) else []
+
     seen = [i0]
     for _ in range(3):
-        from selenium.webdriver.support.ui import WebDriverWait
-
-        WebDriverWait(dash_duo.driver, TIMEOUT).until(
-            lambda d: (
-                ids.get(d.find_element("css selector", "#detail-name").text, -1)
-                not in (seen[-1], -1)
-            )
+        wait = WebDriverWait(
+            dash_duo.driver, TIMEOUT, ignored_exceptions=(StaleElementReferenceException,)
         )
-        seen.append(ids[dash_duo.find_element("#detail-name").text])
+        seen.append(wait.until(moved)[0])
     n = len(demo_trace["nodes"])
     steps = [(b - a) % n for a, b in zip(seen, seen[1:], strict=False)]
     assert all(0 < k < n // 2 for k in steps), (seen, steps)  # forward, never backwards

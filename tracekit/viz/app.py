@@ -24,7 +24,7 @@ from typing import Any
 
 import dash
 import plotly.graph_objects as go
-from dash import ALL, ClientsideFunction, Input, Output, Patch, State, dcc, html
+from dash import ClientsideFunction, Input, Output, Patch, State, dcc, html
 
 from tracekit.runner.diff import DiffReport, diff_traces
 from tracekit.runner.trace import TraceError, load_trace
@@ -47,11 +47,16 @@ def _kv_table(rows: Sequence[tuple[str, Any]], cls: str = "tk-kv") -> html.Table
 
 def _goto(node_id: int, label: str, src: str, step: int = -1) -> html.Button:
     """A link-styled button that selects ``node_id`` (and step ``step`` when >= 0); ``src``
-    names the panel it sits in, so the same target in two panels keeps two distinct ids."""
+    names the panel it sits in.
+
+    No Dash id: one click listener in assets/tracekit.js reads the ``data-`` attributes and
+    sets the ``goto`` store. (A pattern-matching id per link made every detail render
+    re-register the links with the renderer and re-run the navigation callback.)
+    """
     return html.Button(
         label,
-        id={"type": "goto", "node": node_id, "step": step, "src": src},
         className="tk-link",
+        **{"data-node": str(node_id), "data-step": str(step), "data-src": src},
     )
 
 
@@ -622,7 +627,8 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
             ),
             dcc.Store(id="node", data=first_node),
             dcc.Store(id="meta", data=meta),
-            *[dcc.Store(id=f"{v}-key") for v in (*_GATED, "graph-sel")],
+            dcc.Store(id="goto"),
+            *[dcc.Store(id=f"{v}-key") for v in _GATED],
         ],
         className="tk-app",
     )
@@ -630,19 +636,26 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
     return app
 
 
-#: Views computed on the server only while their tab is shown (the key store each listens to
-#: is set by a clientside gate): what their figures depend on besides the tab.
-_GATED = {
-    "graph": (("step", "value"), ("measure", "value")),
-    "timeline": (("step", "value"), ("node", "data")),
-    "roofline": (("step", "value"), ("node", "data")),
-    "tokens": (("step", "value"),),
-    "compare": (("step", "value"), ("node", "data")),
+#: Views computed on the server only while their tab is shown: view -> (its tab, what its
+#: figures depend on besides the tab). The clientside ``route`` callback sets the view's key
+#: store (``<view>-key``, the list of those values) when one of them, or the tab, changes
+#: while the tab is shown; the view's server callback listens to that store.
+_GATED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "graph": ("graph", ("step", "measure")),
+    # a node change only moves the graph view's outlines (a Patch, not a new figure)
+    "graph-sel": ("graph", ("node",)),
+    "timeline": ("timeline", ("step", "node")),
+    "roofline": ("roofline", ("step", "node")),
+    "tokens": ("tokens", ("step",)),
+    "compare": ("compare", ("step", "node")),
 }
+#: The component property behind each dependency name of :data:`_GATED`.
+_DEPS = {"step": ("step", "value"), "measure": ("measure", "value"), "node": ("node", "data")}
 
 
 def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
-    """What the clientside callbacks need: sizes, the cell -> node map, the step info lines."""
+    """What the clientside callbacks need: sizes, the cell -> node map, the step info lines,
+    the gated views ([view, tab, [dependency names]], :data:`_GATED`'s order)."""
     cells = [[-1] * len(lay.cols) for _ in lay.rows]
     for i, (r, c) in lay.cell.items():
         cells[r][c] = i
@@ -656,6 +669,7 @@ def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
         "n_nodes": len(trace["nodes"]),
         "cells": cells,
         "info": info,
+        "views": [[v, tab, list(deps)] for v, (tab, deps) in _GATED.items()],
     }
 
 
@@ -677,7 +691,7 @@ def _register(
         Input("graph", "clickData"),
         Input("timeline", "clickData"),
         Input("roofline", "clickData"),
-        Input({"type": "goto", "node": ALL, "step": ALL, "src": ALL}, "n_clicks"),
+        Input("goto", "data"),
         Input("play-timer", "n_intervals"),
         State("step", "value"),
         State("node", "data"),
@@ -692,26 +706,19 @@ def _register(
         State("play-timer", "disabled"),
         prevent_initial_call=True,
     )
+    # One callback for the step line and every view's gate: each callback run costs the
+    # renderer a round of store updates over the whole page, whatever it returns.
     app.clientside_callback(
-        cs("tracekit", "stepInfo"),
+        cs("tracekit", "route"),
         Output("step-info", "children"),
-        Input("step", "value"),
+        *[Output(f"{v}-key", "data") for v in _GATED],
+        Input("tabs", "value"),
+        *[Input(*_DEPS[k]) for k in _DEPS],
         State("meta", "data"),
+        # the first graph and detail are in the layout; other tabs start at their first
+        # visit (a change of `tabs`)
         prevent_initial_call=True,
     )
-    views = dict(_GATED, **{"graph-sel": (("node", "data"),)})
-    for view, deps in views.items():
-        want = view.split("-")[0]
-        app.clientside_callback(
-            f"function(tab, ...v) {{ return window.dash_clientside.tracekit.gate(tab, "
-            f"'{want}', v); }}",
-            Output(f"{view}-key", "data"),
-            Input("tabs", "value"),
-            *[Input(cid, prop) for cid, prop in deps],
-            # the first graph and detail are in the layout; other tabs start at their first
-            # visit (a change of `tabs`)
-            prevent_initial_call=True,
-        )
 
     @app.callback(
         Output("graph", "figure"),

@@ -2,15 +2,28 @@
 // Navigation and view gating run in the browser: a click goes straight to the requests of the
 // views it changes, with no server round trip first (~20-50 ms saved per step/node change),
 // and views on hidden tabs are not recomputed until their tab is shown.
+
+// Node links (class tk-link, data-node / data-step) have no Dash id: this one listener turns a
+// click on any of them into an update of the `goto` store, which `navigate` listens to.
+(function () {
+  let seq = 0;
+  document.addEventListener('click', function (ev) {
+    const el = ev.target && ev.target.closest ? ev.target.closest('.tk-link[data-node]') : null;
+    const dc = window.dash_clientside;
+    if (!el || !dc || !dc.set_props) return;
+    seq += 1;  // a new value per click, so the same link clicked twice still navigates
+    dc.set_props('goto', {data: {node: +el.dataset.node, step: +el.dataset.step, seq: seq}});
+  });
+})();
+
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
   tracekit: {
     // -> [step, node, tab, play timer disabled, play button label]
-    navigate: function (prev, next, graphClick, timelineClick, rooflineClick, gotos, ticks,
+    navigate: function (prev, next, graphClick, timelineClick, rooflineClick, goto, ticks,
                         step, node, meta) {
       const nu = window.dash_clientside.no_update;
       const keep = [nu, nu, nu, nu, nu];
       const trig = (window.dash_clientside.callback_context.triggered || [])[0];
-      // A goto link that was just rendered triggers with n_clicks null: not a click.
       if (!trig || !trig.value) return keep;
       const cut = trig.prop_id.lastIndexOf('.');
       const idText = trig.prop_id.slice(0, cut);
@@ -21,11 +34,11 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
         if (step + 1 < meta.n_steps) return [step + 1, 0, nu, nu, nu];
         return [nu, nu, nu, true, 'play'];  // end of the trace: stop
       }
-      if (idText.charAt(0) === '{') {  // a goto link: {type, node, step, src}
-        if (typeof trig.value !== 'number') return keep;
-        const id = JSON.parse(idText);
-        if (id.step >= 0) return [id.step, id.node, 'graph', nu, nu];
-        return [nu, id.node, nu, nu, nu];
+      if (idText === 'goto') {  // a node link: {node, step (-1: this step), seq}
+        const g = trig.value;
+        if (typeof g.node !== 'number' || !(g.node >= 0 && g.node < meta.n_nodes)) return keep;
+        if (g.step >= 0 && g.step < meta.n_steps) return [g.step, g.node, 'graph', nu, nu];
+        return [nu, g.node, nu, nu, nu];
       }
       const pt = trig.value.points && trig.value.points[0];
       if (!pt) return keep;
@@ -44,13 +57,21 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       return disabled ? [false, 'pause'] : [true, 'play'];
     },
 
-    stepInfo: function (step, meta) {
-      return meta.info[step];
-    },
-
-    // The key a view's server callback listens to, set only while that view's tab is shown.
-    gate: function (tab, want, value) {
-      return tab === want ? value : window.dash_clientside.no_update;
+    // -> [step info line, then one key per gated view (meta.views)]. A view's key (the list of
+    // its dependencies' values), which its server callback listens to, is set only while the
+    // view's tab is shown and only when the tab or one of those dependencies changed.
+    route: function (tab, step, measure, node, meta) {
+      const nu = window.dash_clientside.no_update;
+      const props = {step: 'step.value', measure: 'measure.value', node: 'node.data'};
+      const values = {step: step, measure: measure, node: node};
+      const trig = new Set(
+        (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id));
+      const out = [trig.has('step.value') ? meta.info[step] : nu];
+      for (const [, want, deps] of meta.views) {
+        const hit = tab === want && (trig.has('tabs.value') || deps.some(k => trig.has(props[k])));
+        out.push(hit ? deps.map(k => values[k]) : nu);
+      }
+      return out;
     },
 
     compareClick: function (click) {
