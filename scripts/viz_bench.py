@@ -218,6 +218,12 @@ def bench(trace_path: Path, repeat: int, chromium: str) -> dict[str, Any]:
         "first_render": _summary(first_render[1:] or first_render),
         "step_change": _summary(step_change),
         "node_change": _summary(node_change),
+        # every sample, in order (the first step change is the first after the load)
+        "samples_ms": {
+            "first_render": [round(x, 1) for x in first_render],
+            "step_change": [round(x, 1) for x in step_change],
+            "node_change": [round(x, 1) for x in node_change],
+        },
         "browser_errors": [e["message"] for e in logs],
         # a shared machine's load skews every number above: report it with them
         "load_average_1m": round(os.getloadavg()[0], 2),
