@@ -111,13 +111,42 @@ def test_record_trace_with_cuda_graph(demo, tmp_path, capture):
     assert CUDA_GRAPH_NOTE in g["run"]["notes"]
     assert p["run"]["replay"] == "plan"
     assert g["run"]["generated_tokens"] == p["run"]["generated_tokens"]
-    for step in g["steps"][1:]:
-        times = [n["time_s"] for n in step["nodes"]]
+    for sg, sp in zip(g["steps"][1:], p["steps"][1:], strict=True):
+        times = [n["time_s"] for n in sg["nodes"]]
         assert all(t > 0 for t in times)
-        assert step["gpu_s"] <= step["timing_wall_s"]
-        att = [n for n in step["nodes"] if n["launches"][-1]["kernel"] == "attention_f32"]
-        assert att
+        assert sg["gpu_s"] <= sg["timing_wall_s"]
+        for ng, np_ in zip(sg["nodes"], sp["nodes"], strict=True):
+            assert ng["shape"] == np_["shape"]
+            assert [r["kernel"] for r in ng["launches"]] == [r["kernel"] for r in np_["launches"]]
+            assert ng["launches"] == np_["launches"]  # bytes and flops too (attention's n_past)
+            if capture == "full":  # the same kernels on the same outputs: the same statistics
+                assert ng["stats"] == np_["stats"], ng
+                assert sg["full_wall_s"] > 0 and ng["full_time_s"] > 0
     # attention's bytes follow the position in graph steps too
     a1 = g["steps"][1]["nodes"][10]["launches"][-1]["bytes_read"]
     a4 = g["steps"][4]["nodes"][10]["launches"][-1]["bytes_read"]
     assert a4 > a1
+
+
+def test_prepared_stats_follow_the_tensors_they_were_built_on():
+    import cupy
+
+    from tracekit.kernels.stats import StatsBatch
+
+    rng = np.random.default_rng(0)
+    xs = [cupy.asarray(rng.standard_normal((3, 40), dtype=np.float32)) for _ in range(3)]
+    batch = StatsBatch()
+    for i, x in enumerate(xs):
+        batch.add(i, x, ("tokens", "features"))
+    prep = batch.prepare()
+    for round_ in range(2):
+        if round_:
+            xs[1][0, :5] = cupy.nan
+            xs[2] *= 3
+        prep.enqueue()
+        got = prep.read().format()
+        for i, x in enumerate(xs):
+            fresh = StatsBatch()
+            fresh.add(i, x, ("tokens", "features"))
+            assert got[i] == fresh.finish()[i], (round_, i)
+        assert got[1]["nan"] == (5 if round_ else 0)

@@ -326,6 +326,17 @@ def launch_spin(ns: int) -> LaunchRecord:
     return LaunchRecord.of("spin_kernel", geo)
 
 
+def launch_stamp(times: Any, i: int) -> None:
+    """Write the GPU's global timer (ns) into ``times[i]`` (uint64 device array) when the kernel
+    runs: the timestamps between the nodes of a replayed CUDA graph."""
+    from tracekit.kernels.cuda import kernel, launch
+
+    require_device(times, "timestamps")
+    if times.dtype != np.uint64 or not 0 <= i < times.size:
+        raise KernelInputError(f"stamp index {i} outside uint64 timestamps of size {times.size}")
+    launch(kernel(FAMILY, "globaltimer_stamp"), (1, 1, 1), (1, 1, 1), (times, np.int32(i)))
+
+
 def launch_empty() -> LaunchRecord:
     """Launch an empty kernel (one block of 32 threads): the bench's launch-cost baseline."""
     from tracekit.kernels.cuda import kernel, launch

@@ -521,12 +521,35 @@ class StatsBatch:
         return _meta(items), d, u, hist, flat, np.asarray(off, np.int64)
 
     def _collect_cupy(self, items: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+        prep = PreparedStats(items, self.bins)
+        prep.enqueue()
+        self.launches.extend(prep.launches)
+        return prep.read_part()
+
+    def prepare(self) -> PreparedStats:
+        """The batch (device tensors only) as a :class:`PreparedStats`, to launch again and
+        again on the same tensors; empties the batch."""
+        items = self._items
+        self.clear()
+        if any(it[6] is None for it in items):
+            raise KernelInputError("a prepared statistics batch takes device tensors only")
+        return PreparedStats(items, self.bins)
+
+
+class PreparedStats:
+    """A device statistics batch whose descriptor table is uploaded once and whose result
+    buffer is allocated once: :meth:`enqueue` issues the memset and the two kernels on the
+    current stream (so a CUDA graph can capture them: the tensors must then stay where they
+    are), :meth:`read` copies the packed results to the host (waiting for them).
+    """
+
+    def __init__(self, items: list[tuple[Any, ...]], bins: int) -> None:
         import cupy
 
-        from tracekit.kernels.cuda import kernel
         from tracekit.kernels.launch import Geometry, LaunchRecord
 
-        T, bins = len(items), self.bins
+        self.items, self.bins = items, bins
+        T = len(items)
         cols = np.array([it[6] for it in items], dtype=np.int64)  # T x 11, see add()
         desc = cols[:, :_DESC_WORDS].copy()
         cell_off = np.zeros(T + 1, np.int64)
@@ -544,44 +567,68 @@ class StatsBatch:
             )
         # one upload: [desc T x 9][red_start T+1][heat_start T+1]
         tab = cupy.asarray(np.concatenate([desc.reshape(-1), red_start, heat_start]))
-        t_desc, t_red, t_heat = tab[: T * 9], tab[T * 9 : T * 10 + 1], tab[T * 10 + 1 :]
+        self.t_desc, self.t_red = tab[: T * 9], tab[T * 9 : T * 10 + 1]
+        self.t_heat = tab[T * 10 + 1 :]
         # one zeroed buffer: [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9]
-        n_res = T * (_RES_WORDS + bins) + n_cells
-        buf = cupy.zeros(n_res + T + n_red * _RES_WORDS, dtype=cupy.uint64)
-        res, hist = buf[: T * _RES_WORDS], buf[T * _RES_WORDS : T * (_RES_WORDS + bins)]
-        cells = buf[T * (_RES_WORDS + bins) : n_res].view(cupy.float64)
-        tickets, part = buf[n_res : n_res + T], buf[n_res + T :]
+        self.n_res = n_res = T * (_RES_WORDS + bins) + n_cells
+        self.buf = buf = cupy.empty(n_res + T + n_red * _RES_WORDS, dtype=cupy.uint64)
+        self.res = buf[: T * _RES_WORDS]
+        self.hist = buf[T * _RES_WORDS : T * (_RES_WORDS + bins)]
+        self.cells = buf[T * (_RES_WORDS + bins) : n_res].view(cupy.float64)
+        self.tickets, self.part = buf[n_res : n_res + T], buf[n_res + T :]
+        self.T, self.n_red, self.n_heat, self.cell_off = T, n_red, n_heat, cell_off
         elems = int(cols[:, 1].sum())
         nbytes = sum(int(it[1].nbytes) for it in items)
         block = (_BATCH_BLOCK, 1, 1)
+        self.launches = []
         if n_red:
-            kernel("stats", "stats_batch_reduce")(
-                (n_red, 1, 1), block,
-                (t_desc, np.int32(T), t_red, np.int64(_BATCH_CHUNK), res, part, tickets),
-            )  # fmt: skip
             self.launches.append(
                 LaunchRecord.of("stats_batch_reduce", Geometry((n_red, 1, 1), block, elems),
                                 bytes_read=nbytes, bytes_written=T * _RES_WORDS * 8)
             )  # fmt: skip
         if n_red + n_heat:
-            kernel("stats", "stats_batch_hist_heat")(
-                (n_red + n_heat, 1, 1), block,
-                (t_desc, np.int32(T), t_red, t_heat, np.int64(n_red), np.int64(_BATCH_CHUNK),
-                 np.int32(bins), res, hist, cells),
-                shared_mem=bins * 8,
-            )  # fmt: skip
             self.launches.append(
                 LaunchRecord.of("stats_batch_hist_heat",
                                 Geometry((n_red + n_heat, 1, 1), block, elems + n_cells),
                                 bytes_read=2 * nbytes, bytes_written=(T * bins + n_cells) * 8)
             )  # fmt: skip
-        words = buf[:n_res].get()  # the one device-to-host copy (waits for the kernels)
+
+    def enqueue(self) -> None:
+        """Zero the results and launch the reduction, then the histograms and heatmaps."""
+        import cupy
+
+        from tracekit.kernels.cuda import kernel
+
+        T, n_red, n_heat, block = self.T, self.n_red, self.n_heat, (_BATCH_BLOCK, 1, 1)
+        stream = cupy.cuda.get_current_stream().ptr
+        cupy.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.buf.nbytes, stream)
+        if n_red:
+            kernel("stats", "stats_batch_reduce")(
+                (n_red, 1, 1), block,
+                (self.t_desc, np.int32(T), self.t_red, np.int64(_BATCH_CHUNK), self.res,
+                 self.part, self.tickets),
+            )  # fmt: skip
+        if n_red + n_heat:
+            kernel("stats", "stats_batch_hist_heat")(
+                (n_red + n_heat, 1, 1), block,
+                (self.t_desc, np.int32(T), self.t_red, self.t_heat, np.int64(n_red),
+                 np.int64(_BATCH_CHUNK), np.int32(self.bins), self.res, self.hist, self.cells),
+                shared_mem=self.bins * 8,
+            )  # fmt: skip
+
+    def read_part(self) -> tuple[Any, ...]:
+        T, bins, n_res = self.T, self.bins, self.n_res
+        words = self.buf[:n_res].get()  # the one device-to-host copy (waits for the kernels)
         r = words[: T * _RES_WORDS].reshape(T, _RES_WORDS)
         return (
-            _meta(items), r.view(np.float64)[:, :4], r[:, 4:],
+            _meta(self.items), r.view(np.float64)[:, :4], r[:, 4:],
             words[T * _RES_WORDS : T * (_RES_WORDS + bins)].reshape(T, bins),
-            words[T * (_RES_WORDS + bins) :].view(np.float64), cell_off,
+            words[T * (_RES_WORDS + bins) :].view(np.float64), self.cell_off,
         )  # fmt: skip
+
+    def read(self) -> StatsResults:
+        """The results of the last enqueue(), on the host."""
+        return StatsResults([self.read_part()], self.bins, None)
 
 
 def _meta(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

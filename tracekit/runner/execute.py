@@ -175,8 +175,6 @@ class Session:
             )
         self.replay_mode = replay
         self._replay: StepReplay | None = None
-        #: graph replay only: capture timing events between nodes (the tracer's timing pass)
-        self.graph_timing = False
         self.graph = model.graph
         self.n_ctx = int(n_ctx)
         self.weights = model.weights(self.backend)  # the w16 cache: made once per backend
@@ -245,7 +243,7 @@ class Session:
         be, nt = self.backend, len(ids)
         if nt == 1 and self._replay is not None:  # a decode step: replay the recorded one
             if self.replay_mode == "graph" and node_hook is None:
-                out = self._replay.run_graph(ids[0], self.n_past, self.graph_timing)
+                out = self._replay.run_graph(ids[0], self.n_past)
             else:
                 out = self._replay.run(ids[0], self.n_past, node_hook)
             self.n_past += 1
@@ -277,6 +275,28 @@ class Session:
             out = self._run_nodes(st, node_hook)
         self.n_past += nt
         return out
+
+    def can_replay_graph(self, tokens: Sequence[int]) -> bool:
+        """Whether :meth:`replay_graph` can run this step (a decode step of a graph-replay
+        session whose decode step is recorded)."""
+        return self.replay_mode == "graph" and self._replay is not None and len(tokens) == 1
+
+    def replay_graph(self, tokens: Sequence[int], kind: str, stats_spec: Any = None) -> Any:
+        """A decode step as one CUDA graph launch of kind ``plain``, ``timed`` or ``full`` (see
+        :meth:`StepReplay.capture_graph`); returns the logits on the device. The tracer reads
+        the node times and statistics from ``self.replay`` after it."""
+        ids = self.check_step(tokens)
+        if not self.can_replay_graph(ids):
+            raise GenerationError("graph replay needs a recorded decode step of one token")
+        assert self._replay is not None
+        out = self._replay.run_graph(ids[0], self.n_past, kind, stats_spec)
+        self.n_past += 1
+        return out
+
+    @property
+    def replay(self) -> StepReplay | None:
+        """The recorded decode step (None before the first decode step, or with replay off)."""
+        return self._replay
 
     def _run_nodes(self, st: StepContext, node_hook: NodeHook | None) -> Any:
         """Every node of the graph once, in order (the whole dispatch chain); the last output."""

@@ -23,13 +23,15 @@ Capture modes:
   inside ``full_wall_s``).
 
 Decode steps are replayed (``tracekit/runner/replay.py``): the warm-up's decode step is recorded
-through the whole dispatch chain, and every recorded decode step replays its launches (the
+through the whole dispatch chain, and every later decode step replays its launches (the
 statistics pass too, so a node's output is the same buffer in both passes). With
-``cuda_graph=True`` (cupy only) each decode step's timing pass is one CUDA graph launch of the
-recorded step, with a timing event captured between consecutive nodes: node times are GPU
-times inside the graph, a node's ``host_s`` is the step's host time / the node count, and the
-timing pass has no per-node NVTX ranges (the step's range only; the full pass keeps them).
-The prefill always runs through the dispatch chain.
+``cuda_graph=True`` (cupy only) each pass of a decode step is one CUDA graph launch of the
+recorded step with a ``globaltimer_stamp`` kernel between consecutive nodes: node times are GPU
+times inside the graph (no host gaps), a node's ``host_s`` is the step's host time / the node
+count, the full pass's graph also holds the statistics (copies of outputs overwritten in place,
+then the batch's memset and two kernels), and neither pass has per-node NVTX ranges (the
+step's range only; run without ``cuda_graph`` for per-node ranges under nsys or ncu). The
+prefill always runs through the dispatch chain.
 
 Ctrl-C (KeyboardInterrupt) during a run writes the steps completed so far with
 ``complete: false`` and raises :class:`RecordInterrupted`; before the first step completes it
@@ -65,9 +67,10 @@ LOGIT_BINS = 32
 #: bytes (a 4096-token prefill of a 576-wide, 1536-FF model keeps ~0.2 GB per layer).
 STATS_BATCH_BYTES = 1 << 30
 CUDA_GRAPH_NOTE = (
-    "cuda_graph: each decode step's timing pass replayed the recorded decode step as one CUDA "
-    "graph with timing events between nodes; node time_s is GPU time inside the graph, host_s "
-    "is the step's host time / nodes, and that pass has no per-node NVTX ranges"
+    "cuda_graph: each decode step's passes replayed the recorded decode step as one CUDA graph "
+    "with a timestamp kernel between nodes (the full pass with its statistics kernels inside); "
+    "node time_s is GPU time inside the graph, host_s is the step's host time / nodes, and "
+    "those passes have no per-node NVTX ranges"
 )
 #: ARGB colour per kernel family for nsys' timeline (any distinct colours would do).
 _COLORS = {
@@ -716,8 +719,8 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
     formatting them into dicts comes after (``stats_format_s``).
     """
     be = session.backend
-    if not full and len(feed) == 1 and session.replay_mode == "graph" and session._replay:
-        return _graph_pass(session, tracer, feed, name)
+    if session.can_replay_graph(feed):
+        return _graph_pass(session, tracer, feed, name, full)
     be.synchronize()
     t0 = time.perf_counter()
     tracer.begin_step(name, full)
@@ -740,40 +743,51 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
     }
 
 
-def _graph_pass(session: Any, tracer: Tracer, feed: list[int], name: str) -> dict[str, Any]:
-    """A decode step's timing pass as one CUDA graph launch (see the module docstring)."""
-    be, replay, n_past = session.backend, session._replay, session.n_past
+def _graph_pass(
+    session: Any, tracer: Tracer, feed: list[int], name: str, full: bool
+) -> dict[str, Any]:
+    """A decode step's pass as one CUDA graph launch (see the module docstring): the timing
+    pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside)."""
+    be, replay, n_past = session.backend, session.replay, session.n_past
+    spec = list(zip(tracer.axes, tracer.copy_out, strict=True)) if full else None
     be.synchronize()
     t0 = time.perf_counter()
     tracer.ranges.push(tracer.ranges.attrs(name, "step"))
-    session.graph_timing = True
     try:
-        logits = session.run_step(feed)[-1]
+        out = session.replay_graph(feed, "full" if full else "timed", spec)
+        logits = np.asarray(be.to_host(out), dtype=np.float32)[-1]
+        times, records = replay.node_times(n_past)
+        stats_s = 0.0
+        if full:
+            t1 = time.perf_counter()
+            results, stats_launches = replay.stats()  # the one readback of the statistics
+            stats_s = time.perf_counter() - t1
     finally:
-        session.graph_timing = False
         tracer.ranges.pop_all()
-    wall = time.perf_counter() - t0
-    times, records = replay.node_times(n_past)
+    wall = time.perf_counter() - t0  # logits, node times and statistics are on the host
+    t2 = time.perf_counter()
+    stats = {k: compact_stats(v) for k, v in results.format().items()} if full else {}
+    format_s = time.perf_counter() - t2
     host = wall / len(times)
     nodes = [
         {
             "time_s": times[i],
             "host_s": host,
             "launches": [r.to_json() for r in records[i]],
-            "stats": None,
-            "shape": [int(d) for d in out.shape],
-            "dtype": np.dtype(out.dtype).name,
+            "stats": stats[i] if full else None,
+            "shape": [int(d) for d in o.shape],
+            "dtype": np.dtype(o.dtype).name,
         }
-        for i, out in enumerate(replay.outs)
+        for i, o in enumerate(replay.outs)
     ]
     return {
         "nodes": nodes,
         "logits": logits,
         "wall_s": wall,
-        "stats_s": 0.0,
-        "stats_collects": 0,
-        "stats_launches": 0,
-        "stats_format_s": 0.0,
+        "stats_s": stats_s,
+        "stats_collects": 1 if full else 0,
+        "stats_launches": len(stats_launches) if full else 0,
+        "stats_format_s": format_s,
     }
 
 

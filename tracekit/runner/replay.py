@@ -108,10 +108,12 @@ class StepReplay:
         # attention's record depends on n_past: rebuilt per step from the node's attributes
         self._attention = [(i, n.attrs) for i, n in enumerate(nodes) if n.op == "attention"]
         self._thunks = [functools.partial(self._run_node, i) for i in range(len(nodes))]
-        self._graphs: dict[bool, Any] = {}
+        self._graphs: dict[str, Any] = {}
+        self._stamps: dict[str, Any] = {}
+        self._prepared: Any = None
+        self._last_kind = "plain"
         self._graph_stream: Any = None
         self._graph_keep: list[Any] = []  # the packed parameters the graphs were built from
-        self._graph_events: list[Any] = []
         self.graph_launches = 0
 
     def _pack(self, entry: Any, stream_ptr: int) -> Any:
@@ -219,54 +221,92 @@ class StepReplay:
         return self.outs[-1]
 
     # -- CUDA graph --------------------------------------------------------------------------
-    def capture_graph(self, timed: bool = False) -> Any:
-        """Capture the whole step as a CUDA graph on a private stream (once per ``timed``).
+    def capture_graph(self, kind: str = "plain", stats_spec: Any = None) -> Any:
+        """Capture the whole step as a CUDA graph on a private stream (once per ``kind``).
 
-        ``timed``: a timing event between consecutive nodes (``len(nodes) + 1`` events, recorded
-        as graph nodes: ``cuEventRecordWithFlags(..., CU_EVENT_RECORD_EXTERNAL)``), so each node
-        has its GPU time inside the replayed graph.
+        Kinds: ``plain`` (the launches only); ``timed`` (a ``globaltimer_stamp`` kernel before
+        the first node and after each node, so each node has its GPU time inside the graph;
+        0.65 µs of GPU time per stamp on the H200, where an event-record node costs 3.4 µs);
+        ``full`` (timed, plus the statistics of every node's output: a device copy right after
+        the node of each output a later node overwrites in place, and the statistics batch's
+        memset and two kernels after the last node). ``stats_spec``: per node (heatmap axes,
+        overwritten later), for ``full``.
         """
         import cupy
 
-        graph = self._graphs.get(timed)
-        if graph is not None:
-            return graph
+        from tracekit.kernels.elementwise import launch_stamp
+        from tracekit.kernels.stats import StatsBatch
+
+        if kind not in ("plain", "timed", "full"):
+            raise ValueError(f"graph kind {kind!r} is not plain, timed or full")
+        got = self._graphs.get(kind)
+        if got is not None:
+            return got
         if self._graph_stream is None:
             self._graph_stream = cupy.cuda.Stream(non_blocking=True)
             self._ev_in = cupy.cuda.Event(disable_timing=True)
             self._ev_out = cupy.cuda.Event(disable_timing=True)
         stream = self._graph_stream
         entries = [[self._pack(e, stream.ptr) for e in node] for node in self._node_tape]
-        events = [cupy.cuda.Event() for _ in range(len(self.nodes) + 1)] if timed else []
+        n = len(self.nodes)
+        stamps = cupy.zeros(n + 1, cupy.uint64) if kind != "plain" else None
+        snaps: dict[int, Any] = {}
+        prepared = None
+        if kind == "full":
+            if stats_spec is None or len(stats_spec) != n:
+                raise ValueError("a full graph needs (axes, copy) for every node")
+            batch = StatsBatch()
+            for i, (axes, copy) in enumerate(stats_spec):
+                out = self.outs[i]
+                if copy:
+                    out = snaps[i] = cupy.empty_like(out)
+                batch.add(i, out, axes)
+            prepared = batch.prepare()
+            for k, it in enumerate(prepared.items):  # the batch must read the fixed buffers
+                if it[1] is not snaps.get(k, self.outs[k]):
+                    raise RuntimeError(f"node {self.nodes[k].name}: its output is not graphable")
         self.be.synchronize()
         launch = self._launch
-        stream.begin_capture()
-        try:
-            if timed:
-                _record_external(events[0], stream)
-            for i, node in enumerate(entries):
-                for e in node:
-                    if type(e) is tuple:
-                        launch(*e)
-                    else:
-                        e()
-                if timed:
-                    _record_external(events[i + 1], stream)
-        finally:
-            graph = stream.end_capture()
-        self._graphs[timed] = graph
-        self._graph_keep.append(entries)
-        if timed:
-            self._graph_events = events
+        with stream:
+            stream.begin_capture()
+            try:
+                if stamps is not None:
+                    launch_stamp(stamps, 0)
+                for i, node in enumerate(entries):
+                    for e in node:
+                        if type(e) is tuple:
+                            launch(*e)
+                        else:
+                            e()
+                    if i in snaps:
+                        src, dst = self.outs[i], snaps[i]
+                        cupy.cuda.runtime.memcpyAsync(
+                            dst.data.ptr, src.data.ptr, src.nbytes, 3, stream.ptr
+                        )  # 3: device to device
+                    if stamps is not None:
+                        launch_stamp(stamps, i + 1)
+                if prepared is not None:
+                    prepared.enqueue()
+            finally:
+                graph = stream.end_capture()
+        self._graphs[kind] = graph
+        self._graph_keep.append((entries, snaps))
+        if stamps is not None:
+            self._stamps[kind] = stamps
+        if prepared is not None:
+            self._prepared = prepared
         return graph
 
-    def run_graph(self, token: int, n_past: int, timed: bool = False) -> Any:
+    def run_graph(
+        self, token: int, n_past: int, kind: str = "plain", stats_spec: Any = None
+    ) -> Any:
         """Replay the step as one graph launch, ordered after and before the current stream's
-        work by two events; returns the logits array. With ``timed``, :meth:`node_times` then
-        gives each node's GPU time."""
+        work by two events; returns the logits array. After a ``timed`` or ``full`` replay,
+        :meth:`node_times` gives each node's GPU time; after ``full``, :meth:`stats` its
+        statistics."""
         import cupy
 
-        graph = self.capture_graph(timed)
+        graph = self.capture_graph(kind, stats_spec)
         cur = cupy.cuda.get_current_stream()
         self.set_inputs(token, n_past)  # on the current stream, before ev_in
         self._ev_in.record(cur)
@@ -275,34 +315,18 @@ class StepReplay:
         self._ev_out.record(self._graph_stream)
         cur.wait_event(self._ev_out)
         self.graph_launches += 1
+        self._last_kind = kind
         self.be.records.clear()
         return self.outs[-1]
 
     def node_times(self, n_past: int) -> tuple[list[float], list[list[LaunchRecord]]]:
-        """After a timed graph replay: (each node's GPU seconds, each node's launch records)."""
-        import cupy
-
-        ev = self._graph_events
-        ev[-1].synchronize()
-        times = [cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) * 1e-3 for i in range(len(ev) - 1)]
+        """After a timed or full graph replay: (each node's GPU seconds, its launch records)."""
+        t = self._stamps[self._last_kind].get().astype(np.int64)  # waits for the graph
         self._refresh_records(n_past)
+        times = (np.diff(t) * 1e-9).tolist()
         return times, [list(r) for r in self.records]
 
-
-_CU_EVENT_RECORD_EXTERNAL = 0x1
-
-
-@functools.cache
-def _libcuda() -> Any:
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuEventRecordWithFlags.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
-    lib.cuEventRecordWithFlags.restype = ctypes.c_int
-    return lib
-
-
-def _record_external(event: Any, stream: Any) -> None:
-    """Record ``event`` on a capturing ``stream`` as a graph node (CuPy's Event.record would make
-    it a capture-internal dependency, never a timestamp)."""
-    rc = _libcuda().cuEventRecordWithFlags(event.ptr, stream.ptr, _CU_EVENT_RECORD_EXTERNAL)
-    if rc != 0:
-        raise RuntimeError(f"cuEventRecordWithFlags failed with CUresult {rc}")
+    def stats(self) -> Any:
+        """After a full graph replay: the statistics results (``StatsResults``) by node index,
+        and the batch's launch records."""
+        return self._prepared.read(), list(self._prepared.launches)
