@@ -88,10 +88,21 @@ class _GemmCall:
     refuse to run while a stream is being captured, and a replay captures the step as a CUDA
     graph."""
 
-    __slots__ = ("handle", "args", "keep")
+    __slots__ = ("handle", "args", "keep", "_c_args")
 
     def __init__(self, handle: int, args: tuple[Any, ...], keep: tuple[Any, ...]) -> None:
         self.handle, self.args, self.keep = handle, args, keep
+        self._c_args: tuple[Any, ...] | None = None
+
+    def gemm_only(self) -> None:
+        """The GEMM alone, its arguments converted once: for a replay that has set the
+        handle's stream and pointer mode for the whole step (:func:`gemm_step_setup`)."""
+        if self._c_args is None:
+            types = _libcublas().cublasGemmEx.argtypes
+            self._c_args = tuple(
+                t(a) for t, a in zip(types, (self.handle, *self.args), strict=True)
+            )
+        _check_cublas(_libcublas().cublasGemmEx(*self._c_args), "cublasGemmEx")
 
     def __call__(self, stream_ptr: int) -> None:
         lib = _libcublas()
@@ -109,6 +120,23 @@ class _GemmCall:
 
 
 _CUBLAS_POINTER_MODE_HOST = 0
+
+
+def gemm_step_setup(handle: int, stream_ptr: int) -> int:
+    """Point ``handle`` at ``stream_ptr`` in host pointer mode for a replayed step's GEMMs;
+    returns the previous pointer mode (give it to :func:`gemm_step_restore`)."""
+    lib = _libcublas()
+    _check_cublas(lib.cublasSetStream_v2(handle, stream_ptr), "cublasSetStream")
+    mode = ctypes.c_int()
+    _check_cublas(lib.cublasGetPointerMode_v2(handle, ctypes.byref(mode)), "cublasGetPointerMode")
+    _check_cublas(
+        lib.cublasSetPointerMode_v2(handle, _CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"
+    )
+    return mode.value
+
+
+def gemm_step_restore(handle: int, mode: int) -> None:
+    _libcublas().cublasSetPointerMode_v2(handle, mode)
 
 
 def _check_cublas(status: int, what: str) -> None:

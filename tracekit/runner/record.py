@@ -149,6 +149,9 @@ class _HostTimer:
         self.t = [0.0] * n
         self._t0 = 0.0
 
+    def begin(self) -> None:
+        pass
+
     def start(self, i: int) -> None:
         self._t0 = time.perf_counter()
 
@@ -167,12 +170,20 @@ class _EventTimer:
 
         self._cupy = cupy
         self.ev = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+        # cudaEventRecord on raw handles: Event.record() looks the current stream up each call
+        self._record = cupy.cuda.runtime.eventRecord
+        self._starts = [a.ptr for a, _ in self.ev]
+        self._stops = [b.ptr for _, b in self.ev]
+        self.stream = 0
+
+    def begin(self) -> None:
+        self.stream = self._cupy.cuda.get_current_stream().ptr
 
     def start(self, i: int) -> None:
-        self.ev[i][0].record()
+        self._record(self._starts[i], self.stream)
 
     def stop(self, i: int) -> None:
-        self.ev[i][1].record()
+        self._record(self._stops[i], self.stream)
 
     def times(self, ran: int) -> list[float]:
         if ran:
@@ -264,6 +275,7 @@ class Tracer:
         self.stats_s = self.stats_format_s = 0.0
         self.stats_collects = self.stats_launches = 0
         self.be.take_records()  # nothing queued before the step belongs to a node
+        self.timer.begin()
         self.ranges.push(self.ranges.attrs(name, "step"))
 
     def end_step(self) -> None:
@@ -756,7 +768,7 @@ def _graph_pass(
     try:
         out = session.replay_graph(feed, "full" if full else "timed", spec)
         logits = np.asarray(be.to_host(out), dtype=np.float32)[-1]
-        times, records = replay.node_times(n_past)
+        stamps = replay.read_stamps()
         stats_s = 0.0
         if full:
             t1 = time.perf_counter()
@@ -764,8 +776,9 @@ def _graph_pass(
             stats_s = time.perf_counter() - t1
     finally:
         tracer.ranges.pop_all()
-    wall = time.perf_counter() - t0  # logits, node times and statistics are on the host
-    t2 = time.perf_counter()
+    wall = time.perf_counter() - t0  # logits, timestamps and statistics are on the host
+    t2 = time.perf_counter()  # bookkeeping on the host, after the pass (as results() is)
+    times, records = replay.node_times(n_past, stamps)
     stats = {k: compact_stats(v) for k, v in results.format().items()} if full else {}
     format_s = time.perf_counter() - t2
     host = wall / len(times)

@@ -102,6 +102,7 @@ class StepReplay:
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
         self._launch = driver.launchKernel
         self._packed: list[_PackedLaunch] = []
+        self._gemm_handles: set[int] = set()
         self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
         self._node_entries = [self._entries[a:b] for a, b in slices]
         self._node_tape = [tape.entries[a:b] for a, b in slices]
@@ -121,7 +122,11 @@ class StepReplay:
             packed = _PackedLaunch(entry, stream_ptr)
             self._packed.append(packed)  # its parameter block must outlive every replay
             return packed.args
-        return functools.partial(entry, stream_ptr)  # a host call (cuBLAS) taking the stream
+        gemm_only = getattr(entry, "gemm_only", None)
+        if gemm_only is not None:  # a cuBLAS GEMM: stream and pointer mode are set per step
+            self._gemm_handles.add(entry.handle)
+            return gemm_only
+        return functools.partial(entry, stream_ptr)  # another host call, taking the stream
 
     # -- recording --------------------------------------------------------------------------
     @classmethod
@@ -206,19 +211,34 @@ class StepReplay:
                 "the decode step was recorded on another CUDA stream than the current one"
             )
         self.set_inputs(token, n_past)
-        if node_hook is None:
-            launch = self._launch
-            for e in self._entries:
-                if type(e) is tuple:
-                    launch(*e)
-                else:
-                    e()
-            self.be.records.clear()
-        else:
-            self._refresh_records(n_past)  # the hook takes each node's records
-            for node, thunk in zip(self.nodes, self._thunks, strict=True):
-                node_hook(node, thunk)
+        modes = self._gemm_setup(self.stream_ptr)
+        try:
+            if node_hook is None:
+                launch = self._launch
+                for e in self._entries:
+                    if type(e) is tuple:
+                        launch(*e)
+                    else:
+                        e()
+                self.be.records.clear()
+            else:
+                self._refresh_records(n_past)  # the hook takes each node's records
+                for node, thunk in zip(self.nodes, self._thunks, strict=True):
+                    node_hook(node, thunk)
+        finally:
+            self._gemm_restore(modes)
         return self.outs[-1]
+
+    def _gemm_setup(self, stream_ptr: int) -> dict[int, int]:
+        from tracekit.kernels.matmul import gemm_step_setup
+
+        return {h: gemm_step_setup(h, stream_ptr) for h in self._gemm_handles}
+
+    def _gemm_restore(self, modes: dict[int, int]) -> None:
+        from tracekit.kernels.matmul import gemm_step_restore
+
+        for h, mode in modes.items():
+            gemm_step_restore(h, mode)
 
     # -- CUDA graph --------------------------------------------------------------------------
     def capture_graph(self, kind: str = "plain", stats_spec: Any = None) -> Any:
@@ -267,6 +287,7 @@ class StepReplay:
                     raise RuntimeError(f"node {self.nodes[k].name}: its output is not graphable")
         self.be.synchronize()
         launch = self._launch
+        modes = self._gemm_setup(stream.ptr)  # outside the capture: host-side handle state
         with stream:
             stream.begin_capture()
             try:
@@ -289,6 +310,7 @@ class StepReplay:
                     prepared.enqueue()
             finally:
                 graph = stream.end_capture()
+                self._gemm_restore(modes)
         self._graphs[kind] = graph
         self._graph_keep.append((entries, snaps))
         if stamps is not None:
@@ -319,9 +341,15 @@ class StepReplay:
         self.be.records.clear()
         return self.outs[-1]
 
-    def node_times(self, n_past: int) -> tuple[list[float], list[list[LaunchRecord]]]:
+    def read_stamps(self) -> np.ndarray:
+        """After a timed or full graph replay: the timestamps (ns), on the host."""
+        return self._stamps[self._last_kind].get()  # waits for the graph
+
+    def node_times(
+        self, n_past: int, stamps: np.ndarray | None = None
+    ) -> tuple[list[float], list[list[LaunchRecord]]]:
         """After a timed or full graph replay: (each node's GPU seconds, its launch records)."""
-        t = self._stamps[self._last_kind].get().astype(np.int64)  # waits for the graph
+        t = (self.read_stamps() if stamps is None else stamps).astype(np.int64)
         self._refresh_records(n_past)
         times = (np.diff(t) * 1e-9).tolist()
         return times, [list(r) for r in self.records]
