@@ -41,6 +41,10 @@ def resolve(arg: str) -> Path:
     from tracekit.runner.demo import cache_dir
     from tracekit.runner.synthetic import BENCH_SPECS, write_synthetic_model
 
+    if arg == "demo" and not Path(arg).exists():
+        from tracekit.runner.demo import demo_model_path
+
+        return demo_model_path()
     if arg in BENCH_SPECS and not Path(arg).exists():
         p = cache_dir() / f"synthetic-{arg}-seed0.gguf"
         if not p.is_file():
