@@ -44,6 +44,7 @@ for spec in "$@"; do
     bench-embed) t python3 -m tracekit bench --backend cupy --only 'embed_*' --json "$OUT/bench-embed.json" 2>&1 | tee "$OUT/bench-embed.log" ;;
     replay) t python3 -m pytest -q -m gpu -x -p no:cacheprovider tests/runner/test_replay_gpu.py 2>&1 | tee "$OUT/replay-tests.log" | tail -30 ;;
     ncu) PYTHON=${PYTHON:-python3} OUT=/tmp/tracekit-ncu t bash scripts/ncu_nvtx_check.sh 2>&1 | tee "$OUT/ncu.log" | tail -30 ;;
+    memcheck) TOOLS=memcheck t bash scripts/sanitizer_check.sh 2>&1 | tee "$OUT/memcheck.log" | tail -30 ;;
     sanitizer) t bash scripts/sanitizer_check.sh 2>&1 | tee "$OUT/sanitizer.log" | tail -30 ;;
     sweepdq) t python3 scripts/sweep_dequant.py 2>&1 | tee "$OUT/sweep-dequant.log" | tail -40 ;;
     profile)

@@ -131,12 +131,27 @@ def main() -> int:
     from tracekit.runner.model import load_model
 
     model = load_model(demo_model_path())
-    s = Session(model, gpu)
+    s = Session(model, gpu)  # decode 6 recorded through the dispatch chain, 7 replayed (plan)
     logits = s.run_step([1, 2, 3, 4, 5])
     for t in (6, 7):
         logits = s.run_step([t])
     gpu.synchronize()
     print("demo forward ok", gpu.to_host(logits).shape)
+
+    # The CUDA-graph passes: plain replay, then a traced run whose decode passes are timed and
+    # full graphs (timestamp kernels, in-place copies and the statistics batch inside).
+    from tracekit.runner.record import record_trace
+
+    g = Session(model, gpu, replay="graph")  # the same steps as the plan session above
+    g.run_step([1, 2, 3, 4, 5])
+    g.run_step([6])
+    got = g.run_step([7])
+    bad += int(not np.array_equal(got, gpu.to_host(logits)))
+    record_trace(model, tokens=[1, 2, 3, 4, 5], steps=3, backend=gpu, capture="full",
+                 cuda_graph=True, output="/tmp/sanitize-graph.json", progress=False,
+                 ceilings={"copy_bandwidth_Bps": 4e12, "launch_overhead_s": 2e-6,
+                           "peak_flops": 7e14})  # fmt: skip
+    print("graph replay and graph trace ok")
     print(f"{'FAILED' if bad else 'all ok'}: {bad} mismatches")
     return 1 if bad else 0
 

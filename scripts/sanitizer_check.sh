@@ -6,7 +6,7 @@ set -uo pipefail
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -n "$CS" ] || { echo "compute-sanitizer not found"; exit 1; }
 PY=${PYTHON:-python3}
-for tool in memcheck racecheck initcheck; do
+for tool in ${TOOLS:-memcheck racecheck initcheck}; do
   echo "--- $tool"
   log=/tmp/sanitizer-$tool.log
   "$CS" --tool "$tool" --error-exitcode 3 --print-limit 100000 "$PY" scripts/sanitize_kernels.py >"$log" 2>&1
