@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 STEPS=${STEPS:-2}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 NCU=${NCU:-ncu}
 MODEL_ARGS=()
 [ -n "${MODEL:-}" ] && MODEL_ARGS=("$MODEL")
