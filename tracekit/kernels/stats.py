@@ -616,9 +616,12 @@ class PreparedStats:
                 shared_mem=self.bins * 8,
             )  # fmt: skip
 
-    def read_part(self) -> tuple[Any, ...]:
+    def read_part(self, words: np.ndarray | None = None) -> tuple[Any, ...]:
+        """The packed results as arrays: from the device (one copy, waiting for the kernels),
+        or from ``words``, a host copy of the first ``n_res`` words of the result buffer."""
         T, bins, n_res = self.T, self.bins, self.n_res
-        words = self.buf[:n_res].get()  # the one device-to-host copy (waits for the kernels)
+        if words is None:
+            words = self.buf[:n_res].get()
         r = words[: T * _RES_WORDS].reshape(T, _RES_WORDS)
         return (
             _meta(self.items), r.view(np.float64)[:, :4], r[:, 4:],
@@ -629,6 +632,10 @@ class PreparedStats:
     def read(self) -> StatsResults:
         """The results of the last enqueue(), on the host."""
         return StatsResults([self.read_part()], self.bins, None)
+
+    def read_words(self, words: np.ndarray) -> StatsResults:
+        """The results from a host copy of the result buffer's first ``n_res`` words."""
+        return StatsResults([self.read_part(words[: self.n_res])], self.bins, None)
 
 
 def _meta(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

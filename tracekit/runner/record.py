@@ -772,14 +772,11 @@ def _graph_pass(
     t0 = time.perf_counter()
     tracer.ranges.push(tracer.ranges.attrs(name, "step"))
     try:
-        out = session.replay_graph(feed, "full" if full else "timed", spec)
-        logits = np.asarray(be.to_host(out), dtype=np.float32)[-1]
-        stamps = replay.read_stamps()
-        stats_s = 0.0
-        if full:
-            t1 = time.perf_counter()
-            results, stats_launches = replay.stats()  # the one readback of the statistics
-            stats_s = time.perf_counter() - t1
+        session.replay_graph(feed, "full" if full else "timed", spec)
+        t1 = time.perf_counter()
+        host_logits, stamps, results = replay.read_pass()  # one copy: logits, stamps, stats
+        stats_s = time.perf_counter() - t1 if full else 0.0
+        logits = np.asarray(host_logits, dtype=np.float32)[-1]
     finally:
         tracer.ranges.pop_all()
     wall = time.perf_counter() - t0  # logits, timestamps and statistics are on the host
@@ -805,7 +802,7 @@ def _graph_pass(
         "wall_s": wall,
         "stats_s": stats_s,
         "stats_collects": 1 if full else 0,
-        "stats_launches": len(stats_launches) if full else 0,
+        "stats_launches": len(replay.prepared_launches) if full else 0,
         "stats_format_s": format_s,
     }
 

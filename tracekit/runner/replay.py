@@ -110,7 +110,7 @@ class StepReplay:
         self._attention = [(i, n.attrs) for i, n in enumerate(nodes) if n.op == "attention"]
         self._thunks = [functools.partial(self._run_node, i) for i in range(len(nodes))]
         self._graphs: dict[str, Any] = {}
-        self._stamps: dict[str, Any] = {}
+        self._staging: dict[str, tuple[Any, int]] = {}
         self._prepared: Any = None
         self._last_kind = "plain"
         self._graph_stream: Any = None
@@ -272,7 +272,12 @@ class StepReplay:
         stream = self._graph_stream
         entries = [[self._pack(e, stream.ptr) for e in node] for node in self._node_tape]
         n = len(self.nodes)
-        stamps = cupy.zeros(n + 1, cupy.uint64) if kind != "plain" else None
+        # timed/full: everything the pass reads back lands in one staging buffer, so the host
+        # makes one device-to-host copy per step, as an untraced step does for its logits:
+        # [logits][timestamps][statistics words]
+        stamps = staging = None
+        logits = self.outs[-1]
+        lw = -(-int(logits.nbytes) // 8)  # logits' size in 8-byte words
         snaps: dict[int, Any] = {}
         prepared = None
         if kind == "full":
@@ -288,6 +293,10 @@ class StepReplay:
             for k, it in enumerate(prepared.items):  # the batch must read the fixed buffers
                 if it[1] is not snaps.get(k, self.outs[k]):
                     raise RuntimeError(f"node {self.nodes[k].name}: its output is not graphable")
+        if kind != "plain":
+            n_stats = prepared.n_res if prepared is not None else 0
+            staging = cupy.zeros(lw + n + 1 + n_stats, cupy.uint64)
+            stamps = staging[lw : lw + n + 1]
         self.be.synchronize()
         launch = self._launch
         side, done = self._stamp_stream, cupy.cuda.Event(disable_timing=True)
@@ -325,13 +334,21 @@ class StepReplay:
                     stream.wait_event(done)
                 if prepared is not None:
                     prepared.enqueue()
+                    cupy.cuda.runtime.memcpyAsync(
+                        staging[lw + n + 1 :].data.ptr, prepared.buf.data.ptr,
+                        prepared.n_res * 8, 3, stream.ptr,
+                    )  # fmt: skip
+                if staging is not None:
+                    cupy.cuda.runtime.memcpyAsync(
+                        staging.data.ptr, logits.data.ptr, logits.nbytes, 3, stream.ptr
+                    )
             finally:
                 graph = stream.end_capture()
                 self._gemm_restore(modes)
         self._graphs[kind] = graph
         self._graph_keep.append((entries, snaps))
-        if stamps is not None:
-            self._stamps[kind] = stamps
+        if staging is not None:
+            self._staging[kind] = (staging, lw)
         if prepared is not None:
             self._prepared = prepared
         return graph
@@ -358,20 +375,30 @@ class StepReplay:
         self.be.records.clear()
         return self.outs[-1]
 
-    def read_stamps(self) -> np.ndarray:
-        """After a timed or full graph replay: the timestamps (ns), on the host."""
-        return self._stamps[self._last_kind].get()  # waits for the graph
+    @property
+    def prepared_launches(self) -> list[LaunchRecord]:
+        """The launch records of the full graph's statistics kernels."""
+        return list(self._prepared.launches) if self._prepared is not None else []
+
+    def read_pass(self) -> tuple[np.ndarray, np.ndarray, Any]:
+        """After a timed or full graph replay, with one device-to-host copy (it waits for the
+        graph): (the logits, the timestamps in ns, the statistics results or None)."""
+        staging, lw = self._staging[self._last_kind]
+        words = staging.get()
+        n = len(self.nodes)
+        out = self.outs[-1]
+        logits = words[:lw].view(np.uint8)[: out.nbytes].view(out.dtype).reshape(out.shape)
+        stamps = words[lw : lw + n + 1]
+        stats = None
+        if self._last_kind == "full":
+            stats = self._prepared.read_words(words[lw + n + 1 :])
+        return logits, stamps, stats
 
     def node_times(
         self, n_past: int, stamps: np.ndarray | None = None
     ) -> tuple[list[float], list[list[LaunchRecord]]]:
         """After a timed or full graph replay: (each node's GPU seconds, its launch records)."""
-        t = (self.read_stamps() if stamps is None else stamps).astype(np.int64)
+        t = (self.read_pass()[1] if stamps is None else stamps).astype(np.int64)
         self._refresh_records(n_past)
         times = (np.diff(t) * 1e-9).tolist()
         return times, [list(r) for r in self.records]
-
-    def stats(self) -> Any:
-        """After a full graph replay: the statistics results (``StatsResults``) by node index,
-        and the batch's launch records."""
-        return self._prepared.read(), list(self._prepared.launches)
