@@ -146,7 +146,7 @@ def test_matmul_f16w_matches_float64_on_f16_operands(nt, n, k):
     assert err < 1e-3, f"relative error {err:.2e}"
     conv, gemm = recs
     assert conv.kernel == "convert_f32_f16"
-    assert gemm.kernel == "cublas_gemmex_f16_f32" and gemm.grid is None
+    assert gemm.kernel == "cublaslt_matmul_f16_f32" and gemm.grid is None
     assert gemm.flops == 2 * nt * n * k
     assert gemm.bytes_read == nt * k * 2 + n * k * 2 and gemm.bytes_written == nt * n * 4
 

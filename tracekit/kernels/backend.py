@@ -281,7 +281,7 @@ class NumpyBackend(Backend):
 
 
 class CupyBackend(Backend):
-    """The GPU backend: CUDA kernels through CuPy (one ``.cu`` per family), cuBLAS for GEMM."""
+    """The GPU backend: CUDA kernels through CuPy (one ``.cu`` per family), cuBLASLt for GEMM."""
 
     name = "cupy"
 

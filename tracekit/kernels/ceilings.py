@@ -171,7 +171,7 @@ def _measure_cupy() -> dict[str, Any]:
             "written / median CUDA-event time of 20 after 3 warm-up; launch: median CUDA-event "
             "time around one empty-kernel launch (200 after 20 warm-up), also back-to-back per "
             f"launch (launch_back_to_back_s, bursts of {burst}) and host time per launch "
-            f"(launch_host_s); peak: cuBLAS gemmEx f16 in, f32 accumulate/out, {m}^3, "
+            f"(launch_host_s); peak: cuBLASLt matmul f16 in, f32 accumulate/out, {m}^3, "
             "2*n^3 / median CUDA-event time of 10 after 3 warm-up"
         ),
     )

@@ -2,7 +2,7 @@
 
 The GPU path is the seed's f16 path: the weight is dequantized to f16 once at load (the w16
 cache, see ``Backend.matmul_weight``), the activations are converted with ``convert_f32_f16``
-and cuBLAS runs the GEMM with f16 inputs, f32 accumulation and f32 output. The NumPy path runs
+and cuBLASLt runs the GEMM with f16 inputs, f32 accumulation and f32 output. The NumPy path runs
 the same product in f32 on the exact dequantized weight.
 """
 
@@ -65,150 +65,196 @@ def ref_matmul(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
     return out, rec
 
 
-# -- cuBLAS -----------------------------------------------------------------------------------
-#: cublasComputeType_t CUBLAS_COMPUTE_32F (CUDA >= 11): f32 accumulation, tensor cores allowed
-#: for f16 inputs. cudaDataType: CUDA_R_16F = 2, CUDA_R_32F = 0.
+# -- cuBLASLt ---------------------------------------------------------------------------------
+#: cublasComputeType_t CUBLAS_COMPUTE_32F: f32 accumulation, tensor cores allowed for f16
+#: inputs. cudaDataType: CUDA_R_16F = 2, CUDA_R_32F = 0. cublasOperation_t: N = 0, T = 1.
 _CUBLAS_COMPUTE_32F = 68
 _CUDA_R_16F = 2
 _CUDA_R_32F = 0
-_CUBLAS_GEMM_DEFAULT = -1
+_OP_N, _OP_T = 0, 1
+#: cublasLtMatmulDescAttributes_t / cublasLtMatmulPreferenceAttributes_t values (cublasLt.h)
+_DESC_TRANSA, _DESC_TRANSB = 3, 4
+_PREF_MAX_WORKSPACE_BYTES = 1
+#: workspace offered to cuBLASLt's algorithms (allocated once per process)
+LT_WORKSPACE_BYTES = 32 << 20
 _INT32_MAX = 2**31 - 1
 
-
-#: Host scalars alpha = 1, beta = 0 (read by cuBLAS at call time: pointer mode HOST).
+#: Host scalars alpha = 1, beta = 0 (read by cuBLASLt at call time: pointer mode HOST).
 _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
 
 
-class _GemmCall:
-    """One cuBLAS gemmEx with its arguments bound: called at launch, and again by a replayed
-    :class:`~tracekit.kernels.cuda.LaunchTape` (``keep`` holds the arrays it points into).
+class _HeuristicResult(ctypes.Structure):
+    """cublasLtMatmulHeuristicResult_t: the algorithm (64 opaque bytes) and its needs."""
 
-    The call goes to libcublas through ctypes, on the handle CuPy made: CuPy's own wrappers
-    refuse to run while a stream is being captured, and a replay captures the step as a CUDA
-    graph."""
-
-    __slots__ = ("handle", "args", "keep", "_c_args")
-
-    def __init__(self, handle: int, args: tuple[Any, ...], keep: tuple[Any, ...]) -> None:
-        self.handle, self.args, self.keep = handle, args, keep
-        self._c_args: tuple[Any, ...] | None = None
-
-    def gemm_only(self) -> None:
-        """The GEMM alone, its arguments converted once: for a replay that has set the
-        handle's stream and pointer mode for the whole step (:func:`gemm_step_setup`)."""
-        if self._c_args is None:
-            types = _libcublas().cublasGemmEx.argtypes
-            self._c_args = tuple(
-                t(a) for t, a in zip(types, (self.handle, *self.args), strict=True)
-            )
-        _check_cublas(_libcublas().cublasGemmEx(*self._c_args), "cublasGemmEx")
-
-    def __call__(self, stream_ptr: int) -> None:
-        lib = _libcublas()
-        h = self.handle
-        _check_cublas(lib.cublasSetStream_v2(h, stream_ptr), "cublasSetStream")
-        mode = ctypes.c_int()
-        _check_cublas(lib.cublasGetPointerMode_v2(h, ctypes.byref(mode)), "cublasGetPointerMode")
-        _check_cublas(
-            lib.cublasSetPointerMode_v2(h, _CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"
-        )
-        try:
-            _check_cublas(lib.cublasGemmEx(h, *self.args), "cublasGemmEx")
-        finally:
-            lib.cublasSetPointerMode_v2(h, mode.value)
+    _fields_ = [
+        ("algo", ctypes.c_uint64 * 8),
+        ("workspaceSize", ctypes.c_size_t),
+        ("state", ctypes.c_int),
+        ("wavesCount", ctypes.c_float),
+        ("reserved", ctypes.c_int * 4),
+    ]
 
 
-_CUBLAS_POINTER_MODE_HOST = 0
-
-
-def gemm_step_setup(handle: int, stream_ptr: int) -> int:
-    """Point ``handle`` at ``stream_ptr`` in host pointer mode for a replayed step's GEMMs;
-    returns the previous pointer mode (give it to :func:`gemm_step_restore`)."""
-    lib = _libcublas()
-    _check_cublas(lib.cublasSetStream_v2(handle, stream_ptr), "cublasSetStream")
-    mode = ctypes.c_int()
-    _check_cublas(lib.cublasGetPointerMode_v2(handle, ctypes.byref(mode)), "cublasGetPointerMode")
-    _check_cublas(
-        lib.cublasSetPointerMode_v2(handle, _CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode"
-    )
-    return mode.value
-
-
-def gemm_step_restore(handle: int, mode: int) -> None:
-    _libcublas().cublasSetPointerMode_v2(handle, mode)
-
-
-def _check_cublas(status: int, what: str) -> None:
+def _check_lt(status: int, what: str) -> None:
     if status != 0:
         raise RuntimeError(f"{what} failed with cublasStatus_t {status}")
 
 
 @functools.cache
-def _libcublas() -> Any:
-    """The libcublas CuPy loaded (found in this process's maps, so the handle is valid in it)."""
-    path = "libcublas.so"
+def _liblt() -> Any:
+    """libcublasLt as loaded in this process (cuBLAS, loaded by CuPy, links it)."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas  # noqa: F401 (loads libcublas and libcublasLt)
+
+    cupy.cuda.Device().cublas_handle  # noqa: B018 (makes sure the libraries are loaded)
+    path = "libcublasLt.so"
     with open("/proc/self/maps") as f:
         for line in f:
             name = line.rsplit(" ", 1)[-1].strip()
-            if "/libcublas.so" in name:
+            if "/libcublasLt.so" in name:
                 path = name
                 break
     lib = ctypes.CDLL(path)
-    vp, i = ctypes.c_void_p, ctypes.c_int
-    lib.cublasSetStream_v2.argtypes = [vp, vp]
-    lib.cublasGetPointerMode_v2.argtypes = [vp, ctypes.POINTER(i)]
-    lib.cublasSetPointerMode_v2.argtypes = [vp, i]
-    lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i, i, i]
-    for fn in ("cublasSetStream_v2", "cublasGetPointerMode_v2", "cublasSetPointerMode_v2",
-               "cublasGemmEx"):  # fmt: skip
-        getattr(lib, fn).restype = i
+    vp, i, u64, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_size_t
+    pvp = ctypes.POINTER(vp)
+    sig = {
+        "cublasLtCreate": [pvp],
+        "cublasLtMatmulDescCreate": [pvp, i, i],
+        "cublasLtMatmulDescSetAttribute": [vp, i, vp, sz],
+        "cublasLtMatrixLayoutCreate": [pvp, i, u64, u64, ctypes.c_int64],
+        "cublasLtMatmulPreferenceCreate": [pvp],
+        "cublasLtMatmulPreferenceSetAttribute": [vp, i, vp, sz],
+        "cublasLtMatmulAlgoGetHeuristic": [
+            vp, vp, vp, vp, vp, vp, vp, i, ctypes.POINTER(_HeuristicResult), ctypes.POINTER(i)
+        ],
+        "cublasLtMatmul": [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, sz, vp],
+    }  # fmt: skip
+    for name, args in sig.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, i
     return lib
 
 
+@functools.cache
+def _lt_context(device: int) -> tuple[int, Any]:
+    """(cuBLASLt handle, workspace) of a device, made once."""
+    import cupy
+
+    lib = _liblt()
+    h = ctypes.c_void_p()
+    _check_lt(lib.cublasLtCreate(ctypes.byref(h)), "cublasLtCreate")
+    with cupy.cuda.Device(device):
+        ws = cupy.empty(LT_WORKSPACE_BYTES, dtype=cupy.uint8)
+    return int(h.value or 0), ws
+
+
+@functools.cache
+def _lt_plan(device: int, n: int, k: int, nt: int) -> tuple[Any, ...]:
+    """The descriptors and the algorithm of out^T [n, nt] = w16 [k, n]^T · x16 [k, nt]
+    (column-major, f16 in, f32 accumulate and out), chosen once per shape by cuBLASLt's
+    heuristic, so every launch of a shape, replayed or not, runs the same algorithm."""
+    lib = _liblt()
+    handle, _ = _lt_context(device)
+    desc = ctypes.c_void_p()
+    _check_lt(
+        lib.cublasLtMatmulDescCreate(ctypes.byref(desc), _CUBLAS_COMPUTE_32F, _CUDA_R_32F),
+        "cublasLtMatmulDescCreate",
+    )
+    for attr, op in ((_DESC_TRANSA, _OP_T), (_DESC_TRANSB, _OP_N)):
+        v = ctypes.c_int32(op)
+        _check_lt(
+            lib.cublasLtMatmulDescSetAttribute(desc, attr, ctypes.byref(v), 4),
+            "cublasLtMatmulDescSetAttribute",
+        )
+    layouts = []
+    for dtype, rows, cols, ld in (
+        (_CUDA_R_16F, k, n, k),  # A: w16 as [k, n] column-major, used transposed
+        (_CUDA_R_16F, k, nt, k),  # B: x16 as [k, nt]
+        (_CUDA_R_32F, n, nt, n),  # C and D: out^T as [n, nt]
+    ):
+        lay = ctypes.c_void_p()
+        _check_lt(
+            lib.cublasLtMatrixLayoutCreate(ctypes.byref(lay), dtype, rows, cols, ld),
+            "cublasLtMatrixLayoutCreate",
+        )
+        layouts.append(lay)
+    pref = ctypes.c_void_p()
+    _check_lt(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "PreferenceCreate")
+    ws_bytes = ctypes.c_uint64(LT_WORKSPACE_BYTES)
+    _check_lt(
+        lib.cublasLtMatmulPreferenceSetAttribute(
+            pref, _PREF_MAX_WORKSPACE_BYTES, ctypes.byref(ws_bytes), 8
+        ),
+        "PreferenceSetAttribute",
+    )
+    result, count = _HeuristicResult(), ctypes.c_int(0)
+    a, b, c = layouts
+    _check_lt(
+        lib.cublasLtMatmulAlgoGetHeuristic(
+            handle, desc, a, b, c, c, pref, 1, ctypes.byref(result), ctypes.byref(count)
+        ),
+        "cublasLtMatmulAlgoGetHeuristic",
+    )
+    if count.value < 1:
+        raise RuntimeError(f"cuBLASLt has no algorithm for the f16 GEMM n={n} k={k} nt={nt}")
+    return desc, a, b, c, pref, result
+
+
+class _GemmCall:
+    """One cuBLASLt matmul with its arguments bound and converted once: called at launch, and
+    bound to a stream by a replayed :class:`~tracekit.kernels.cuda.LaunchTape` (``keep`` holds
+    the arrays it points into). cuBLASLt through ctypes, not CuPy: CuPy's wrappers refuse to
+    run while a stream is being captured, and a replay captures the step as a CUDA graph."""
+
+    __slots__ = ("args", "keep")
+
+    def __init__(self, x16: Any, w16: Any, out: Any) -> None:
+        import cupy
+
+        nt, k = (int(s) for s in x16.shape)
+        n = int(w16.shape[0])
+        dev = cupy.cuda.Device().id
+        handle, ws = _lt_context(dev)
+        desc, a, b, c, _pref, result = _lt_plan(dev, n, k, nt)
+        vp = ctypes.c_void_p
+        self.args = (
+            vp(handle), desc, vp(_ONE.ctypes.data), vp(w16.data.ptr), a, vp(x16.data.ptr), b,
+            vp(_ZERO.ctypes.data), vp(out.data.ptr), c, vp(out.data.ptr), c,
+            vp(ctypes.addressof(result.algo)), vp(ws.data.ptr),
+            ctypes.c_size_t(LT_WORKSPACE_BYTES),
+        )  # fmt: skip
+        self.keep = (x16, w16, out, ws, result)
+
+    def __call__(self, stream_ptr: int) -> None:
+        _check_lt(_liblt().cublasLtMatmul(*self.args, ctypes.c_void_p(stream_ptr)), "Matmul")
+
+    def bind(self, stream_ptr: int) -> Any:
+        """A zero-argument call of this GEMM on ``stream_ptr`` (for a replay's hot loop)."""
+        return functools.partial(self, stream_ptr)
+
+
 def gemm_f16_f32(x16: Any, w16: Any, out: Any) -> LaunchRecord:
-    """out [nt, n] f32 = x16 [nt, k] f16 @ w16 [n, k]ᵀ f16 with f32 accumulation (cuBLAS gemmEx).
+    """out [nt, n] f32 = x16 [nt, k] f16 @ w16 [n, k]ᵀ f16 with f32 accumulation (cuBLASLt).
 
     cuBLAS is column-major: a row-major [r, c] array is a column-major [c, r] one, so the
     row-major product out = x w^T is computed as the column-major out^T [n, nt] = w16 · x16^T:
-    A = w16 seen as [k, n] with op T, B = x16 seen as [k, nt] with op N, ldc = n.
+    A = w16 seen as [k, n] with op T, B = x16 seen as [k, nt] with op N, ldc = n. The algorithm
+    is cuBLASLt's heuristic choice for the shape, made once (:func:`_lt_plan`).
     Arguments are not checked here (see :func:`launch_matmul_f16w`).
     """
     import cupy
-    from cupy.cuda import device
-    from cupy_backends.cuda.libs import cublas
 
     from tracekit.kernels import cuda
 
     nt, k = (int(s) for s in x16.shape)
     n = int(w16.shape[0])
-    handle = device.get_cublas_handle()
-    args = (
-        cublas.CUBLAS_OP_T,
-        cublas.CUBLAS_OP_N,
-        n,
-        nt,
-        k,
-        _ONE.ctypes.data,
-        w16.data.ptr,
-        _CUDA_R_16F,
-        k,
-        x16.data.ptr,
-        _CUDA_R_16F,
-        k,
-        _ZERO.ctypes.data,
-        out.data.ptr,
-        _CUDA_R_32F,
-        n,
-        getattr(cublas, "CUBLAS_COMPUTE_32F", _CUBLAS_COMPUTE_32F),
-        getattr(cublas, "CUBLAS_GEMM_DEFAULT", _CUBLAS_GEMM_DEFAULT),
-    )
-    call = _GemmCall(handle, args, (x16, w16, out))
+    call = _GemmCall(x16, w16, out)
     call(cupy.cuda.get_current_stream().ptr)
     cuda.record_host_call(call)
-    # cuBLAS picks its own grid and block: the record carries none.
+    # cuBLASLt picks its own grid and block: the record carries none.
     return LaunchRecord.of(
-        "cublas_gemmex_f16_f32", None, reads=[x16, w16], writes=[out], flops=2 * nt * n * k
+        "cublaslt_matmul_f16_f32", None, reads=[x16, w16], writes=[out], flops=2 * nt * n * k
     )
 
 

@@ -10,7 +10,8 @@ through the whole dispatch chain (every arm, gate and launcher, inside
 step writes the new token and position into the input buffer and replays the tape:
 
 - ``plan``: one ``cuLaunchKernel`` per kernel with its parameters packed once (CuPy's
-  ``Function.__call__`` re-packs them at every call) and one cuBLAS call per GEMM;
+  ``Function.__call__`` re-packs them at every call) and one ``cublasLtMatmul`` per GEMM
+  (its descriptors and algorithm chosen once per shape);
 - ``graph``: the whole step captured once as a CUDA graph, one ``cudaGraphLaunch`` per step.
 
 What makes this sound: the tape was recorded with every gate passing for exactly these arrays,
@@ -102,7 +103,6 @@ class StepReplay:
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
         self._launch = driver.launchKernel
         self._packed: list[_PackedLaunch] = []
-        self._gemm_handles: set[int] = set()
         self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
         self._node_entries = [self._entries[a:b] for a, b in slices]
         self._node_tape = [tape.entries[a:b] for a, b in slices]
@@ -122,11 +122,8 @@ class StepReplay:
             packed = _PackedLaunch(entry, stream_ptr)
             self._packed.append(packed)  # its parameter block must outlive every replay
             return packed.args
-        gemm_only = getattr(entry, "gemm_only", None)
-        if gemm_only is not None:  # a cuBLAS GEMM: stream and pointer mode are set per step
-            self._gemm_handles.add(entry.handle)
-            return gemm_only
-        return functools.partial(entry, stream_ptr)  # another host call, taking the stream
+        bind = getattr(entry, "bind", None)  # a host call (a cuBLASLt GEMM), bound to the stream
+        return bind(stream_ptr) if bind is not None else functools.partial(entry, stream_ptr)
 
     # -- recording --------------------------------------------------------------------------
     @classmethod
@@ -211,34 +208,19 @@ class StepReplay:
                 "the decode step was recorded on another CUDA stream than the current one"
             )
         self.set_inputs(token, n_past)
-        modes = self._gemm_setup(self.stream_ptr)
-        try:
-            if node_hook is None:
-                launch = self._launch
-                for e in self._entries:
-                    if type(e) is tuple:
-                        launch(*e)
-                    else:
-                        e()
-                self.be.records.clear()
-            else:
-                self._refresh_records(n_past)  # the hook takes each node's records
-                for node, thunk in zip(self.nodes, self._thunks, strict=True):
-                    node_hook(node, thunk)
-        finally:
-            self._gemm_restore(modes)
+        if node_hook is None:
+            launch = self._launch
+            for e in self._entries:
+                if type(e) is tuple:
+                    launch(*e)
+                else:
+                    e()
+            self.be.records.clear()
+        else:
+            self._refresh_records(n_past)  # the hook takes each node's records
+            for node, thunk in zip(self.nodes, self._thunks, strict=True):
+                node_hook(node, thunk)
         return self.outs[-1]
-
-    def _gemm_setup(self, stream_ptr: int) -> dict[int, int]:
-        from tracekit.kernels.matmul import gemm_step_setup
-
-        return {h: gemm_step_setup(h, stream_ptr) for h in self._gemm_handles}
-
-    def _gemm_restore(self, modes: dict[int, int]) -> None:
-        from tracekit.kernels.matmul import gemm_step_restore
-
-        for h, mode in modes.items():
-            gemm_step_restore(h, mode)
 
     # -- CUDA graph --------------------------------------------------------------------------
     def capture_graph(self, kind: str = "plain", stats_spec: Any = None) -> Any:
@@ -310,7 +292,6 @@ class StepReplay:
             with side:
                 launch_stamp(stamps, i)
 
-        modes = self._gemm_setup(stream.ptr)  # outside the capture: host-side handle state
         with stream:
             stream.begin_capture()
             try:
@@ -344,7 +325,6 @@ class StepReplay:
                     )
             finally:
                 graph = stream.end_capture()
-                self._gemm_restore(modes)
         self._graphs[kind] = graph
         self._graph_keep.append((entries, snaps))
         if staging is not None:
