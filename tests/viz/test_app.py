@@ -92,3 +92,48 @@ def test_viz_main_binds_loopback_by_default(demo_trace_path: Path, monkeypatch, 
     viz_app.viz_main([str(demo_trace_path), "--host", "0.0.0.0"])
     assert seen["host"] == "0.0.0.0"
     assert "other machines can read these traces" in capsys.readouterr().err
+
+
+# -- the node detail: few components, trace text as text -------------------------------------
+def _components(x) -> int:
+    from dash.development.base_component import Component
+
+    if isinstance(x, (list, tuple)):
+        return sum(_components(y) for y in x)
+    if isinstance(x, Component):
+        return 1 + _components(getattr(x, "children", None))
+    return 0
+
+
+def test_md_text_escapes_every_markup_character():
+    s = "a_b *c* `d` [e](f) <g> h|i \\ #j !k ~l~ 1.5 +m -n >o {p} http://q &amp;"
+    want = (
+        r"a\_b \*c\* \`d\` \[e\]\(f\) &lt;g\> h\|i \\ \#j \!k \~l\~ 1\.5 \+m \-n \>o \{p\} "
+        r"http&#58;//q &amp;amp;"
+    )
+    assert viz_app.md_text(s) == want
+    assert viz_app.md_text("a\nb\r\nc") == "a b c"  # a table row stays one line
+    assert viz_app.md_text(0.5) == r"0\.5"
+
+
+def test_md_table_is_one_component_with_a_row_per_line():
+    t = viz_app.md_table([("time", "6.7 µs"), ("a|b", "c")], id="t")
+    lines = t.children.split("\n")
+    assert len(lines) == 4 and lines[1] == "| --- | --- |"
+    assert lines[0] == "|  |  |"  # key-value tables: an empty header (hidden by the CSS)
+    assert lines[3] == "| a\\|b | c |"
+    assert "tk-md" in t.className and "tk-kv" in t.className
+    g = viz_app.md_table([[1, 2, 3]], header=["x", "y", "z"], cls="tk-grid")
+    assert g.children.split("\n")[0] == "| x | y | z |" and "tk-grid" in g.className
+
+
+def test_node_detail_is_a_few_components(demo_trace):
+    # Every step and node change replaces the detail: the renderer's cost grows with the
+    # components replaced times the components mounted (one store update per new component),
+    # so its tables are one Markdown component each, not one per cell.
+    for i in range(len(demo_trace["nodes"])):
+        head, body = viz_app._detail(demo_trace, 1, i)
+        assert _components(body) <= 8, demo_trace["nodes"][i]["name"]
+        n_links = len(set(viz_app.d.input_ids(demo_trace, i)))
+        n_links += len(viz_app.d.consumer_ids(demo_trace, i))
+        assert _components(head) <= 12 + n_links + len(viz_app.d.weight_inputs(demo_trace, i))

@@ -121,6 +121,44 @@ def test_node_click_shows_its_detail_and_navigates_to_inputs(
     assert dash_duo.get_logs() == []
 
 
+#: Text that Markdown (or HTML) would read as markup, as a trace could hold it.
+NASTY = (
+    "k_1 *b* `c` <b>x</b> <img src=x onerror=alert(1)> [l](javascript:alert(1)) "
+    "http://example.com/a_b a|b \\ &amp; &lt; #h !i ~~s~~ 1. - + > q {x} 6.7% x,y/z;"
+)
+
+
+def test_markdown_tables_show_trace_text_as_exactly_that_text(dash_duo: Any):
+    """The node detail's tables are Markdown (one component each): every cell must render as
+    its own text, with no element made from it (no link, emphasis, code or HTML)."""
+    import dash
+    from dash import html
+
+    from tracekit.viz.app import ASSETS, md_table
+
+    app = dash.Dash(__name__, assets_folder=str(ASSETS))
+    app.layout = html.Div(
+        [
+            md_table([["kernel", NASTY], [NASTY, "v"]], id="kv"),
+            md_table([[NASTY, "1"]], header=[NASTY, "n"], cls="tk-grid", id="grid"),
+        ]
+    )
+    dash_duo.start_server(app)
+    dash_duo.wait_for_element("#grid table", timeout=TIMEOUT)
+    cells = dash_duo.driver.execute_script(
+        "return [...document.querySelectorAll('#kv td, #grid th, #grid td')]"
+        ".map(e => [e.textContent, e.children.length]);"
+    )
+    assert cells == [["kernel", 0], [NASTY, 0], [NASTY, 0], ["v", 0], [NASTY, 0], ["n", 0],
+                     [NASTY, 0], ["1", 0]]  # fmt: skip
+    assert not dash_duo.driver.execute_script(
+        "return document.querySelectorAll('#kv a, #kv img, #kv b, #grid a, #grid img').length"
+    )
+    # the key-value table's empty header row is not shown
+    assert not dash_duo.find_element("#kv thead").is_displayed()
+    assert dash_duo.get_logs() == []
+
+
 def test_step_change_updates_the_graph_and_detail(dash_duo: Any, demo_trace_path: Path, demo_trace):
     dash_duo.start_server(create_app([demo_trace_path]))
     _wait_graph(dash_duo, "prefill")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 import ipaddress
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,6 +44,46 @@ Trace = Mapping[str, Any]
 # -- small layout helpers --------------------------------------------------------------------
 def _kv_table(rows: Sequence[tuple[str, Any]], cls: str = "tk-kv") -> html.Table:
     return html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows], className=cls)
+
+
+# Markdown that dcc.Markdown's parser (remark, GitHub mode) would read as markup: the characters
+# it lets a backslash escape, and, as character references (decoded back to the same text), "&"
+# (so no reference in the text is decoded), "<" (so nothing can open HTML; dcc.Markdown shows
+# HTML as text anyway) and ":" (so no "http://..." in the text turns into a link).
+_MD_ESCAPE = re.compile(r"([\\`*{}\[\]()#+\-.!_>~|])")
+_MD_REFS = (("&", "&amp;"), ("<", "&lt;"), (":", "&#58;"))
+
+
+def md_text(x: Any) -> str:
+    """``str(x)`` as Markdown that renders as exactly that text, never as markup; line breaks
+    become spaces (a table row is one line)."""
+    out = _MD_ESCAPE.sub(r"\\\1", " ".join(str(x).splitlines()))
+    for ch, ref in _MD_REFS:
+        out = out.replace(ch, ref)
+    return out
+
+
+def md_table(
+    rows: Sequence[Sequence[Any]],
+    header: Sequence[Any] | None = None,
+    cls: str = "tk-kv",
+    **kw: Any,
+) -> dcc.Markdown:
+    """A table as ONE Dash component (a GitHub-style Markdown table) instead of one per row and
+    cell: the node detail's tables are re-rendered on every step and node change, and the
+    renderer's cost grows with the number of components replaced times the number mounted.
+
+    Every cell is :func:`md_text` (trace text stays text; Markdown's HTML is off). Without a
+    ``header`` the table gets an empty one, hidden by the ``tk-md`` CSS with a ``tk-kv``
+    class, whose first column then looks like row headers."""
+    ncol = len(header) if header is not None else max((len(r) for r in rows), default=1)
+
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(md_text(c) for c in cells) + " |"
+
+    lines = [line(header if header is not None else [""] * ncol), "|" + " --- |" * ncol]
+    lines += [line(r) for r in rows]
+    return dcc.Markdown("\n".join(lines), className=f"tk-md {cls}", **kw)
 
 
 def _goto(node_id: int, label: str, src: str, step: int = -1) -> html.Button:
@@ -299,7 +340,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             ],
             id="detail-bound",
         ),
-        _kv_table(d.perf_rows(trace, rec)),
+        md_table(d.perf_rows(trace, rec), id="detail-perf"),
     ]
     launches = d.launch_rows(rec, trace["run"]["backend"])
     if launches:
@@ -314,10 +355,10 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             "flops",
         )
         body.append(
-            html.Table(
-                [html.Tr([html.Th(h) for h in heads])]
-                + [html.Tr([html.Td(r[k]) for k in cols]) for r in launches],
-                className="tk-grid",
+            md_table(
+                [[r[k] for k in cols] for r in launches],
+                heads,
+                cls="tk-grid",
                 id="detail-launches",
             )
         )
@@ -325,7 +366,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
     if stats is None:
         body.append(html.Div("timing capture: no statistics for this node", className="tk-sub"))
     else:
-        body.append(_kv_table(d.stats_rows(stats), cls="tk-kv tk-stats"))
+        body.append(md_table(d.stats_rows(stats), cls="tk-kv tk-stats", id="detail-stats"))
     return head, body
 
 
@@ -393,40 +434,22 @@ def _compare_summary(
     return out
 
 
-def _compare_node_table(a: Trace, b: Trace, j: int, i: int) -> html.Table | html.Div:
+def _compare_node_table(a: Trace, b: Trace, j: int, i: int) -> dcc.Markdown | html.Div:
     name = a["nodes"][i]["name"]
     ib = next((n["id"] for n in b["nodes"] if n["name"] == name), None)
     if ib is None or j >= len(b["steps"]):
         return html.Div(f"{name} is not in B at this step")
     ra, rb = a["steps"][j]["nodes"][i], b["steps"][j]["nodes"][ib]
     keys = ("min", "max", "mean", "std", "absmax", "nan", "pos_inf", "neg_inf", "zeros")
-    rows = [html.Tr([html.Th(name), html.Th("A"), html.Th("B"), html.Th("B − A")])]
-    rows.append(
-        html.Tr(
-            [
-                html.Td("time"),
-                html.Td(d.fmt_time(ra["time_s"])),
-                html.Td(d.fmt_time(rb["time_s"])),
-                html.Td(d.fmt_time(abs(rb["time_s"] - ra["time_s"]))),
-            ]
-        )
-    )
+    ta, tb = ra["time_s"], rb["time_s"]
+    rows = [["time", d.fmt_time(ta), d.fmt_time(tb), d.fmt_time(abs(tb - ta))]]
     sa, sb = ra["stats"], rb["stats"]
     for k in keys:
         va = None if sa is None else sa[k]
         vb = None if sb is None else sb[k]
         delta = None if va is None or vb is None else vb - va
-        rows.append(
-            html.Tr(
-                [
-                    html.Td(k),
-                    html.Td(d.fmt_num(va)),
-                    html.Td(d.fmt_num(vb)),
-                    html.Td(d.fmt_num(delta)),
-                ]
-            )
-        )
-    return html.Table(rows, className="tk-grid", id="compare-node")
+        rows.append([k, d.fmt_num(va), d.fmt_num(vb), d.fmt_num(delta)])
+    return md_table(rows, [name, "A", "B", "B − A"], cls="tk-grid", id="compare-node")
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -498,12 +521,12 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
     # plotly.js is assets/plotly-cartesian-*.min.js, the cartesian partial bundle (1.5 MB:
     # heatmap, bar, scatter and the rest of the 2-D traces; dcc.Graph uses a window.Plotly that
     # is already there instead of fetching Dash's full 4.8 MB bundle, whose parse and compile
-    # was a third of a cold first render). Fetch the graphs' lazy chunk while the page boots
-    # instead of after the layout asks for it.
-    suites = "/_dash-component-suites"
+    # was a third of a cold first render). The lazy chunks of the first view's components
+    # download while the page boots instead of after the layout asks for them.
+    suites = "/_dash-component-suites/dash/dcc"
     preload = "".join(
-        f'<link rel="preload" as="script" href="{suites}/{path}">'
-        for path in ("dash/dcc/async-graph.js",)
+        f'<link rel="preload" as="script" href="{suites}/async-{c}.js">'
+        for c in ("graph", "markdown", "slider", "dropdown")
     )
     app.index_string = app.index_string.replace("{%css%}", "{%css%}" + preload)
     a = traces[0]
