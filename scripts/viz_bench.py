@@ -84,6 +84,8 @@ const sub = document.querySelector('#detail-where');
 if (!sub || !sub.textContent.endsWith(S)) return false;
 const hm = document.querySelector('#detail-heatmap .js-plotly-plot');
 if (!hm || !hm.querySelector('.main-svg')) return false;
+if (!document.querySelector('#detail-hist .js-plotly-plot .main-svg')) return false;
+if (!document.querySelector('#detail-body table')) return false;  // the statistics, perf tables
 const info = document.querySelector('#step-info');
 return !!info && info.textContent.startsWith(S + ' ');
 """
