@@ -3,6 +3,13 @@
 // views it changes, with no server round trip first (~20-50 ms saved per step/node change),
 // and views on hidden tabs are not recomputed until their tab is shown.
 
+// The node detail's tables are dcc.Markdown, which fetches and runs highlight.js (141 kB) on
+// its first render to colour code blocks, unless a window.hljs is already there. The tables
+// hold no code (app.md_text escapes every backtick): nothing to highlight.
+if (!window.hljs) {
+  window.hljs = {highlightElement: function () {}};
+}
+
 // Node links (class tk-link, data-node / data-step) have no Dash id: this one listener turns a
 // click on any of them into an update of the `goto` store, which `navigate` listens to.
 (function () {
