@@ -18,6 +18,8 @@
 // launch tape or a CUDA graph) stays right at every later position. The host checked
 // past[0] + nt <= n_ctx before it wrote the positions.
 
+#include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
+
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_HD 256
@@ -27,7 +29,9 @@
 
 extern "C" __global__ void kv_store_f32(const float* __restrict__ x, float* __restrict__ cache,
                                         long long offset, long long n,
-                                        const int* __restrict__ past, long long row) {
+                                        const int* __restrict__ past, long long row,
+                                        unsigned long long* stamp) {
+    node_start_stamp(stamp);
     if (past != nullptr) offset = (long long)past[0] * row;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)

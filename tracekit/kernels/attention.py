@@ -237,7 +237,7 @@ def launch_kv_store_f32(
     Raises:
         KernelInputError: as :func:`ref_kv_store_f32`, or a host array.
     """
-    from tracekit.kernels.cuda import kernel, launch
+    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
     from tracekit.kernels.elementwise import require_device
     from tracekit.kernels.launch import grid_1d
 
@@ -254,7 +254,7 @@ def launch_kv_store_f32(
             kernel("attention", "kv_store_f32"),
             geo.grid,
             geo.block,
-            (x, cache, np.int64(start * row), np.int64(n), past, np.int64(row)),
+            (x, cache, np.int64(start * row), np.int64(n), past, np.int64(row), NO_STAMP),
         )
     return cache, LaunchRecord.of("kv_store_f32", geo, reads=[x], writes=[x])
 

@@ -12,6 +12,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 _HERE = Path(__file__).resolve().parent
 # -I: the families include quant_decoders.cuh from this folder.
 _OPTIONS = ("-std=c++17", f"-I{_HERE}")
@@ -58,6 +60,20 @@ class LaunchTape:
 
 
 _tape: LaunchTape | None = None
+
+#: The kernels whose last parameter is ``unsigned long long* stamp`` (stamp.cuh): the ones that
+#: can be the first launch of a graph node. Launchers pass NO_STAMP (null); a timed CUDA graph
+#: of a replayed step passes a slot of its timestamp buffer to each node's first kernel.
+STAMPED = frozenset(
+    {
+        "add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32", "f32_bits_to_i32",
+        "convert_f32_f16", "add_bias_f32", "rms_norm_f32", "rope_f32", "kv_store_f32",
+        "gather_rows_f32", "embed_rows_f16", "embed_rows_bf16", "embed_rows_q8_0",
+        "embed_rows_q4_0", "embed_rows_q4_1", "embed_rows_q5_0", "embed_rows_q5_1",
+        "embed_rows_q4_k", "embed_rows_q5_k", "embed_rows_q6_k",
+    }
+)  # fmt: skip
+NO_STAMP = np.uint64(0)
 
 
 class recording:  # noqa: N801 (a context manager used like a function)

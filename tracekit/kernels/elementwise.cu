@@ -11,6 +11,8 @@
 
 #include <cuda_fp16.h>
 
+#include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
+
 namespace {
 
 struct Add {
@@ -136,32 +138,43 @@ __device__ void unary(Op op, const float* x, float* z, long long n, int vec) {
 }  // namespace
 
 // Reads 8 B, writes 4 B per element; 1 flop.
-extern "C" __global__ void add_f32(const float* x, const float* y, float* z, long long n, int vec) {
+extern "C" __global__ void add_f32(const float* x, const float* y, float* z, long long n, int vec,
+                                    unsigned long long* stamp) {
+    node_start_stamp(stamp);
     binary(Add{}, x, y, z, n, vec);
 }
 
 // Reads 8 B, writes 4 B per element; 1 flop.
-extern "C" __global__ void mul_f32(const float* x, const float* y, float* z, long long n, int vec) {
+extern "C" __global__ void mul_f32(const float* x, const float* y, float* z, long long n, int vec,
+                                    unsigned long long* stamp) {
+    node_start_stamp(stamp);
     binary(Mul{}, x, y, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 3 flops (exp counted as 1).
-extern "C" __global__ void silu_f32(const float* x, float* z, long long n, int vec) {
+extern "C" __global__ void silu_f32(const float* x, float* z, long long n, int vec, unsigned long long* stamp) {
+    node_start_stamp(stamp);
     unary(Silu{}, x, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 9 flops (tanh counted as 1).
-extern "C" __global__ void gelu_tanh_f32(const float* x, float* z, long long n, int vec) {
+extern "C" __global__ void gelu_tanh_f32(const float* x, float* z, long long n, int vec,
+                                          unsigned long long* stamp) {
+    node_start_stamp(stamp);
     unary(GeluTanh{}, x, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 1 flop.
-extern "C" __global__ void scale_f32(const float* x, float* z, long long n, int vec, float s) {
+extern "C" __global__ void scale_f32(const float* x, float* z, long long n, int vec, float s,
+                                      unsigned long long* stamp) {
+    node_start_stamp(stamp);
     unary(Scale{s}, x, z, n, vec);
 }
 
 // The seed's I32-as-f32 token ids: copy the bit patterns (int4 moves when aligned).
-extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, int vec) {
+extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, int vec,
+                                            unsigned long long* stamp) {
+    node_start_stamp(stamp);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
@@ -179,7 +192,9 @@ extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, 
 // 8 elements per thread: two float4 loads (32 B) and one 16-byte store of 8 halves, each
 // rounded with __float2half_rn (round to nearest even, as NumPy's astype(float16)). The
 // n % 8 tail is done by the first threads of the grid; vec == 0 converts one at a time.
-extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long n, int vec) {
+extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long n, int vec,
+                                            unsigned long long* stamp) {
+    node_start_stamp(stamp);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
@@ -213,7 +228,8 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
 // bandwidth on the H200 (block scheduling, not DRAM, was the limit).
 // out may be y (in place). Reads 4 B of y per element (b stays in L2), writes 4 B; 1 flop.
 extern "C" __global__ void add_bias_f32(const float* y, const float* b, float* out, int d,
-                                        long long nt, int vec) {
+                                        long long nt, int vec, unsigned long long* stamp) {
+    node_start_stamp(stamp);
     const long long t = blockIdx.x;
     const int i = threadIdx.x + blockIdx.y * blockDim.x;
     if (t >= nt) return;

@@ -41,6 +41,7 @@ from tracekit.kernels.checks import (
     require_nonempty,
     require_same_shape,
 )
+from tracekit.kernels.cuda import NO_STAMP
 from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d, grid_rows
 
 FAMILY = "elementwise"
@@ -231,7 +232,7 @@ def _launch_stream(
     per_thread = 8 if name == "convert_f32_f16" else 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
     vec = _aligned(*ins, z)
     geo = stream_geometry(n, per_thread, vec)
-    args = (*ins, z, np.int64(n), np.int32(vec), *scalars)
+    args = (*ins, z, np.int64(n), np.int32(vec), *scalars, NO_STAMP)
     launch(kernel(FAMILY, name), geo.grid, geo.block, args)
     return z, _record(name, geo, ins, (z,), n, vectorized=vec)
 
@@ -312,7 +313,7 @@ def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRec
         kernel(FAMILY, "add_bias_f32"),
         geo.grid,
         geo.block,
-        (y, b, z, np.int32(d), np.int64(nt), np.int32(vec)),
+        (y, b, z, np.int32(d), np.int64(nt), np.int32(vec), NO_STAMP),
     )
     return z, _record("add_bias_f32", geo, (y, b), (z,), int(y.size), rows=nt, cols=d)
 

@@ -13,6 +13,7 @@
 
 
 #include "quant_decoders.cuh"  // u8/u16/u32/i64, the block decoders, SrcF32/F16/BF16
+#include "stamp.cuh"           // node_start_stamp: every kernel here can start a graph node
 
 #define NAN_F32 __uint_as_float(0x7FC00000u)
 
@@ -76,7 +77,8 @@ __device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const in
 #define EMBED_KERNEL(name, T)                                                                  \
     extern "C" __global__ void name(const u8* __restrict__ raw, const int* __restrict__ ids,  \
                                     float* __restrict__ out, int rows, int n_embd, i64 nt,   \
-                                    int ts, int qk, int* err) {                              \
+                                    int ts, int qk, int* err, unsigned long long* stamp) {   \
+        node_start_stamp(stamp);                                                               \
         embed_quant<T>(raw, ids, out, rows, n_embd, nt, ts, qk, err);                         \
     }
 
@@ -124,13 +126,15 @@ __device__ __forceinline__ void embed_float(const u8* __restrict__ raw, const in
 
 extern "C" __global__ void embed_rows_f16(const u8* __restrict__ raw, const int* __restrict__ ids,
                                           float* __restrict__ out, int rows, int n, i64 nt, int vec,
-                                          int* err) {
+                                          int* err, unsigned long long* stamp) {
+    node_start_stamp(stamp);
     embed_float<SrcF16>(raw, ids, out, rows, n, nt, vec, err);
 }
 
 extern "C" __global__ void embed_rows_bf16(const u8* __restrict__ raw, const int* __restrict__ ids,
                                            float* __restrict__ out, int rows, int n, i64 nt,
-                                           int vec, int* err) {
+                                           int vec, int* err, unsigned long long* stamp) {
+    node_start_stamp(stamp);
     embed_float<SrcBF16>(raw, ids, out, rows, n, nt, vec, err);
 }
 
@@ -138,7 +142,8 @@ extern "C" __global__ void embed_rows_bf16(const u8* __restrict__ raw, const int
 // of a row. vec: n % 4 == 0 and x is 16-byte aligned, so each thread moves one float4.
 extern "C" __global__ void gather_rows_f32(const float* __restrict__ x, const int* __restrict__ ids,
                                            float* __restrict__ out, int rows, int n, i64 nt,
-                                           int vec, int* err) {
+                                           int vec, int* err, unsigned long long* stamp) {
+    node_start_stamp(stamp);
     const int cpr = (n + 3) / 4;
     const i64 total = nt * cpr;
     for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < total;

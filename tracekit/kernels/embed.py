@@ -214,7 +214,7 @@ def launch_gather_rows_f32(
         _kernel("gather_rows_f32"),
         geo.grid,
         geo.block,
-        (x_d, ids_d, out, np.int32(rows), np.int32(n), np.int64(nt), vec, err),
+        (x_d, ids_d, out, np.int32(rows), np.int32(n), np.int64(nt), vec, err, cuda.NO_STAMP),
     )
     _raise_if_flagged(err, ids_d, rows)
     rec = LaunchRecord.of(
@@ -279,10 +279,10 @@ def launch_embed_rows(
     name = f"embed_rows_{qt.suffix}"
     head = (raw_d, ids_d, out, np.int32(rows), np.int32(n_embd), np.int64(nt))
     if qt.is_quantized:
-        args = (*head, np.int32(qt.type_size), np.int32(qt.block_size), err)
+        args = (*head, np.int32(qt.type_size), np.int32(qt.block_size), err, cuda.NO_STAMP)
     else:
         vec = np.int32(n_embd % CHUNK_ELEMS == 0 and raw_d.data.ptr % 16 == 0)
-        args = (*head, vec, err)
+        args = (*head, vec, err, cuda.NO_STAMP)
     cuda.launch(_kernel(name), geo.grid, geo.block, args)
     _raise_if_flagged(err, ids_d, rows)
     rec = LaunchRecord.of(

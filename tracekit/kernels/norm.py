@@ -98,7 +98,7 @@ def geometry(rows: int, d: int) -> Geometry:
 
 def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[Any, LaunchRecord]:
     """RMS norm on the device: one block per row, warp-shuffle reductions (see module doc)."""
-    from tracekit.kernels.cuda import kernel, launch
+    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
 
     rows, d = _check(x, w, eps)
     require_device(x, "rms_norm x")
@@ -111,7 +111,16 @@ def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[An
         kernel(FAMILY, KERNEL),
         geo.grid,
         geo.block,
-        (x, w_arg, y, np.int64(rows), np.int32(d), np.float64(eps), np.int32(w is not None)),
+        (
+            x,
+            w_arg,
+            y,
+            np.int64(rows),
+            np.int32(d),
+            np.float64(eps),
+            np.int32(w is not None),
+            NO_STAMP,
+        ),  # fmt: skip
     )
     working = min(rows, geo.grid[0]) * min(geo.block[0], d)
     return y, _record(geo, x, w, y, rows, d, threads_working=working)

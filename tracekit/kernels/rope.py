@@ -128,7 +128,7 @@ def launch_rope_f32(
     out: Any = None,
 ) -> tuple[Any, LaunchRecord]:
     """Rope on the device: one thread per rotated pair, grid-stride over a 64-bit pair index."""
-    from tracekit.kernels.cuda import kernel, launch
+    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
 
     nt, n_head, hd = _check(x, positions, base, freq_scale)
     require_device(x, "rope x")
@@ -149,6 +149,7 @@ def launch_rope_f32(
             theta_scale(base, hd),
             np.float32(freq_scale),
             np.int32(bool(neox)),
+            NO_STAMP,
         ),
     )
     return y, _record(geo, x, positions, y, neox)

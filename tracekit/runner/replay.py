@@ -226,18 +226,18 @@ class StepReplay:
     def capture_graph(self, kind: str = "plain", stats_spec: Any = None) -> Any:
         """Capture the whole step as a CUDA graph on a private stream (once per ``kind``).
 
-        Kinds: ``plain`` (the launches only); ``timed`` (a ``globaltimer_stamp`` kernel before
-        the first node and after each node, so each node has its GPU time inside the graph:
-        node i's time is stamp i+1 - stamp i. Each stamp depends on the node before it but no
-        node depends on a stamp, so they run beside the nodes instead of between them: in
-        line they cost 0.65 µs of GPU time each on the H200, event-record nodes 3.4 µs);
-        ``full`` (timed, plus the statistics of every node's output: a device copy right after
-        the node of each output a later node overwrites in place, and the statistics batch's
-        memset and two kernels after the last node). ``stats_spec``: per node (heatmap axes,
-        overwritten later), for ``full``.
+        Kinds: ``plain`` (the launches only); ``timed`` (each node's first kernel writes the
+        GPU clock into ``stamps[i]`` on entry, stamp.cuh, and one ``globaltimer_stamp`` kernel
+        after the last node writes ``stamps[n]``: node i's GPU time is stamps[i+1] - stamps[i],
+        start to start, with no launch added between nodes); ``full`` (timed, plus the
+        statistics of every node's output: a device copy right after the node of each output a
+        later node overwrites in place, and the statistics batch's memset and two kernels after
+        the last node). ``stats_spec``: per node (heatmap axes, overwritten later), for
+        ``full``.
         """
         import cupy
 
+        from tracekit.kernels.cuda import STAMPED
         from tracekit.kernels.elementwise import launch_stamp
         from tracekit.kernels.stats import StatsBatch
 
@@ -248,11 +248,9 @@ class StepReplay:
             return got
         if self._graph_stream is None:
             self._graph_stream = cupy.cuda.Stream(non_blocking=True)
-            self._stamp_stream = cupy.cuda.Stream(non_blocking=True)
             self._ev_in = cupy.cuda.Event(disable_timing=True)
             self._ev_out = cupy.cuda.Event(disable_timing=True)
         stream = self._graph_stream
-        entries = [[self._pack(e, stream.ptr) for e in node] for node in self._node_tape]
         n = len(self.nodes)
         # timed/full: everything the pass reads back lands in one staging buffer, so the host
         # makes one device-to-host copy per step, as an untraced step does for its logits:
@@ -275,28 +273,27 @@ class StepReplay:
             for k, it in enumerate(prepared.items):  # the batch must read the fixed buffers
                 if it[1] is not snaps.get(k, self.outs[k]):
                     raise RuntimeError(f"node {self.nodes[k].name}: its output is not graphable")
+        tape = [list(node) for node in self._node_tape]
         if kind != "plain":
             n_stats = prepared.n_res if prepared is not None else 0
             staging = cupy.zeros(lw + n + 1 + n_stats, cupy.uint64)
             stamps = staging[lw : lw + n + 1]
+            for i, node in enumerate(tape):  # node i's first kernel stamps its start
+                first = node[0] if node else None
+                name = getattr(first[0], "name", None) if isinstance(first, tuple) else None
+                if name not in STAMPED:
+                    raise RuntimeError(
+                        f"node {self.nodes[i].name}: its first launch ({name or 'a host call'}) "
+                        "cannot take a timestamp slot"
+                    )
+                fn, grid, block, args, smem = first
+                node[0] = (fn, grid, block, (*args[:-1], stamps[i : i + 1]), smem)
+        entries = [[self._pack(e, stream.ptr) for e in node] for node in tape]
         self.be.synchronize()
         launch = self._launch
-        side, done = self._stamp_stream, cupy.cuda.Event(disable_timing=True)
-
-        def stamp(i: int) -> None:
-            # off the critical path: the stamp waits for what the main stream issued so far
-            # and runs beside the next node, so it reads the clock when node i - 1 is done
-            # without the next node waiting for it
-            done.record(stream)
-            side.wait_event(done)
-            with side:
-                launch_stamp(stamps, i)
-
         with stream:
             stream.begin_capture()
             try:
-                if stamps is not None:
-                    stamp(0)
                 for i, node in enumerate(entries):
                     for e in node:
                         if type(e) is tuple:
@@ -308,11 +305,8 @@ class StepReplay:
                         cupy.cuda.runtime.memcpyAsync(
                             dst.data.ptr, src.data.ptr, src.nbytes, 3, stream.ptr
                         )  # 3: device to device
-                    if stamps is not None:
-                        stamp(i + 1)
-                if stamps is not None:  # join the stamps' stream back before the capture ends
-                    done.record(side)
-                    stream.wait_event(done)
+                if stamps is not None:
+                    launch_stamp(stamps, n)  # the end of the last node
                 if prepared is not None:
                     prepared.enqueue()
                     cupy.cuda.runtime.memcpyAsync(
