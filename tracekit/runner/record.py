@@ -626,6 +626,8 @@ def record_trace(
         "steps": [],
     }
     tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
+    for k in range(steps + 1):  # NVTX attributes made now, not inside a step's timed wall
+        tracer.ranges.attrs("prefill" if k == 0 else f"decode {k}", "step")
     if session.replay_mode == "graph" and session.replay is not None:
         # capture the graphs now (~40 ms for 460 nodes), not inside the first decode step
         session.replay.capture_graph("timed")
