@@ -129,6 +129,21 @@ def test_many_rows_Q4_0() -> None:
     check_all_refs(random_raw(qt, shape), qt, shape, "Q4_0 65537 rows")
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("qt", [t for t in TYPES if t.is_quantized], ids=lambda t: t.name)
+def test_several_chunks_and_a_ragged_tail(
+    qt: QuantType, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two full CPU chunks and a partial one, on one thread and on the pool: the per-size tables
+    # (K-quant shifts) and the per-thread f16 scratch must serve chunks of either size
+    monkeypatch.setattr(dequant, "CPU_THREADS", threads)
+    blocks = 2 * (dequant.CPU_CHUNK_ELEMS // qt.block_size) + 3
+    shape = (blocks, qt.block_size)
+    check_all_refs(random_raw(qt, shape), qt, shape, f"{qt.name} 3 chunks, {threads} threads")
+    small = shape_for(qt, 5, 1)  # then a small tensor again: the scratch is only ever sliced
+    check_all_refs(random_raw(qt, small), qt, small, f"{qt.name} small after large")
+
+
 @pytest.mark.parametrize("name", ["Q8_0", "Q6_K", "BF16"])
 def test_3d_shape_and_unaligned_bytes(name: str) -> None:
     qt = quant_type(name)
@@ -389,6 +404,21 @@ def test_cpu_speedup_vs_gguf_reports_a_ratio(name: str) -> None:
     # a small run: checks the function works; the ratio itself is the bench's business
     r = dequant.cpu_speedup_vs_gguf(name, 1 << 16, repeat=1, row_len=512)
     assert math.isfinite(r) and r > 0
+
+
+def test_f32_to_f16_several_pieces_leaves_its_input() -> None:
+    # > 2 of its scratch-sized pieces, a 2-D out, NaNs and infs in the mix; x is not written
+    n = 2 * dequant.CPU_CHUNK_ELEMS + 7
+    x = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x[::1001] = np.float32(np.nan)
+    x[5::999] = -np.float32(np.inf)
+    keep = x.copy()
+    got = np.empty((1, n), np.float16)
+    dequant.f32_to_f16(x, got)
+    with np.errstate(all="ignore"):
+        want = x.astype(np.float16).reshape(1, n)
+    assert (got.view(np.uint16) == want.view(np.uint16)).all()
+    assert (x.view(np.uint32) == keep.view(np.uint32)).all()
 
 
 def test_f32_to_f16_matches_numpy_cast_bit_for_bit() -> None:
