@@ -497,7 +497,16 @@ def decode_into(raw: np.ndarray, qt: QuantType, out: np.ndarray) -> None:
 
     starts = range(0, len(o), step)
     if CPU_THREADS > 1 and len(starts) > 1:
-        list(_pool().map(work, starts))
+        # one task per thread, each taking the next chunk from a shared iterator (a range
+        # iterator's next() is atomic under the GIL): balanced like a task per chunk, without
+        # a future per chunk (on the loaded 2-core VM that hand-off cost 5-15% of Q5_K's time)
+        it = iter(starts)
+
+        def drain(_: int) -> None:
+            for s in it:
+                work(s)
+
+        list(_pool().map(drain, range(min(CPU_THREADS, len(starts)))))
     else:
         for s in starts:
             work(s)
