@@ -89,6 +89,27 @@ def test_app_loads_a_recorded_demo_trace(dash_duo: Any, demo_trace_path: Path, d
     assert dash_duo.get_logs() == []
 
 
+def test_first_view_figures_are_drawn_once_with_their_own_margins(
+    dash_duo: Any, demo_trace_path: Path
+):
+    """The figures' margins already fit their labels, colour bars and legends, so plotly's
+    automargin (which draws a figure again when it has to widen one) keeps them as they are."""
+    dash_duo.start_server(create_app([demo_trace_path]))
+    _wait_graph(dash_duo, "prefill")
+    dash_duo.wait_for_element("#detail-hist .main-svg", timeout=TIMEOUT)
+    got = dash_duo.driver.execute_script(
+        """
+        return ['#graph', '#detail-heatmap', '#detail-hist'].map(s => {
+          const gd = document.querySelector(s + ' .js-plotly-plot');
+          const m = gd.layout.margin, z = gd._fullLayout._size;
+          return [s, [m.l, m.r, m.t, m.b], [z.l, z.r, z.t, z.b].map(Math.round)];
+        });
+        """
+    )
+    for view, set_, drawn in got:
+        assert drawn == set_, (view, set_, drawn)
+
+
 def test_node_click_shows_its_detail_and_navigates_to_inputs(
     dash_duo: Any, demo_trace_path: Path, demo_trace
 ):

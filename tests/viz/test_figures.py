@@ -8,6 +8,7 @@ against the trace it was built from.
 from __future__ import annotations
 
 import base64
+import html
 import math
 
 import numpy as np
@@ -127,6 +128,20 @@ def test_graph_figure_escapes_node_names(small_trace):
     text = " ".join(str(t) for row in _heatmap(fig).hovertext for t in row)
     text += " ".join(fig.layout.yaxis.ticktext)
     assert "<img" not in text and "&lt;img" in text
+
+
+def test_figures_start_with_margins_that_fit_their_labels(small_trace):
+    # plotly's automargin draws a figure twice when a margin has to grow: start wide enough
+    assert f.text_px(["blk.1", "a &amp; b"]) == 7 * 5  # escaped text counts as shown
+    lay = d.grid_layout(small_trace["nodes"])
+    fig = f.graph_figure(small_trace, 0, "time", None, lay)
+    longest = max(len(html.unescape(x)) for x in f.row_labels(small_trace, lay))
+    assert fig.layout.margin.l >= 7 * longest and fig.layout.margin.r >= 140
+    assert f.heatmap_figure(small_trace["steps"][0]["nodes"][1]["stats"]).layout.margin.r >= 100
+    fams = d.families(small_trace)
+    tl = f.timeline_figure(small_trace, 0)
+    assert tl.layout.margin.l >= 7 * max(map(len, fams))
+    assert tl.layout.margin.r >= 7 * max(map(len, fams)) + 60  # the legend
 
 
 def test_log_ticks_are_1_2_5_within_the_range():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,23 @@ _TEMPLATE = go.layout.Template(
         hoverlabel=dict(align="left"),
     ),
 )
+
+
+def text_px(texts: Iterable[str]) -> int:
+    """A generous width in px of the longest of ``texts`` in the 12 px font (7 px a character).
+
+    Figures start with margins that fit their tick labels, colour bars and legends: plotly's
+    automargin only ever widens a margin, and when it does it draws the whole figure again (on
+    the first draw, and on every update whose margins start narrower than they end). It stays
+    on, as the safety net for a label wider than estimated.
+    """
+    return 7 * max((len(html.unescape(t)) for t in texts), default=0)
+
+
+def _rotated_ticks(labels: Sequence[str], width_px: int) -> bool:
+    """Whether plotly will turn the category labels of an x axis ``width_px`` wide (they do
+    not fit side by side): the bottom margin then has to hold them slanted."""
+    return len(labels) * (text_px(labels) + 10) > width_px
 
 
 def _figure(
@@ -207,6 +224,7 @@ def graph_figure(
     ids = np.full((nr, nc), -1, dtype=np.int32)
     hover = np.full((nr, nc), "", dtype=object)
     zvals, colour = _colour_spec(measure, values)
+    labels = row_labels(trace, lay)
     for i, (r, c) in lay.cell.items():
         z[r, c] = zvals[i]
         ids[r, c] = i
@@ -249,7 +267,7 @@ def graph_figure(
         ),
         yaxis=dict(
             tickvals=list(range(nr)),
-            ticktext=row_labels(trace, lay),
+            ticktext=labels,
             autorange="reversed",
             showgrid=False,
             zeroline=False,
@@ -260,7 +278,9 @@ def graph_figure(
         showlegend=False,
         clickmode="event",
         shapes=selection_shapes(trace, lay, selected),
-        margin=dict(l=70, r=20, t=130, b=20),
+        # left: the row labels; right: the colour bar with its title (the widest, GPU time,
+        # for every measure, so the cells stay put when the measure changes)
+        margin=dict(l=14 + text_px(labels), r=145, t=130, b=20),
         title=dict(y=0.995, yanchor="top"),
     )
     title = f"{trace['steps'][j]['name']} · coloured by {d.MEASURES[measure]}"
@@ -306,6 +326,7 @@ def heatmap_figure(
         ),
         xaxis=dict(title=dict(text=f"{axes[1]} ({hm['cols']} cells)")),
         plot_bgcolor=NONFINITE_COLOUR if np.isnan(grid).any() else "#ffffff",
+        margin=dict(r=110, b=45),  # the colour bar; the x title under the tick labels
     )
     return _figure([heat], layout, f"{title} · block means of {src}", height=260)
 
@@ -323,7 +344,8 @@ def histogram_figure(hist: Mapping[str, Any] | None, title: str = "histogram") -
         marker_color="#4c72b0",
         hovertemplate="%{x:.4g}: %{y}<extra></extra>",
     )
-    return _figure([bar], dict(yaxis=dict(title=dict(text="count"))), title, height=220)
+    layout = dict(yaxis=dict(title=dict(text="count")), margin=dict(l=60))
+    return _figure([bar], layout, title, height=220)
 
 
 # -- timeline --------------------------------------------------------------------------------
@@ -368,12 +390,15 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
                 hoverinfo="skip",
             )
         )
+    fams = d.families(trace)
     layout = dict(
         barmode="overlay",
         bargap=0.3,
         clickmode="event",
         xaxis=dict(title=dict(text="µs from the step's first node")),
         yaxis=dict(autorange="reversed"),
+        # left: a lane per family; right: the legend of families
+        margin=dict(l=14 + text_px(fams), r=75 + text_px(fams), b=45),
     )
     total = d.fmt_time(float(t.sum()) / 1e6)
     return _figure(data, layout, f"{trace['steps'][j]['name']} · node times, {total} in all", 360)
@@ -448,6 +473,7 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
         yaxis=dict(type="log", title=dict(text="achieved flop/s")),
         clickmode="event",
         legend=dict(orientation="h", y=-0.2),
+        margin=dict(l=60, b=100),  # the legend under the x axis
     )
     skipped = len(recs) - len(pts)
     note = f" · {skipped} nodes without flops not shown" if skipped else ""
@@ -471,7 +497,13 @@ def family_time_figure(trace: Trace) -> go.Figure:
         )
         for fam, times in d.family_times(trace).items()
     ]
-    layout = dict(barmode="stack", yaxis=dict(title=dict(text="node time (ms)")))
+    fams = d.families(trace)
+    layout = dict(
+        barmode="stack",
+        yaxis=dict(title=dict(text="node time (ms)")),
+        # right: the legend of families; bottom: the step names, slanted when they crowd
+        margin=dict(l=60, r=75 + text_px(fams), b=85 if _rotated_ticks(names, 650) else 45),
+    )
     return _figure(data, layout, "time per step and kernel family", height=320)
 
 
@@ -487,10 +519,11 @@ def topk_figure(trace: Trace, j: int) -> go.Figure:
     if not top:
         return empty_figure("no top-k tokens recorded")
     chosen = lg["chosen"]["id"]
+    labels = [f"{_token_label(t['text'])} ({t['id']})" for t in top]
     bar = dict(
         type="bar",
         x=[t["prob"] for t in top],
-        y=[f"{_token_label(t['text'])} ({t['id']})" for t in top],
+        y=labels,
         orientation="h",
         marker_color=["#d55e00" if t["id"] == chosen else "#4c72b0" for t in top],
         hovertemplate="%{y}: p=%{x:.4f}<extra></extra>",
@@ -498,6 +531,7 @@ def topk_figure(trace: Trace, j: int) -> go.Figure:
     layout = dict(
         yaxis=dict(autorange="reversed"),
         xaxis=dict(title=dict(text="probability"), range=[0, 1]),
+        margin=dict(l=14 + text_px(labels), b=45),
     )
     title = (
         f"{trace['steps'][j]['name']} · top-{len(top)} "
@@ -525,7 +559,9 @@ def entropy_figure(trace: Trace, j: int | None = None) -> go.Figure:
             )
         )
     layout = dict(
-        yaxis=dict(title=dict(text="entropy (nats)"), rangemode="tozero"), showlegend=False
+        yaxis=dict(title=dict(text="entropy (nats)"), rangemode="tozero"),
+        showlegend=False,
+        margin=dict(b=85 if _rotated_ticks(names, 350) else 45),
     )
     return _figure(data, layout, "entropy over steps", height=260)
 
