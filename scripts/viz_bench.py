@@ -3,9 +3,10 @@
 Measures, in the browser's own clock (``performance.now()``), for a trace:
 
 - **first full render**: (cold: the first page load of a fresh browser profile; then reloads)
-  navigation start until the graph view, the node detail (name, tables,
-  heatmap, histogram) and the step info all show the prefill and no callback is pending, plus
-  two animation frames (the paint);
+  navigation start until the graph view, the node detail (name, tables, heatmap, histogram)
+  and the step info all show the prefill, no callback is pending and no graph has a resize
+  pending (dcc.Graph draws every graph again ~150 ms after it mounts), plus two animation
+  frames (the paint). Each interaction below starts from that quiet page;
 - **step change**: click on "next step" until the graph view and the detail show the new
   step (same ready rule);
 - **node change**: click on a node link in the detail panel until the detail shows that node
@@ -72,6 +73,8 @@ poll();
 # Everything a step/node view shows is there, for step `S` and node `N` (substituted).
 _READY_JS = """
 if (document.querySelector('[data-dash-is-loading="true"]')) return false;
+// dcc.Graph draws each graph again ~150 ms after it mounts (a forced resize): not done before
+if (document.querySelector('.dash-graph--pending')) return false;
 const gd = document.querySelector('#graph .js-plotly-plot');
 if (!gd || !gd.layout || !gd.layout.title || !gd.layout.title.text.startsWith(S + ' ')) return false;
 if (!gd.querySelector('.hm, .heatmaplayer image, image')) return false;
