@@ -137,3 +137,18 @@ def test_node_detail_is_a_few_components(demo_trace):
         n_links = len(set(viz_app.d.input_ids(demo_trace, i)))
         n_links += len(viz_app.d.consumer_ids(demo_trace, i))
         assert _components(head) <= 12 + n_links + len(viz_app.d.weight_inputs(demo_trace, i))
+
+
+def test_route_callback_inputs_match_the_meta_it_reads(demo_trace_path: Path, demo_trace):
+    # assets/tracekit.js `route(tab, step, measure, node, meta)` maps its arguments through
+    # meta.deps and sets one key per meta.views entry, in the callback's output order
+    app = viz_app.create_app([demo_trace_path])
+    meta = viz_app._meta(demo_trace, viz_app.d.grid_layout(demo_trace["nodes"]))
+    (key, cb) = next((k, c) for k, c in app.callback_map.items() if "step-info.children" in k)
+    inputs = [f"{i['id']}.{i['property']}" for i in cb["inputs"]]
+    assert inputs == ["tabs.value", *meta["deps"].values()]
+    assert list(meta["deps"]) == ["step", "measure", "node"]
+    keys = [f"{v}-key.data" for v, _, _ in meta["views"]]
+    assert key.strip(".").split("...") == ["step-info.children", *keys]
+    for _, tab, deps in meta["views"]:
+        assert set(deps) <= set(meta["deps"]) and tab in viz_app._GATED

@@ -678,7 +678,8 @@ _DEPS = {"step": ("step", "value"), "measure": ("measure", "value"), "node": ("n
 
 def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
     """What the clientside callbacks need: sizes, the cell -> node map, the step info lines,
-    the gated views ([view, tab, [dependency names]], :data:`_GATED`'s order)."""
+    the gated views ([view, tab, [dependency names]], :data:`_GATED`'s order) and the
+    property behind each dependency name (in ``route``'s input order)."""
     cells = [[-1] * len(lay.cols) for _ in lay.rows]
     for i, (r, c) in lay.cell.items():
         cells[r][c] = i
@@ -693,6 +694,7 @@ def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
         "cells": cells,
         "info": info,
         "views": [[v, tab, list(deps)] for v, (tab, deps) in _GATED.items()],
+        "deps": {k: f"{cid}.{prop}" for k, (cid, prop) in _DEPS.items()},
     }
 
 

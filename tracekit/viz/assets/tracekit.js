@@ -69,7 +69,7 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
     // view's tab is shown and only when the tab or one of those dependencies changed.
     route: function (tab, step, measure, node, meta) {
       const nu = window.dash_clientside.no_update;
-      const props = {step: 'step.value', measure: 'measure.value', node: 'node.data'};
+      const props = meta.deps;  // dependency name -> 'id.prop'
       const values = {step: step, measure: measure, node: node};
       const trig = new Set(
         (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id));
