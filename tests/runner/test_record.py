@@ -436,6 +436,9 @@ def test_sigint_to_record_trace_saves_incomplete_trace(tmp_path: Path) -> None:
         [sys.executable, "-m", "tracekit", "record-trace", "--steps", "400", "--backend", "numpy",
          "--no-progress", "-o", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell's background job (`cmd &`) starts with SIGINT ignored, and children inherit
+        # that: Python then installs no KeyboardInterrupt handler. The child gets the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     time.sleep(5)
     child.send_signal(signal.SIGINT)
