@@ -364,6 +364,13 @@ def test_record_counts_are_checked_before_the_records(tmp_path: Path) -> None:
     t["steps"][1]["nodes"] = t["steps"][1]["nodes"] * 500
     t["steps"][1]["nodes"][-1]["time_s"] = "fast"  # would be found after all the records
     _rejects(t, tmp_path, f"$.steps[1].nodes: {n * 500} records for {n} topology nodes")
+    t = make_trace()
+    t["steps"] = [t["steps"][0]] * 200  # every copy schema-valid: the indices tell at once
+    t["steps"][-1]["wall_s"] = "slow"
+    _rejects(t, tmp_path, "invalid trace at $.steps[1].index: 0 != 1")
+    t = make_trace()
+    t["steps"][1]["index"] = True  # not an integer: the schema's to say
+    _rejects(t, tmp_path, "invalid trace at $.steps[1].index: expected integer, got boolean")
 
 
 def test_of_several_errors_the_most_relevant_is_reported(tmp_path: Path) -> None:
