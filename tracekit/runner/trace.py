@@ -63,6 +63,8 @@ def _validator() -> Any:
     """
     from jsonschema import Draft202012Validator, validators
 
+    global _LIBRARY_TYPE
+    _LIBRARY_TYPE = Draft202012Validator.VALIDATORS["type"]
     Draft202012Validator.check_schema(schema())
     fast = validators.extend(
         Draft202012Validator,
@@ -178,21 +180,25 @@ def _fast_properties(validator: Any, properties: Any, instance: Any, schema_: An
 
 #: A list or dict longer than this gets its error worded without the library's full ``repr``.
 _BIG = 64
+_LIBRARY_TYPE: Any = None  # jsonschema's own ``type`` keyword, set by _validator()
 
 
 def _type(validator: Any, types: Any, instance: Any, schema_: Any) -> Any:
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import ValidationError
-
+    # Not a generator: the library's own errors are handed on without a frame per value (this
+    # keyword runs for most values of a trace).
     if isinstance(instance, (list, dict)) and len(instance) > _BIG:
+        from jsonschema.exceptions import ValidationError
+
         names = types if isinstance(types, list) else [types]
-        if not any(validator.is_type(instance, t) for t in names):
-            yield ValidationError(
+        if any(validator.is_type(instance, t) for t in names):
+            return ()
+        return [
+            ValidationError(
                 f"{_json_type(instance)} {_quote(instance)} is not of type "
                 + ", ".join(repr(t) for t in names)
             )
-        return
-    yield from Draft202012Validator.VALIDATORS["type"](validator, types, instance, schema_)
+        ]
+    return _LIBRARY_TYPE(validator, types, instance, schema_)
 
 
 def _max_items(validator: Any, limit: Any, instance: Any, schema_: Any) -> Any:
