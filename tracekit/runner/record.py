@@ -249,6 +249,8 @@ class Tracer:
         self.node_attrs = [ranges.attrs(n.name, n.family, n.id) for n in nodes]
         self.axes = [heatmap_axes(n) for n in nodes]
         self.copy_out = overwritten_in_place(nodes)
+        #: per node (heatmap axes, overwritten later): what a full CUDA graph's statistics need
+        self.stats_spec = list(zip(self.axes, self.copy_out, strict=True))
         self.timer = _EventTimer(len(nodes)) if backend.name == "cupy" else _HostTimer(len(nodes))
         self.max_batch_bytes = STATS_BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
         self.batch = StatsBatch()
@@ -632,8 +634,7 @@ def record_trace(
         # capture the graphs now (~40 ms for 460 nodes), not inside the first decode step
         session.replay.capture_graph("timed")
         if capture == "full":
-            spec = list(zip(tracer.axes, tracer.copy_out, strict=True))
-            session.replay.capture_graph("full", spec)
+            session.replay.capture_graph("full", tracer.stats_spec)
     eos = model.eos_id
     generated: list[int] = []
     from tqdm import tqdm
@@ -770,7 +771,7 @@ def _graph_pass(
     """A decode step's pass as one CUDA graph launch (see the module docstring): the timing
     pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside)."""
     be, replay, n_past = session.backend, session.replay, session.n_past
-    spec = list(zip(tracer.axes, tracer.copy_out, strict=True)) if full else None
+    spec = tracer.stats_spec if full else None
     be.synchronize()
     t0 = time.perf_counter()
     tracer.ranges.push(tracer.ranges.attrs(name, "step"))

@@ -23,6 +23,7 @@ recorded ones, except attention's, which depend on n_past and are rebuilt per st
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,6 @@ class StepReplay:
         inputs: Any,
     ) -> None:
         import cupy
-        from cupy_backends.cuda.api import driver
 
         self.be = backend
         self.nodes = nodes
@@ -101,7 +101,6 @@ class StepReplay:
         self.records = records
         self.inputs = inputs  # the device int32 [token, position, row] the kernels read
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
-        self._launch = driver.launchKernel
         self._packed: list[_PackedLaunch] = []
         self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
         self._node_entries = [self._entries[a:b] for a, b in slices]
@@ -114,7 +113,7 @@ class StepReplay:
         self._prepared: Any = None
         self._last_kind = "plain"
         self._graph_stream: Any = None
-        self._graph_keep: list[Any] = []  # the packed parameters the graphs were built from
+        self._graph_keep: list[Any] = []  # the copies the full graph writes into
         self.graph_launches = 0
 
     def _pack(self, entry: Any, stream_ptr: int) -> Any:
@@ -165,7 +164,7 @@ class StepReplay:
         for i, a in self._attention:
             recs = self.records[i]
             old = recs[-1]
-            recs[-1] = attention_record(
+            new = attention_record(
                 old.kernel,
                 None,
                 1,
@@ -175,18 +174,13 @@ class StepReplay:
                 n_past,
                 int(a["window"]),
             )
-            # the geometry does not depend on n_past: keep the recorded one
-            recs[-1].grid, recs[-1].block = old.grid, old.block
-            recs[-1].threads_launched = old.threads_launched
-            recs[-1].threads_working = old.threads_working
+            # the geometry does not depend on n_past: only the traffic and flops change
+            recs[-1] = dataclasses.replace(
+                old, bytes_read=new.bytes_read, bytes_written=new.bytes_written, flops=new.flops
+            )
 
     def _run_node(self, i: int) -> Any:
-        launch = self._launch
-        for e in self._node_entries[i]:
-            if type(e) is tuple:
-                launch(*e)
-            else:
-                e()
+        _issue(self._node_entries[i])
         self.be.records.extend(self.records[i])
         return self.outs[i]
 
@@ -209,12 +203,7 @@ class StepReplay:
             )
         self.set_inputs(token, n_past)
         if node_hook is None:
-            launch = self._launch
-            for e in self._entries:
-                if type(e) is tuple:
-                    launch(*e)
-                else:
-                    e()
+            _issue(self._entries)
             self.be.records.clear()
         else:
             self._refresh_records(n_past)  # the hook takes each node's records
@@ -290,16 +279,11 @@ class StepReplay:
                 node[0] = (fn, grid, block, (*args[:-1], stamps[i : i + 1]), smem)
         entries = [[self._pack(e, stream.ptr) for e in node] for node in tape]
         self.be.synchronize()
-        launch = self._launch
         with stream:
             stream.begin_capture()
             try:
                 for i, node in enumerate(entries):
-                    for e in node:
-                        if type(e) is tuple:
-                            launch(*e)
-                        else:
-                            e()
+                    _issue(node)
                     if i in snaps:
                         src, dst = self.outs[i], snaps[i]
                         cupy.cuda.runtime.memcpyAsync(
@@ -320,7 +304,7 @@ class StepReplay:
             finally:
                 graph = stream.end_capture()
         self._graphs[kind] = graph
-        self._graph_keep.append((entries, snaps))
+        self._graph_keep.append(snaps)
         if staging is not None:
             self._staging[kind] = (staging, lw)
         if prepared is not None:
@@ -369,10 +353,28 @@ class StepReplay:
         return logits, stamps, stats
 
     def node_times(
-        self, n_past: int, stamps: np.ndarray | None = None
+        self, n_past: int, stamps: np.ndarray
     ) -> tuple[list[float], list[list[LaunchRecord]]]:
-        """After a timed or full graph replay: (each node's GPU seconds, its launch records)."""
-        t = (self.read_pass()[1] if stamps is None else stamps).astype(np.int64)
+        """From a timed or full graph replay's timestamps (:meth:`read_pass`): (each node's GPU
+        seconds, its launch records)."""
+        t = stamps.astype(np.int64)
         self._refresh_records(n_past)
         times = (np.diff(t) * 1e-9).tolist()
         return times, [list(r) for r in self.records]
+
+
+def _issue(entries: list[Any]) -> None:
+    """Launch packed entries in order: cuLaunchKernel argument tuples, or bound host calls."""
+    launch = _launch_kernel()
+    for e in entries:
+        if type(e) is tuple:
+            launch(*e)
+        else:
+            e()
+
+
+@functools.cache
+def _launch_kernel() -> Any:
+    from cupy_backends.cuda.api import driver
+
+    return driver.launchKernel
