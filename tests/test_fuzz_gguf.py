@@ -6,31 +6,20 @@ with valid output; never a traceback, a crash or a hang.
 
 from __future__ import annotations
 
-import importlib.util
 import struct
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import gguf
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fuzz_gguf.py"
+from tests.scripts import load_script
+
 #: CI slice: mutant ids [0, CI_COUNT) of seed 0 on the small bases (SmolLM2 costs ~2 s a parse).
 CI_COUNT = 200
 CI_BASES = ("demo", "tiny", "gemma3")
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz_gguf", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_gguf"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fz = _load()
+fz = load_script("fuzz_gguf")
 
 
 @pytest.fixture(scope="module")

@@ -14,19 +14,18 @@ Interrupted runs: a small slice of ``scripts/kill_test.py`` (the full campaign i
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import gguf
 import pytest
 
 import tracekit.kernels.backend as backend_mod
+from tests.scripts import load_script
 from tracekit.cli import main, record_trace_main
 from tracekit.kernels.backend import Backend, NumpyBackend
 
@@ -341,21 +340,12 @@ def test_the_unedited_model_passes(
 
 
 # -- interrupted runs: a slice of scripts/kill_test.py ----------------------------------------
-def _load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.slow
 def test_kill_and_interrupt_slice(tmp_path: Path) -> None:
     """5 SIGKILLs at seeded random moments, 2 timed into the final write, 3 SIGINTs: never a
     partial file at the output path, a pre-seeded trace stays valid, a SIGINT saves a valid
     trace marked incomplete (or says it was interrupted and leaves no file)."""
-    kt = _load_script("kill_test")
+    kt = load_script("kill_test")
     report = kt.campaign(
         tmp_path, kills=5, write_kills=2, sigints=3, seed=1, steps=6, jobs=1, log=None
     )

@@ -7,16 +7,15 @@ the full campaign is the script), and one minimal reproduction per defect the ca
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.scripts import load_script
 from tracekit.runner.trace import TraceError, load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,16 +23,7 @@ GOLDEN = REPO / "tests" / "golden" / "trace-v1-demo-numpy.json"
 SLICE = 200
 
 
-def _load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fz = _load_script("fuzz_traces")
+fz = load_script("fuzz_traces")
 
 
 def _detail(r: dict[str, Any]) -> str:

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "viz_bench.py"
+from tests.scripts import load_script
 
 
 def _bench_module():
-    spec = importlib.util.spec_from_file_location("viz_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("viz_bench")
 
 
 def _run(first, step, node, load0, load1):
