@@ -26,7 +26,6 @@ def main() -> int:
     from decode_speed import resolve
 
     from tracekit.kernels.backend import get_backend
-    from tracekit.runner.demo import demo_model_path
     from tracekit.runner.execute import Session
     from tracekit.runner.model import load_model
     from tracekit.runner.record import record_trace
@@ -36,9 +35,7 @@ def main() -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--steps", type=int, default=16)
     args = ap.parse_args()
-    paths = [demo_model_path() if m == "demo" else resolve(m) for m in args.models] or [
-        demo_model_path()
-    ]
+    paths = [resolve(m) for m in args.models or ["demo"]]  # resolve knows "demo"
     be = get_backend(args.backend)
     print(f"backend {be.name}: {be.device_name()}")
     modes = [("plan", False), ("graph", True)] if be.name == "cupy" else [("off", False)]
