@@ -772,6 +772,7 @@ def _graph_pass(
     pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside)."""
     be, replay, n_past = session.backend, session.replay, session.n_past
     spec = tracer.stats_spec if full else None
+    replay.prime(session.check_step(feed)[0], n_past)  # warm the submission path (prime())
     be.synchronize()
     t0 = time.perf_counter()
     tracer.ranges.push(tracer.ranges.attrs(name, "step"))
