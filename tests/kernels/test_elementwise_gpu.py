@@ -233,6 +233,21 @@ def test_out_gates() -> None:
         ew.launch_mul_f32(x, x, out=np.zeros(10, np.float32))
 
 
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 30 * 4096 + 5, 1_000_003])
+def test_fill_writes_every_element_and_only_those(n: int) -> None:
+    cupy = _cp()
+    buf = _poisoned(n + 8, np.float32)  # 8 poisoned guards after the end
+    rec = ew.launch_fill_f32(buf[:n], -2.5)
+    host = cupy.asnumpy(buf)
+    np.testing.assert_array_equal(host[:n], np.full(n, -2.5, np.float32))
+    assert np.isnan(host[n:]).all()
+    assert rec.kernel == "fill_f32" and rec.bytes_written == 4 * n and rec.bytes_read == 0
+    with pytest.raises(KernelInputError, match="4 bytes past a 16-byte boundary"):
+        ew.launch_fill_f32(buf[1:9])
+    with pytest.raises(KernelInputError, match="fill out"):
+        ew.launch_fill_f32(cupy.zeros(8, cupy.float64))
+
+
 def test_launch_empty() -> None:
     rec = ew.launch_empty()
     _cp().cuda.get_current_stream().synchronize()

@@ -249,6 +249,18 @@ extern "C" __global__ void add_bias_f32(const float* y, const float* b, float* o
 // The bench's launch-cost baseline: one block of 32 threads that does nothing.
 extern "C" __global__ void empty_kernel() {}
 
+// The bench's store floor: out[0:n] = value, one 16-byte store per thread (a warp writes 512
+// contiguous bytes), no loads and no division. A latency-bound kernel that writes a tensor
+// cannot take less device time than this one writing the same tensor (out 16-byte aligned).
+extern "C" __global__ void fill_f32(float* __restrict__ out, float value, long long n) {
+    const long long chunks = n / 4;
+    const float4 v = make_float4(value, value, value, value);
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < chunks;
+         c += (long long)gridDim.x * blockDim.x)
+        reinterpret_cast<float4*>(out)[c] = v;
+    if (blockIdx.x == 0 && threadIdx.x < n - 4 * chunks) out[4 * chunks + threadIdx.x] = value;
+}
+
 // Holds the GPU for `ns` nanoseconds (one thread reads the global timer): the bench enqueues
 // launches behind it so their timing excludes the host's launch overhead.
 extern "C" __global__ void spin_kernel(long long ns) {

@@ -318,6 +318,22 @@ def launch_add_bias_f32(y: Any, b: Any, out: Any = None) -> tuple[Any, LaunchRec
     return z, _record("add_bias_f32", geo, (y, b), (z,), int(y.size), rows=nt, cols=d)
 
 
+def launch_fill_f32(out: Any, value: float = 0.0) -> LaunchRecord:
+    """``out[...] = value`` (``fill_f32``, one 16-byte store per thread): the bench's store
+    floor, the least device time a kernel that writes ``out`` can take."""
+    from tracekit.kernels.cuda import kernel, launch
+
+    require_device(out, "fill out")
+    require_array(out, np.float32, "fill out")
+    require_nonempty(out, "fill out")
+    if out.data.ptr % 16:
+        raise KernelInputError(f"fill out starts {out.data.ptr % 16} bytes past a 16-byte boundary")
+    geo = grid_1d(max(1, out.size // 4), BLOCK)
+    launch(kernel(FAMILY, "fill_f32"), geo.grid, geo.block,
+           (out, np.float32(value), np.int64(out.size)))  # fmt: skip
+    return LaunchRecord.of("fill_f32", geo, bytes_written=out.nbytes)
+
+
 def launch_spin(ns: int) -> LaunchRecord:
     """Occupy the GPU for ``ns`` nanoseconds (one thread): timing helpers queue work behind it."""
     from tracekit.kernels.cuda import kernel, launch
