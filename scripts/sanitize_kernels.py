@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from tracekit.kernels import elementwise as ew
 from tracekit.kernels.backend import CupyBackend, NumpyBackend
 from tracekit.quants import QUANT_TABLE
 
@@ -92,6 +93,10 @@ def main() -> int:
             gpu.gather_rows_f32(gx, gpu.asarray(np.array([2, 0], np.int32))),
             cpu.gather_rows_f32(x, np.array([2, 0], np.int32)),
         )
+    for n in (1, 7, 33, 1001):  # the bench's store floor
+        z = gpu.asarray(np.full(n, np.nan, np.float32))
+        ew.launch_fill_f32(z, 1.5)
+        check(f"fill n={n}", z, np.full(n, 1.5, np.float32))
     for hd, nt in ((64, 1), (128, 5)):
         q = rng.standard_normal((nt, 4, hd), dtype=np.float32)
         pos = np.arange(3, 3 + nt, dtype=np.int32)
