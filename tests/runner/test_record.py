@@ -195,7 +195,7 @@ def test_step_timing_keys_are_optional_and_typed(demo: Any, tmp_path: Path) -> N
 
 
 def test_double_pass_matches_untraced_generation(demo: Any, tmp_path: Path) -> None:
-    """The full pass re-runs each step after rewinding n_past: the tokens and final logits
+    """The timing pass re-runs each step after rewinding n_past: the tokens and final logits
     must be those of a plain, untraced generation."""
     t = _record(demo, tmp_path / "t.json", steps=5)
     s = Session(demo, "numpy", n_ctx=9)
@@ -310,8 +310,8 @@ class NaNBackend(NumpyBackend):
 
 def test_diff_names_planted_nan_node(demo: Any, tmp_path: Path) -> None:
     a = _record(demo, tmp_path / "a.json", steps=1)
-    # the prefill's timing pass runs muls 0..3, its full pass 4..7: k=5 is layer 1, full pass
-    b = _record(demo, tmp_path / "b.json", steps=1, backend=NaNBackend(k=5), warmup=False)
+    # the prefill's full pass runs muls 0..3, then its timing pass 4..7: k=1 is layer 1, full
+    b = _record(demo, tmp_path / "b.json", steps=1, backend=NaNBackend(k=1), warmup=False)
     r = diff_traces(a, b)
     assert r.nonfinite_a is None
     nf = r.nonfinite_b

@@ -14,13 +14,17 @@ overwrites in place (:func:`overwritten_in_place`) is queued as a device copy.
 Capture modes:
 
 - ``timing``: one pass per step, no statistics.
-- ``full``: per step, the timing pass, then the full pass (timing + statistics). A step is
+- ``full``: per step, the full pass (timing + statistics), then the timing pass. A step is
   stateful only through the KV cache: it writes cache rows ``n_past .. n_past + nt - 1`` and
-  reads rows below ``n_past + nt``. So the full pass re-runs the same step after rewinding the
-  session's ``n_past``: it reads the same cache prefix, recomputes the same rows and overwrites
-  token. Each node's ``capture_cost`` = its full-pass host time (launches + queuing its output)
-  ÷ its timing-pass host time; the statistics are a per-step cost (the step's ``stats_s``,
-  inside ``full_wall_s``).
+  reads rows below ``n_past + nt``. So the second pass re-runs the same step after rewinding the
+  session's ``n_past``: it reads the same cache prefix, recomputes the same rows with the same
+  values and overwrites them, and chooses the same token. The full pass goes first so that the
+  timing pass starts right after another pass, not after the tracer's host work on the
+  previous step (on the H200 VM a launch after that work costs 20-100 us more: BENCHMARKS.md,
+  "Capture overhead"); with CUDA graphs, both passes' results are formatted after both ran.
+  Each node's ``capture_cost`` = its full-pass host time (launches + queuing its output) ÷ its
+  timing-pass host time; the statistics are a per-step cost (the step's ``stats_s``, inside
+  ``full_wall_s``).
 
 Decode steps are replayed (``tracekit/runner/replay.py``): the warm-up's decode step is recorded
 through the whole dispatch chain, and every later decode step replays its launches (the
@@ -649,11 +653,7 @@ def record_trace(
             name = "prefill" if k == 0 else f"decode {k}"
             bar.set_postfix_str(name)
             n_past = session.n_past
-            timing = _pass(session, tracer, feed, name, full=False)
-            full = None
-            if capture == "full":
-                session.n_past = n_past  # rewind: the full pass re-runs this step (docstring)
-                full = _pass(session, tracer, feed, name, full=True)
+            timing, full = _step_passes(session, tracer, feed, name, capture == "full")
             logits = (full or timing)["logits"]
             token = sampler(logits)
             generated.append(token)
@@ -732,6 +732,25 @@ def _warm_up(session: Any, ids: list[int], steps: int) -> None:
     be.take_records()
 
 
+def _step_passes(
+    session: Any, tracer: Tracer, feed: list[int], name: str, with_full: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One step's passes: (timing, full or None). The full pass runs first, then the step is
+    rewound and the timing pass re-runs it (module docstring); with CUDA graphs neither pass is
+    formatted until both ran, so no host work sits between them."""
+    if not with_full:
+        return _pass(session, tracer, feed, name, full=False), None
+    n_past = session.n_past
+    if session.can_replay_graph(feed):
+        full_raw = _graph_run(session, tracer, feed, name, full=True)
+        session.n_past = n_past  # rewind: the timing pass re-runs this step
+        timing_raw = _graph_run(session, tracer, feed, name, full=False)
+        return _graph_format(session, timing_raw), _graph_format(session, full_raw)
+    full = _pass(session, tracer, feed, name, full=True)
+    session.n_past = n_past
+    return _pass(session, tracer, feed, name, full=False), full
+
+
 def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) -> dict[str, Any]:
     """One pass of one step: {"nodes", "logits", "wall_s", "stats_s", "stats_collects",
     "stats_launches", "stats_format_s"}.
@@ -742,7 +761,7 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
     """
     be = session.backend
     if session.can_replay_graph(feed):
-        return _graph_pass(session, tracer, feed, name, full)
+        return _graph_format(session, _graph_run(session, tracer, feed, name, full))
     be.synchronize()
     t0 = time.perf_counter()
     tracer.begin_step(name, full)
@@ -765,11 +784,12 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
     }
 
 
-def _graph_pass(
+def _graph_run(
     session: Any, tracer: Tracer, feed: list[int], name: str, full: bool
 ) -> dict[str, Any]:
     """A decode step's pass as one CUDA graph launch (see the module docstring): the timing
-    pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside)."""
+    pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside). Returns
+    the pass's host copies, unformatted (:func:`_graph_format`)."""
     be, replay, n_past = session.backend, session.replay, session.n_past
     spec = tracer.stats_spec if full else None
     replay.prime(session.check_step(feed)[0], n_past)  # warm the submission path (prime())
@@ -785,9 +805,17 @@ def _graph_pass(
     finally:
         tracer.ranges.pop_all()
     wall = time.perf_counter() - t0  # logits, timestamps and statistics are on the host
-    t2 = time.perf_counter()  # bookkeeping on the host, after the pass (as results() is)
-    times, records = replay.node_times(n_past, stamps)
-    stats = {k: compact_stats(v) for k, v in results.format().items()} if full else {}
+    return {"full": full, "n_past": n_past, "logits": logits, "stamps": stamps,
+            "results": results, "wall_s": wall, "stats_s": stats_s}  # fmt: skip
+
+
+def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
+    """A graph pass's node records from its host copies (the bookkeeping after a pass, as
+    :meth:`Tracer.results` is for the other passes)."""
+    replay, full, wall = session.replay, raw["full"], raw["wall_s"]
+    t2 = time.perf_counter()
+    times, records = replay.node_times(raw["n_past"], raw["stamps"])
+    stats = {k: compact_stats(v) for k, v in raw["results"].format().items()} if full else {}
     format_s = time.perf_counter() - t2
     host = wall / len(times)
     nodes = [
@@ -803,9 +831,9 @@ def _graph_pass(
     ]
     return {
         "nodes": nodes,
-        "logits": logits,
+        "logits": raw["logits"],
         "wall_s": wall,
-        "stats_s": stats_s,
+        "stats_s": raw["stats_s"],
         "stats_collects": 1 if full else 0,
         "stats_launches": len(replay.prepared_launches) if full else 0,
         "stats_format_s": format_s,
