@@ -281,6 +281,66 @@ def test_ctrl_c_mid_step_saves_earlier_steps_and_pops_ranges(demo: Any, tmp_path
     assert not t["complete"] and len(t["steps"]) == 2
 
 
+def _strip_times(t: dict[str, Any]) -> list[Any]:
+    """A trace's steps without what varies run to run: times (``*_s``) and what derives from
+    them (a node's perf verdict and capture cost)."""
+
+    def keep(k: str) -> bool:
+        return not k.endswith("_s") and k not in ("perf", "capture_cost")
+
+    return [
+        {k: [{a: b for a, b in n.items() if keep(a)} for n in v] if k == "nodes" else v
+         for k, v in st.items() if keep(k)}
+        for st in t["steps"]
+    ]  # fmt: skip
+
+
+def test_deferred_step_records_equal_immediate_ones(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CUDA-graph runs build the step records after the run (record._defers_records): the
+    # records must be those built step by step
+    now = _record(demo, tmp_path / "a.json", steps=4)
+    seen: list[int] = []
+    monkeypatch.setattr(record_mod, "_defers_records", lambda session: True)
+    later = _record(demo, tmp_path / "b.json", steps=4, on_step=lambda st: seen.append(st["index"]))
+    assert _strip_times(later) == _strip_times(now) and later["complete"]
+    assert seen == [0, 1, 2, 3, 4]
+
+
+def test_interrupt_with_deferred_records_saves_the_completed_steps(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record_mod, "_defers_records", lambda session: True)
+    n_add = sum(1 for n in demo.graph if n.op == "add")
+    out = tmp_path / "t.json"
+    be = InterruptingBackend(after=3 * n_add * 2 + 3)  # 3 steps x 2 passes, then 3 more adds
+    with pytest.raises(RecordInterrupted) as ei:
+        record_trace(demo, tokens=[1, 2, 3], steps=5, backend=be, output=out, ceilings=CEIL,
+                     progress=False, warmup=False)  # fmt: skip
+    t = load_trace(out)
+    assert ei.value.steps == 3 and [s["index"] for s in t["steps"]] == [0, 1, 2]
+    assert t["run"]["generated_tokens"] == [s["logits"]["chosen"]["id"] for s in t["steps"]]
+
+
+def test_interrupt_inside_a_deferred_flush_keeps_each_step_once(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record_mod, "_defers_records", lambda session: True)
+
+    def stop(step: dict[str, Any]) -> None:
+        if step["index"] == 1:  # the flush at the end of the run: steps 2.. still pending
+            raise KeyboardInterrupt
+
+    out = tmp_path / "t.json"
+    with pytest.raises(RecordInterrupted) as ei:
+        record_trace(demo, tokens=[1, 2, 3], steps=3, backend="numpy", output=out,
+                     ceilings=CEIL, progress=False, on_step=stop)  # fmt: skip
+    t = load_trace(out)
+    assert [s["index"] for s in t["steps"]] == [0, 1, 2, 3] and ei.value.steps == 4
+    assert not t["complete"] and t["run"]["stop_reason"] == "interrupted"
+
+
 def test_interrupt_before_any_step_keeps_the_previous_trace(demo: Any, tmp_path: Path) -> None:
     out = tmp_path / "t.json"
     out.write_text("previous trace")  # whatever was at the path must survive

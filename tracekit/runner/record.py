@@ -50,7 +50,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -647,8 +647,26 @@ def record_trace(
         total=steps + 1, unit="step", file=sys.stderr, disable=not progress, leave=False,
         desc=f"{trace['model']['name']} [{be.name}, {capture}]",
     )  # fmt: skip
+    # A step's record (node records, statistics, logit summary) is built by flush(). With CUDA
+    # graphs that waits until the run ends, or FLUSH_EVERY_S passed, so the passes of
+    # consecutive steps run back to back as an untraced loop's steps do: host work between
+    # them makes the next launch slower (BENCHMARKS.md, "Capture overhead").
+    defer = _defers_records(session)
+    pending: list[_Pending] = []
+
+    def flush() -> None:
+        while pending:
+            item = pending[0]
+            if not trace["steps"] or trace["steps"][-1]["index"] < item.index:
+                step = _step_record(item, session, len(nodes), ceil, text, top_k)
+                trace["steps"].append(step)
+                if on_step is not None:
+                    on_step(step)
+            del pending[0]  # an interrupt before this line: the index check skips it next time
+
     try:
         feed = ids
+        flushed = time.perf_counter()
         for k in range(steps + 1):
             name = "prefill" if k == 0 else f"decode {k}"
             bar.set_postfix_str(name)
@@ -657,42 +675,23 @@ def record_trace(
             logits = (full or timing)["logits"]
             token = sampler(logits)
             generated.append(token)
-            recs = [
-                _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil)
-                for i in range(len(nodes))
-            ]
-            step = {
-                "index": k,
-                "kind": "prefill" if k == 0 else "decode",
-                "name": name,
-                "n_tokens": len(feed),
-                "n_past": n_past,
-                "input_tokens": list(feed),
-                "wall_s": timing["wall_s"],
-                "timing_wall_s": timing["wall_s"],
-                "full_wall_s": full["wall_s"] if full else None,
-                "stats_s": _sig(full["stats_s"]) if full else None,
-                "stats_collects": full["stats_collects"] if full else None,
-                "stats_launches": full["stats_launches"] if full else None,
-                "stats_format_s": _sig(full["stats_format_s"]) if full else None,
-                "gpu_s": float(sum(r["time_s"] for r in recs)),
-                "nodes": recs,
-                "logits": logit_summary(logits, token, text, top_k),
-            }
-            trace["steps"].append(step)
+            pending.append(_Pending(k, name, list(feed), n_past, timing, full, logits, token))
             trace["run"]["generated_tokens"] = list(generated)
             bar.update(1)
-            if on_step is not None:
-                on_step(step)
+            if not defer or time.perf_counter() - flushed > FLUSH_EVERY_S:
+                flush()
+                flushed = time.perf_counter()
             if eos is not None and token == eos:
                 trace["run"]["stop_reason"] = "eos"
                 break
             feed = [token]
         else:
             trace["run"]["stop_reason"] = "steps"
+        flush()
     except KeyboardInterrupt:
         bar.close()
         trace["run"]["stop_reason"] = "interrupted"
+        flush()  # the steps whose passes completed
         # only the steps in the trace count (the interrupt may fall between sampling and append)
         generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
@@ -705,6 +704,63 @@ def record_trace(
     trace["complete"] = True
     _finish(trace, generated, text, model)
     return write_trace(trace, out_path)
+
+
+#: With CUDA graphs, steps' records are built at the end of the run or after this many seconds.
+FLUSH_EVERY_S = 1.0
+
+
+def _defers_records(session: Any) -> bool:
+    """Whether record_trace builds step records late (CUDA-graph passes; tests patch this)."""
+    return session.replay_mode == "graph"
+
+
+class _Pending(NamedTuple):
+    """A step whose passes ran, its record not built yet (record_trace's flush)."""
+
+    index: int
+    name: str
+    feed: list[int]
+    n_past: int
+    timing: dict[str, Any]
+    full: dict[str, Any] | None
+    logits: np.ndarray
+    token: int
+
+
+def _step_record(
+    item: _Pending,
+    session: Any,
+    n_nodes: int,
+    ceil: dict[str, Any],
+    text: Callable[[int], str],
+    top_k: int,
+) -> dict[str, Any]:
+    """The trace's record of one step (docs/trace-format.md, ``steps[]``)."""
+    timing = _formatted(session, item.timing)
+    full = _formatted(session, item.full) if item.full is not None else None
+    recs = [
+        _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil)
+        for i in range(n_nodes)
+    ]
+    return {
+        "index": item.index,
+        "kind": "prefill" if item.index == 0 else "decode",
+        "name": item.name,
+        "n_tokens": len(item.feed),
+        "n_past": item.n_past,
+        "input_tokens": item.feed,
+        "wall_s": timing["wall_s"],
+        "timing_wall_s": timing["wall_s"],
+        "full_wall_s": full["wall_s"] if full else None,
+        "stats_s": _sig(full["stats_s"]) if full else None,
+        "stats_collects": full["stats_collects"] if full else None,
+        "stats_launches": full["stats_launches"] if full else None,
+        "stats_format_s": _sig(full["stats_format_s"]) if full else None,
+        "gpu_s": float(sum(r["time_s"] for r in recs)),
+        "nodes": recs,
+        "logits": logit_summary(item.logits, item.token, text, top_k),
+    }
 
 
 def _finish(
@@ -736,24 +792,25 @@ def _step_passes(
     session: Any, tracer: Tracer, feed: list[int], name: str, with_full: bool
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One step's passes: (timing, full or None). The full pass runs first, then the step is
-    rewound and the timing pass re-runs it (module docstring); with CUDA graphs neither pass is
-    formatted until both ran, so no host work sits between them."""
+    rewound and the timing pass re-runs it (module docstring). A CUDA-graph pass comes back
+    unformatted (its host copies, :func:`_graph_run`): the caller formats it with
+    :func:`_formatted` when it builds the step's record, after the run (see record_trace)."""
     if not with_full:
         return _pass(session, tracer, feed, name, full=False), None
     n_past = session.n_past
-    if session.can_replay_graph(feed):
-        full_raw = _graph_run(session, tracer, feed, name, full=True)
-        session.n_past = n_past  # rewind: the timing pass re-runs this step
-        timing_raw = _graph_run(session, tracer, feed, name, full=False)
-        return _graph_format(session, timing_raw), _graph_format(session, full_raw)
     full = _pass(session, tracer, feed, name, full=True)
-    session.n_past = n_past
+    session.n_past = n_past  # rewind: the timing pass re-runs this step
     return _pass(session, tracer, feed, name, full=False), full
+
+
+def _formatted(session: Any, p: dict[str, Any]) -> dict[str, Any]:
+    """A pass as :func:`_pass` documents it (a graph pass's host copies formatted now)."""
+    return _graph_format(session, p) if "stamps" in p else p
 
 
 def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) -> dict[str, Any]:
     """One pass of one step: {"nodes", "logits", "wall_s", "stats_s", "stats_collects",
-    "stats_launches", "stats_format_s"}.
+    "stats_launches", "stats_format_s"}; a CUDA-graph pass unformatted (:func:`_graph_run`).
 
     ``wall_s`` runs from an idle device to the logits on the host, and in the full pass to the
     statistics on the host too (collected after the last node, inside the step's NVTX range);
@@ -761,7 +818,7 @@ def _pass(session: Any, tracer: Tracer, feed: list[int], name: str, full: bool) 
     """
     be = session.backend
     if session.can_replay_graph(feed):
-        return _graph_format(session, _graph_run(session, tracer, feed, name, full))
+        return _graph_run(session, tracer, feed, name, full)
     be.synchronize()
     t0 = time.perf_counter()
     tracer.begin_step(name, full)
