@@ -99,10 +99,15 @@ def test_replay_mode_needs_cupy(demo):
         Session(demo, get_backend("numpy"), replay="plan")
 
 
+@pytest.mark.parametrize("host_cap", [None, 1], ids=["deferred", "flush-each-step"])
 @pytest.mark.parametrize("capture", ["timing", "full"])
-def test_record_trace_with_cuda_graph(demo, tmp_path, capture):
+def test_record_trace_with_cuda_graph(demo, tmp_path, capture, host_cap, monkeypatch):
+    from tracekit.runner import record
     from tracekit.runner.record import CUDA_GRAPH_NOTE, record_trace
     from tracekit.runner.trace import load_trace
+
+    if host_cap is not None:  # one host buffer per pass kind: a flush after every step
+        monkeypatch.setattr(record._HostBuffers, "CAP_BYTES", host_cap)
 
     kw = dict(tokens=PROMPT, steps=4, backend="cupy", capture=capture, progress=False)
     g = load_trace(record_trace(demo, output=tmp_path / "g.json", cuda_graph=True, **kw))

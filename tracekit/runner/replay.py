@@ -351,11 +351,16 @@ class StepReplay:
         """The launch records of the full graph's statistics kernels."""
         return list(self._prepared.launches) if self._prepared is not None else []
 
-    def read_pass(self) -> tuple[np.ndarray, np.ndarray, Any]:
+    def staging_words(self, kind: str) -> int:
+        """The size in 8-byte words of what :meth:`read_pass` copies after a ``kind`` graph."""
+        return int(self._staging[kind][0].size)
+
+    def read_pass(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
         """After a timed or full graph replay, with one device-to-host copy (it waits for the
-        graph): (the logits, the timestamps in ns, the statistics results or None)."""
+        graph): (the logits, the timestamps in ns, the statistics results or None), views of
+        ``out`` (uint64 [:meth:`staging_words`]) when given, else of a new array."""
         staging, lw = self._staging[self._last_kind]
-        words = staging.get()
+        words = staging.get(out=out)
         n = len(self.nodes)
         out = self.outs[-1]
         logits = words[:lw].view(np.uint8)[: out.nbytes].view(out.dtype).reshape(out.shape)
