@@ -40,6 +40,7 @@ for spec in "$@"; do
           --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" --no-progress 2>&1 | tail -5
       fi ;;
     speed) t python3 scripts/decode_speed.py --backend cupy demo qwen2-0.5b 2>&1 | tee "$OUT/decode-speed.log" ;;
+    embedlat) t python3 scripts/embed_latency.py 2>&1 | tee "$OUT/embed-latency.log" ;;
     cold) t python3 scripts/graph_launch_cold.py demo qwen2-0.5b 2>&1 | tee "$OUT/graph-launch-cold.log" ;;
     overhead) t python3 scripts/capture_overhead.py --backend cupy --steps 24 demo qwen2-0.5b 2>&1 | tee "$OUT/capture-overhead.log" ;;
     bench-dequant) t python3 -m tracekit bench --backend cupy --only 'dequant_*' --json "$OUT/bench-dequant.json" 2>&1 | tee "$OUT/bench-dequant.log" ;;
