@@ -100,6 +100,11 @@ class StepReplay:
         self.outs = outs
         self.records = records
         self.inputs = inputs  # the device int32 [token, position, row] the kernels read
+        # their host side, pinned: the upload is an async copy, not a synchronous pageable
+        # cudaMemcpy; _inputs_read marks when the copy has read it (see set_inputs)
+        self._host_inputs = np.frombuffer(cupy.cuda.alloc_pinned_memory(12), np.int32, 3)
+        self._inputs_read = cupy.cuda.Event(disable_timing=True)
+        self._inputs_read.record()
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
         self._packed: list[_PackedLaunch] = []
         self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
@@ -185,8 +190,16 @@ class StepReplay:
         return self.outs[i]
 
     def set_inputs(self, token: int, n_past: int) -> None:
-        """Write the step's token and position into the device input buffer (row 0)."""
-        self.inputs.set(np.array([token, n_past, 0], dtype=np.int32))
+        """Write the step's token and position into the device input buffer (row 0), as an
+        async copy on the current stream from the pinned host buffer (after the previous copy
+        has read it)."""
+        import cupy
+
+        self._inputs_read.synchronize()
+        self._host_inputs[:] = (token, n_past, 0)
+        stream = cupy.cuda.get_current_stream()
+        self.inputs.data.copy_from_host_async(self._host_inputs.ctypes.data, 12, stream)
+        self._inputs_read.record(stream)
 
     def prime(self, token: int, n_past: int) -> None:
         """Upload the step's inputs and wait, before a timed pass starts its clock.
