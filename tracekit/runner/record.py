@@ -655,8 +655,8 @@ def record_trace(
     pending: list[_Pending] = []
     host = _HostBuffers(session, capture == "full", steps) if defer else None
 
-    def flush() -> None:
-        if host is not None:
+    def flush(more_steps: bool = True) -> None:
+        if host is not None and more_steps:
             host.refill()
         while pending:
             item = pending[0]
@@ -690,11 +690,11 @@ def record_trace(
             feed = [token]
         else:
             trace["run"]["stop_reason"] = "steps"
-        flush()
+        flush(more_steps=False)
     except KeyboardInterrupt:
         bar.close()
         trace["run"]["stop_reason"] = "interrupted"
-        flush()  # the steps whose passes completed
+        flush(more_steps=False)  # the steps whose passes completed
         # only the steps in the trace count (the interrupt may fall between sampling and append)
         generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
