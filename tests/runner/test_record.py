@@ -329,7 +329,9 @@ def test_interrupt_inside_a_deferred_flush_keeps_each_step_once(
     monkeypatch.setattr(record_mod, "_defers_records", lambda session: True)
 
     def stop(step: dict[str, Any]) -> None:
-        if step["index"] == 1:  # the flush at the end of the run: steps 2.. still pending
+        # from the flush at the end of the run, steps 2.. still pending; and again whenever
+        # called after that, as the CLI's Ctrl-C watch does (its flag stays set)
+        if step["index"] >= 1:
             raise KeyboardInterrupt
 
     out = tmp_path / "t.json"
@@ -339,6 +341,49 @@ def test_interrupt_inside_a_deferred_flush_keeps_each_step_once(
     t = load_trace(out)
     assert [s["index"] for s in t["steps"]] == [0, 1, 2, 3] and ei.value.steps == 4
     assert not t["complete"] and t["run"]["stop_reason"] == "interrupted"
+
+
+def test_interrupt_between_a_step_and_its_record_saves_it_once(
+    demo: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C after a step's passes, before its record is built (here: in the progress bar's
+    # update after step 2), with an on_step that raises whenever called after a Ctrl-C, as the
+    # CLI's watch does: the step is saved once, and on_step is not called from the handler
+    calls: list[int] = []
+    interrupted = False
+
+    def watch(step: dict[str, Any]) -> None:
+        calls.append(step["index"])
+        if interrupted:
+            raise KeyboardInterrupt
+
+    import tqdm
+
+    real_update = tqdm.tqdm.update
+    updates = 0
+
+    def update(self: Any, n: int = 1) -> Any:
+        nonlocal interrupted, updates
+        updates += 1
+        if updates == 3:  # step 2's
+            interrupted = True
+            raise KeyboardInterrupt
+        return real_update(self, n)
+
+    monkeypatch.setattr(tqdm.tqdm, "update", update)
+    out = tmp_path / "t.json"
+    try:
+        record_trace(demo, tokens=[1, 2, 3], steps=5, backend="numpy", output=out,
+                     ceilings=CEIL, progress=False, on_step=watch)  # fmt: skip
+    except RecordInterrupted as e:
+        assert e.steps == 3
+    except KeyboardInterrupt:  # caught here: escaping, it would stop the whole pytest session
+        pytest.fail("a plain KeyboardInterrupt escaped record_trace: the trace was not saved")
+    else:
+        pytest.fail("record_trace was not interrupted")
+    t = load_trace(out)
+    assert [s["index"] for s in t["steps"]] == [0, 1, 2]
+    assert calls == [0, 1]
 
 
 def test_interrupt_before_any_step_keeps_the_previous_trace(demo: Any, tmp_path: Path) -> None:

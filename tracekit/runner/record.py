@@ -655,7 +655,7 @@ def record_trace(
     pending: list[_Pending] = []
     host = _HostBuffers(session, capture == "full", steps) if defer else None
 
-    def flush(more_steps: bool = True) -> None:
+    def flush(more_steps: bool = True, notify: bool = True) -> None:
         if host is not None and more_steps:
             host.refill()
         while pending:
@@ -663,7 +663,7 @@ def record_trace(
             if not trace["steps"] or trace["steps"][-1]["index"] < item.index:
                 step = _step_record(item, session, len(nodes), ceil, text, top_k)
                 trace["steps"].append(step)
-                if on_step is not None:
+                if on_step is not None and notify:
                     on_step(step)
             del pending[0]  # an interrupt before this line: the index check skips it next time
 
@@ -694,7 +694,9 @@ def record_trace(
     except KeyboardInterrupt:
         bar.close()
         trace["run"]["stop_reason"] = "interrupted"
-        flush(more_steps=False)  # the steps whose passes completed
+        # the steps whose passes completed; on_step is not called again: the CLI's Ctrl-C watch
+        # would raise once more from it (its flag stays set), and the trace would be lost
+        flush(more_steps=False, notify=False)
         # only the steps in the trace count (the interrupt may fall between sampling and append)
         generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
