@@ -423,57 +423,51 @@ def _record_in_child(setup: str, out: Path, steps: int) -> tuple[int, list[str]]
     return r.returncode, r.stderr.strip().splitlines()
 
 
-def test_ctrl_c_in_tqdm_finalizer_as_the_run_returns_exits_130() -> None:
-    import tempfile
-
+def test_ctrl_c_in_tqdm_finalizer_as_the_run_returns_exits_130(tmp_path: Path) -> None:
     from tracekit.runner.trace import load_trace
 
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "t.json"
-        setup = (
-            "import tqdm\n"
-            "real_del = tqdm.tqdm.__del__\n"
-            "def finalize(self):\n"
-            "    ctrl_c(self)\n"
-            "    real_del(self)\n"
-            "tqdm.tqdm.__del__ = finalize\n"
-        )
-        rc, err = _record_in_child(setup, out, steps=1)
-        # the trace was written before the bar was finalized: complete, and the Ctrl-C is
-        # reported (it was exit 0 and Python's "Exception ignored ... KeyboardInterrupt")
-        assert (rc, err) == (
-            130,
-            ["error: interrupted as the command finished (what it wrote is complete)"],
-        )
-        t = load_trace(out)
-        assert t["complete"] and len(t["steps"]) == 2
+    out = tmp_path / "t.json"
+    setup = (
+        "import tqdm\n"
+        "real_del = tqdm.tqdm.__del__\n"
+        "def finalize(self):\n"
+        "    ctrl_c(self)\n"
+        "    real_del(self)\n"
+        "tqdm.tqdm.__del__ = finalize\n"
+    )
+    rc, err = _record_in_child(setup, out, steps=1)
+    # the trace was written before the bar was finalized: complete, and the Ctrl-C is
+    # reported (it was exit 0 and Python's "Exception ignored ... KeyboardInterrupt")
+    assert (rc, err) == (
+        130,
+        ["error: interrupted as the command finished (what it wrote is complete)"],
+    )
+    t = load_trace(out)
+    assert t["complete"] and len(t["steps"]) == 2
 
 
-def test_ctrl_c_in_a_finalizer_mid_run_saves_the_steps_marked_incomplete() -> None:
-    import tempfile
-
+def test_ctrl_c_in_a_finalizer_mid_run_saves_the_steps_marked_incomplete(tmp_path: Path) -> None:
     from tracekit.runner.trace import load_trace
 
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "t.json"
-        setup = (
-            "import tracekit.runner.record as rec\n"
-            "class Garbage:\n"
-            "    __del__ = ctrl_c\n"
-            "real = rec.logit_summary\n"
-            "def summary(*a, **k):  # during the prefill, a finalizer runs and eats the Ctrl-C\n"
-            "    if not getattr(summary, 'done', False):\n"
-            "        summary.done = True\n"
-            "        Garbage()\n"
-            "    return real(*a, **k)\n"
-            "rec.logit_summary = summary\n"
-        )
-        rc, err = _record_in_child(setup, out, steps=4)
-        assert (rc, err) == (130, [f"interrupted: saved 1 complete step(s) to {out} (marked "
-                                   "incomplete)"])  # fmt: skip
-        t = load_trace(out)
-        assert not t["complete"] and len(t["steps"]) == 1
-        assert t["run"]["stop_reason"] == "interrupted"
+    out = tmp_path / "t.json"
+    setup = (
+        "import tracekit.runner.record as rec\n"
+        "class Garbage:\n"
+        "    __del__ = ctrl_c\n"
+        "real = rec.logit_summary\n"
+        "def summary(*a, **k):  # during the prefill, a finalizer runs and eats the Ctrl-C\n"
+        "    if not getattr(summary, 'done', False):\n"
+        "        summary.done = True\n"
+        "        Garbage()\n"
+        "    return real(*a, **k)\n"
+        "rec.logit_summary = summary\n"
+    )
+    rc, err = _record_in_child(setup, out, steps=4)
+    assert (rc, err) == (130, [f"interrupted: saved 1 complete step(s) to {out} (marked "
+                               "incomplete)"])  # fmt: skip
+    t = load_trace(out)
+    assert not t["complete"] and len(t["steps"]) == 1
+    assert t["run"]["stop_reason"] == "interrupted"
 
 
 def test_ctrl_c_handler_is_python_s_own_outside_a_command() -> None:

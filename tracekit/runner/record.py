@@ -743,7 +743,7 @@ class _HostBuffers:
                 self.free[k].append(a)
 
     def take(self, kind: str) -> np.ndarray | None:
-        return self.free[kind].pop() if self.free.get(kind) else None
+        return self.free[kind].pop() if self.free[kind] else None
 
     @property
     def empty(self) -> bool:

@@ -375,8 +375,8 @@ class StepReplay:
         staging, lw = self._staging[self._last_kind]
         words = staging.get(out=out)
         n = len(self.nodes)
-        out = self.outs[-1]
-        logits = words[:lw].view(np.uint8)[: out.nbytes].view(out.dtype).reshape(out.shape)
+        last = self.outs[-1]
+        logits = words[:lw].view(np.uint8)[: last.nbytes].view(last.dtype).reshape(last.shape)
         stamps = words[lw : lw + n + 1]
         stats = None
         if self._last_kind == "full":
