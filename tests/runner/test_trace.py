@@ -1,4 +1,4 @@
-"""Trace file v1: round trip, atomic writes, schema rejects with readable messages, goldens."""
+"""Trace file v2 (and v1): round trip, atomic writes, schema rejects with readable messages, goldens."""
 
 from __future__ import annotations
 
@@ -132,7 +132,8 @@ def make_trace(
 def test_round_trip(tmp_path: Path) -> None:
     t = make_trace()
     p = write_trace(t, tmp_path / "sub" / "t.json")
-    assert load_trace(p) == json.loads(json.dumps(t))  # histograms come back as edges
+    # histograms come back as edges; verdicts are derived on load, not stored
+    assert load_trace(p) == perf.derive_trace(json.loads(json.dumps(t)))
     assert not [f for f in p.parent.iterdir() if f.name != "t.json"]  # no temp file left
 
 
@@ -214,8 +215,8 @@ def _rejects(t: Any, tmp_path: Path, *patterns: str) -> str:
 
 def test_rejects_missing_key(tmp_path: Path) -> None:
     t = make_trace()
-    del t["steps"][1]["nodes"][2]["perf"]
-    _rejects(t, tmp_path, "$.steps[1].nodes[2]", "'perf' is a required property")
+    del t["steps"][1]["nodes"][2]["launches"]  # a measurement (perf is derived, not stored)
+    _rejects(t, tmp_path, "$.steps[1].nodes[2]", "'launches' is a required property")
     t = make_trace()
     del t["ceilings"]
     _rejects(t, tmp_path, "'ceilings' is a required property")
@@ -257,10 +258,12 @@ def test_rejects_bad_references(tmp_path: Path) -> None:
 
 def test_rejects_newer_version_clearly(tmp_path: Path) -> None:
     t = make_trace()
-    t["version"] = 2
+    t["version"] = VERSION + 1
     t["something_new"] = {}
     del t["steps"]  # a newer file may differ in anything: the version is checked first
-    _rejects(t, tmp_path, "version 2 is newer", "version 1", "upgrade tracekit")
+    _rejects(
+        t, tmp_path, f"version {VERSION + 1} is newer", f"version {VERSION}", "upgrade tracekit"
+    )
 
 
 def test_rejects_not_a_trace(tmp_path: Path) -> None:

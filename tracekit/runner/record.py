@@ -148,33 +148,60 @@ class Ranges:
 
 # -- timers -------------------------------------------------------------------------------------
 class _HostTimer:
-    """NumPy: the node's time is the host time of its call."""
+    """NumPy: the node's time is the host time of its call; its interval is on the host clock
+    from the step's begin (the CPU runs a node when the host calls it: any gap before a node is
+    the host's own work, so ``queued`` = its start)."""
+
+    launch_mode = "host"
 
     def __init__(self, n: int) -> None:
         self.t = [0.0] * n
-        self._t0 = 0.0
+        self.start_ns = [0] * n
+        self.end_ns = [0] * n
+        self._t0 = 0
+        self._begin = 0
+        self._span = 0
 
     def begin(self) -> None:
-        pass
+        self._begin = time.perf_counter_ns()
 
     def start(self, i: int) -> None:
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter_ns()
 
     def stop(self, i: int) -> None:
-        self.t[i] = time.perf_counter() - self._t0
+        t1 = time.perf_counter_ns()
+        self.t[i] = (t1 - self._t0) * 1e-9
+        self.start_ns[i] = self._t0 - self._begin
+        self.end_ns[i] = t1 - self._begin
+
+    def end(self) -> None:
+        self._span = time.perf_counter_ns() - self._begin
 
     def times(self, ran: int) -> list[float]:
         return self.t[:ran]
 
+    def intervals(self, ran: int) -> tuple[list[tuple[int, int, int | None]], int]:
+        """(per node (start_ns, end_ns, queued_ns), the step's span in ns)."""
+        return [(self.start_ns[i], self.end_ns[i], self.start_ns[i]) for i in range(ran)], max(
+            self._span, self.end_ns[ran - 1] if ran else 0
+        )
+
 
 class _EventTimer:
-    """CuPy: a CUDA event pair per node, recorded around its launches, read after the step."""
+    """CuPy: a CUDA event pair per node, recorded around its launches, read after the step;
+    one event at the step's begin and one at its end place the pairs on the GPU clock. A gap
+    between a node's start event and the previous stop is the GPU idle with nothing queued
+    (the start event is queued right before the node's launches), so ``queued`` = its start;
+    the pair itself still includes the host's launch latency when the GPU ran dry."""
+
+    launch_mode = "stream"
 
     def __init__(self, n: int) -> None:
         import cupy
 
         self._cupy = cupy
         self.ev = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+        self._begin_ev, self._end_ev = cupy.cuda.Event(), cupy.cuda.Event()
         # cudaEventRecord on raw handles: Event.record() looks the current stream up each call
         self._record = cupy.cuda.runtime.eventRecord
         self._starts = [a.ptr for a, _ in self.ev]
@@ -183,6 +210,7 @@ class _EventTimer:
 
     def begin(self) -> None:
         self.stream = self._cupy.cuda.get_current_stream().ptr
+        self._record(self._begin_ev.ptr, self.stream)
 
     def start(self, i: int) -> None:
         self._record(self._starts[i], self.stream)
@@ -190,11 +218,28 @@ class _EventTimer:
     def stop(self, i: int) -> None:
         self._record(self._stops[i], self.stream)
 
+    def end(self) -> None:
+        self._record(self._end_ev.ptr, self.stream)
+
     def times(self, ran: int) -> list[float]:
         if ran:
             self.ev[ran - 1][1].synchronize()
         get = self._cupy.cuda.get_elapsed_time
         return [get(a, b) * 1e-3 for a, b in self.ev[:ran]]  # ms -> s
+
+    def intervals(self, ran: int) -> tuple[list[tuple[int, int, int | None]], int]:
+        """(per node (start_ns, end_ns, queued_ns) from the step's begin event, span in ns)."""
+        self._end_ev.synchronize()
+        get, b = self._cupy.cuda.get_elapsed_time, self._begin_ev
+
+        def ns(e: Any) -> int:
+            return max(0, round(get(b, e) * 1e6))  # ms -> ns
+
+        out = []
+        for a, z in self.ev[:ran]:
+            s0 = ns(a)
+            out.append((s0, max(s0, ns(z)), s0))
+        return out, ns(self._end_ev)
 
 
 # -- the node hook ------------------------------------------------------------------------------
@@ -286,6 +331,7 @@ class Tracer:
         self.ranges.push(self.ranges.attrs(name, "step"))
 
     def end_step(self) -> None:
+        self.timer.end()
         self.ranges.pop_all()
         self._layer = None
         self.batch.clear()  # empty after collect_stats(); after an error, drop its references
@@ -333,6 +379,7 @@ class Tracer:
         The statistics collected in the pass are formatted here, floats at float32 precision
         (host work after the pass; its seconds go to ``stats_format_s``)."""
         times = self.timer.times(self._ran)
+        ivals, self.span_ns = self.timer.intervals(self._ran)
         stats: dict[int, dict[str, Any]] = {}
         if self.full:
             t0 = time.perf_counter()
@@ -348,6 +395,7 @@ class Tracer:
                 "stats": stats[i] if self.full else None,
                 "shape": [int(d) for d in self._shape[i]],
                 "dtype": np.dtype(self._dtype[i]).name,
+                "interval": ivals[i],
             }
             for i in range(self._ran)
         ]
@@ -447,15 +495,25 @@ def _sig(x: float | None, digits: int = 5) -> float | None:
 
 
 def _node_record(
-    i: int, timing: dict[str, Any], full: dict[str, Any] | None, ceilings: dict[str, Any]
+    i: int,
+    timing: dict[str, Any],
+    full: dict[str, Any] | None,
+    ceilings: dict[str, Any],
+    mode: str = "stream",
 ) -> dict[str, Any]:
     src = full or timing
     t = _sig(timing["time_s"])
-    p = perf.annotate(timing["launches"], t, ceilings)
-    for k in ("intensity", "achieved_Bps", "achieved_flops", "fraction_of_ceiling"):
-        p[k] = _sig(p[k])
+    # derived again on load (perf.derive_trace); kept here for on_step and in-memory readers
+    p = perf.annotate(timing["launches"], t, ceilings, mode)
     host, full_host = timing["host_s"], full["host_s"] if full else None
+    start, end, queued = timing.get("interval") or (None, None, None)
+    interval: dict[str, Any] = {}
+    if start is not None:
+        interval = {"start_ns": start, "end_ns": end}
+        if queued is not None:
+            interval["queued_ns"] = queued
     return {
+        **interval,
         "id": i,
         "shape": src["shape"],
         "dtype": src["dtype"],
@@ -779,11 +837,21 @@ def _step_record(
     """The trace's record of one step (docs/trace-format.md, ``steps[]``)."""
     timing = _formatted(session, item.timing)
     full = _formatted(session, item.full) if item.full is not None else None
+    mode = timing.get("launch_mode", "stream")
     recs = [
-        _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil)
+        _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil, mode)
         for i in range(n_nodes)
     ]
+    extra: dict[str, Any] = {"launch_mode": mode}
+    if timing.get("span_ns") is not None:
+        extra["span_ns"] = int(timing["span_ns"])
+        extra["clock"] = (
+            "host perf_counter"
+            if mode == "host"
+            else ("GPU globaltimer stamps" if mode == "graph" else "CUDA events")
+        )
     return {
+        **extra,
         "index": item.index,
         "kind": "prefill" if item.index == 0 else "decode",
         "name": item.name,
@@ -885,6 +953,8 @@ def _pass(
     return {
         "nodes": nodes,
         "logits": logits,
+        "launch_mode": tracer.timer.launch_mode,
+        "span_ns": tracer.span_ns,
         "wall_s": wall,
         "stats_s": tracer.stats_s,
         "stats_collects": tracer.stats_collects,
@@ -935,9 +1005,13 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
     stats = {k: compact_stats(v) for k, v in raw["results"].format().items()} if full else {}
     format_s = time.perf_counter() - t2
     host = wall / len(times)
+    # node i runs from its stamp to the next node's: contiguous intervals, all queued at the
+    # graph's launch (queued unknown: no gap between them is host wait)
+    t = raw["stamps"].astype(np.int64) - int(raw["stamps"][0])
     nodes = [
         {
             "time_s": times[i],
+            "interval": (int(t[i]), int(t[i + 1]), None),
             "host_s": host,
             "launches": [r.to_json() for r in records[i]],
             "stats": stats[i] if full else None,
@@ -949,6 +1023,8 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "logits": raw["logits"],
+        "launch_mode": "graph",
+        "span_ns": int(t[-1]),
         "wall_s": wall,
         "stats_s": raw["stats_s"],
         "stats_collects": 1 if full else 0,
