@@ -504,3 +504,27 @@ def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) 
     assert _temp_files(tmp_path) == [tmp.name]
     write_trace(make_trace(seed=2), out)
     assert _temp_files(tmp_path) == [] and load_trace(out)["complete"]
+
+
+def test_v1_golden_is_judged_by_the_current_model_and_marked_legacy() -> None:
+    t = load_trace(GOLDEN / "trace-v1-demo-numpy.json")
+    assert t["version"] == 1 and t["derived"]["legacy"] and "v1" in t["derived"]["note"]
+    assert t["derived"]["time_label"] == "CPU time"
+    assert t["classification"]["rule"] == perf.RULE
+    raw = json.loads((GOLDEN / "trace-v1-demo-numpy.json").read_text())
+    for step, raw_step in zip(t["steps"], raw["steps"], strict=True):
+        assert step["breakdown"] is None  # v1 steps carry no device intervals
+        for rec, old in zip(step["nodes"], raw_step["nodes"], strict=True):
+            p = rec["perf"]
+            assert p == perf.annotate(old["launches"], old["time_s"], raw["ceilings"], "host")
+            assert p["fraction_of_ceiling"] is None or p["fraction_of_ceiling"] <= 1.0
+
+
+def test_v2_golden_stores_measurements_only() -> None:
+    raw = json.loads((GOLDEN / "trace-v2-demo-numpy.json").read_text())
+    assert raw["version"] == 2 and "classification" not in raw
+    rec = raw["steps"][1]["nodes"][3]
+    assert "perf" not in rec and {"start_ns", "end_ns", "queued_ns"} <= rec.keys()
+    assert raw["steps"][1]["launch_mode"] == "host" and raw["steps"][1]["span_ns"] > 0
+    t = load_trace(GOLDEN / "trace-v2-demo-numpy.json")
+    assert not t["derived"]["legacy"] and all(s["breakdown"] for s in t["steps"])
