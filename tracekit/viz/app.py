@@ -169,8 +169,20 @@ def _overview(trace: Trace, path: Path) -> html.Div:
     )
     ceil_rows = [
         ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
-        ("launch overhead", d.fmt_time(c["launch_overhead_s"])),
-        ("peak compute", d.fmt_rate(c["peak_flops"], "flop/s")),
+        ("launch overhead (idle device, host latency)", d.fmt_time(c["launch_overhead_s"])),
+        (
+            "launch floor per mode",
+            ", ".join(
+                f"{k} {d.fmt_time(v)}" for k, v in trace["classification"]["launch_floor_s"].items()
+            ),
+        ),
+        (
+            "peak compute per math path",
+            ", ".join(
+                f"{k} {d.fmt_rate(v, 'flop/s')}"
+                for k, v in trace["classification"]["peak_flops_by_path"].items()
+            ),
+        ),
         ("ridge point", f"{c['ridge_flop_per_byte']:.3g} flop/B"),
         ("measured", f"{c['measured_at']} · {method_txt}"),
         ("bound rule", trace["classification"]["rule"]),
@@ -442,7 +454,8 @@ def _compare_node_table(a: Trace, b: Trace, j: int, i: int) -> dcc.Markdown | ht
     ra, rb = a["steps"][j]["nodes"][i], b["steps"][j]["nodes"][ib]
     keys = ("min", "max", "mean", "std", "absmax", "nan", "pos_inf", "neg_inf", "zeros")
     ta, tb = ra["time_s"], rb["time_s"]
-    rows = [["time", d.fmt_time(ta), d.fmt_time(tb), d.fmt_time(abs(tb - ta))]]
+    sign = "+" if tb >= ta else "−"  # B − A signed: a faster B reads negative
+    rows = [["time", d.fmt_time(ta), d.fmt_time(tb), f"{sign}{d.fmt_time(abs(tb - ta))}"]]
     sa, sb = ra["stats"], rb["stats"]
     for k in keys:
         va = None if sa is None else sa[k]
@@ -583,7 +596,8 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
                 [
                     html.Span("tracekit", className="tk-brand"),
                     html.Span(
-                        f"{a['model']['name']} · {a['run']['device']} · {files}",
+                        f"{a['model']['name']} · {a['run']['device']} · {d.time_label(a)} · "
+                        f"{files}",
                         className="tk-files",
                     ),
                     html.Span("" if a["complete"] else "INCOMPLETE RUN", className="tk-warn"),
@@ -610,7 +624,7 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
                     html.Label("colour by", className="tk-label"),
                     dcc.Dropdown(
                         id="measure",
-                        options=[{"label": v, "value": k} for k, v in d.MEASURES.items()],
+                        options=[{"label": d.measure_label(a, k), "value": k} for k in d.MEASURES],
                         value="time",
                         clearable=False,
                         className="tk-measure",
@@ -683,9 +697,20 @@ def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
     cells = [[-1] * len(lay.cols) for _ in lay.rows]
     for i, (r, c) in lay.cell.items():
         cells[r][c] = i
+    label = d.time_label(trace)
+
+    def idle(s: Mapping[str, Any]) -> str:
+        b = s.get("breakdown")
+        if not b:
+            return ""
+        return (
+            f" · device {d.fmt_time(b['span_s'])}: kernels {d.fmt_time(b['kernel_s'])}, "
+            f"host wait {d.fmt_time(b['host_wait_s'])}, other gaps {d.fmt_time(b['other_gap_s'])}"
+        )
+
     info = [
         f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']} · "
-        f"nodes {d.fmt_time(s['gpu_s'])} · wall {d.fmt_time(s['wall_s'])}"
+        f"nodes {d.fmt_time(s['gpu_s'])} {label} · wall {d.fmt_time(s['wall_s'])}{idle(s)}"
         for s in trace["steps"]
     ]
     return {
