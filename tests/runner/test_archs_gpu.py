@@ -1,0 +1,46 @@
+"""The converted llama3 / mistral / qwen3 / phi3 / gemma2 files on CuPy (H200 only).
+
+Run on a GPU host:  python -m pytest -m gpu tests/runner/test_archs_gpu.py
+Node by node against the NumPy backend within test_gpu_parity's RTOL (the GPU runs the seed's
+f16 weight cache, so 1e-4 of HF fp32 is a CPU-only bound), and every file's logits against HF
+fp32 on the file's weights: top-1 at every position and <= 5e-2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.runner.test_archs import (
+    ARCHS,
+    PROMPT,
+    QUANT_ATOL,
+    check,
+    file_state_dict,
+    gguf_path,
+    hf_logits,
+    hf_model,
+)
+from tests.runner.test_gpu_parity import compare
+from tracekit.runner.model import load_model
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_gpu_matches_cpu_node_by_node(name: str) -> None:
+    compare(load_model(gguf_path(name, "q8_0")), PROMPT)
+
+
+@pytest.mark.parametrize("ftype", ["f32", "q8_0", "bf16"])
+@pytest.mark.parametrize("name", ARCHS)
+def test_gpu_logits_match_hf(name: str, ftype: str) -> None:
+    path = gguf_path(name, ftype)
+    ours = load_model(path).logits(PROMPT, backend="cupy")
+    model = hf_model(name)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        model.load_state_dict(file_state_dict(name, path))
+        ref = hf_logits(model, PROMPT)
+    finally:
+        model.load_state_dict(original)
+    check(ours, ref, QUANT_ATOL)
