@@ -160,6 +160,20 @@ def test_configurations_read_from_the_converted_metadata() -> None:
     assert gemma2.rope_base_swa == gemma2.rope_base and not gemma2.qk_norm
 
 
+def test_synthetic_llama3_factors_are_the_converters() -> None:
+    from tracekit.runner.synthetic import llama3_rope_factors
+
+    ours = np.array(llama3_rope_factors(10000.0, 16, original_context=32), np.float32)
+    file = np.array(load_model(gguf_path("llama3", "f32")).config.rope_freq_factors, np.float32)
+    np.testing.assert_array_equal(ours, file)
+
+
+def test_gpu_test_constants_match() -> None:
+    from tests.runner import test_archs_gpu as g
+
+    assert (g.ARCHS, g.PROMPT, g.DATA) == (ARCHS, PROMPT, DATA)
+
+
 def test_graphs_use_the_house_node_names() -> None:
     qwen3 = load_model(gguf_path("qwen3", "f32")).graph
     assert qwen3["blk.1.attn_q_norm"].op == "rms_norm"
