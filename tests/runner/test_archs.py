@@ -6,7 +6,10 @@ own ``convert_hf_to_gguf.py`` to f32, q8_0 and bf16. The reference is HF's fp32 
 (eager attention, the installed transformers): of the original checkpoint for the f32 files
 (<= 1e-4 at every position), and of the weights as each q8_0/bf16 file stores them (dequantized
 by gguf-py, mapped back to HF names by gguf-py's tensor map, the converter's Q/K permutation and
-norm offset undone) for the others (top-1 at every position, <= 5e-2).
+norm offset undone) for the others: top-1 at every position and <= 1e-4 too, as the NumPy
+backend runs f32 on those same values (the issue asks <= 5e-2; measured 1.4e-6 to 3.3e-6 with
+transformers 5.24). Against the ORIGINAL checkpoint a q8_0 file of these random tiny models is
+5e-2 to 2e-1 off and loses top-1 at up to 2 of 12 positions: quantization, not tracekit.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ ARCHS = ("llama3", "mistral", "qwen3", "phi3", "gemma2")
 #: high-frequency band, so both matter.
 PROMPT = [1, 17, 100, 200, 33, 7, 8, 9, 150, 12, 44, 45]
 F32_ATOL = 1e-4
+#: q8_0/bf16 vs HF on the file's weights: 1e-4 on the CPU (f32 on the same values), 5e-2 on the
+#: GPU (the seed's f16 weight cache; test_archs_gpu.py).
+FILE_WEIGHTS_ATOL = 1e-4
 QUANT_ATOL = 5e-2
 
 
@@ -129,7 +135,7 @@ def test_quantized_file_matches_hf_on_its_weights(name: str, ftype: str) -> None
         ref = hf_logits(model, PROMPT)
     finally:
         model.load_state_dict(original)
-    check(ours, ref, QUANT_ATOL)
+    check(ours, ref, FILE_WEIGHTS_ATOL)
 
 
 # -- what each file is read as ------------------------------------------------------------------
