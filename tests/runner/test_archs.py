@@ -250,6 +250,22 @@ def test_rope_freqs_outside_llama_and_bad_factors(tmp_path: Path) -> None:
     assert _problems(p) == ["tensor rope_freqs.weight holds a factor that is not finite and > 0"]
 
 
+def test_a_llama_window_key_is_noted_not_applied(tmp_path: Path) -> None:
+    from tests.runner.test_model import rewrite
+
+    p = rewrite(
+        gguf_path("mistral", "f32"),
+        tmp_path / "w.gguf",
+        meta={"llama.attention.sliding_window": (4, gguf.GGUFValueType.UINT32)},
+    )
+    m = load_model(p)
+    assert m.config.notes == (
+        "llama.attention.sliding_window = 4 is not applied: full causal attention, as llama.cpp "
+        "runs arch llama",
+    )
+    assert m.graph["blk.1.attn"].attrs["window"] == 0
+
+
 def test_negative_softcap_is_refused(tmp_path: Path) -> None:
     from tests.runner.test_model import rewrite
 

@@ -511,8 +511,14 @@ def _read_config(
                 "as llama.cpp runs phi3"
             )
     if arch == "llama":
+        window = m.int(f"{a}.attention.sliding_window", 0, minimum=0)
         label = " ".join(str(m.get(k, "") or "") for k in ("general.name", "general.basename"))
-        if "mistral" in label.lower():
+        if window:  # llama.cpp's llama graph has no sliding window either
+            notes.append(
+                f"{a}.attention.sliding_window = {window} is not applied: full causal attention, "
+                "as llama.cpp runs arch llama"
+            )
+        elif "mistral" in label.lower():
             notes.append(
                 "Mistral stored as arch llama (the converter writes no sliding window): full "
                 "causal attention, as llama.cpp runs it"
