@@ -25,6 +25,9 @@ for stage in "$@"; do
           timeout -k 5 120 python3 -m tracekit record-trace "$f" --tokens 1,17,100,200,33,7,8,9,150,12,44,45 \
             --steps 8 --backend $be -o "$OUT/i14-$a-$be.json" --no-progress > "$OUT/i14-$a-$be.log" 2>&1
         done
+        timeout -k 5 120 python3 -m tracekit record-trace "$f" --tokens 1,17,100,200,33,7,8,9,150,12,44,45 \
+          --steps 8 --backend cupy --cuda-graph -o "$OUT/i14-$a-cupy-graph.json" --no-progress > "$OUT/i14-$a-graph.log" 2>&1 \
+          || SUMMARY+=("graph $a: FAILED, see $OUT/i14-$a-graph.log")
         timeout -k 5 120 python3 -m tracekit diff "$OUT/i14-$a-cupy.json" "$OUT/i14-$a-numpy.json" > "$OUT/i14-$a-diff.txt" 2>&1
         rc=$?
         SUMMARY+=("diff $a: rc=$rc $(head -1 "$OUT/i14-$a-diff.txt")")

@@ -49,3 +49,21 @@ def test_gpu_logits_match_hf(name: str, ftype: str) -> None:
     finally:
         model.load_state_dict(original)
     check(ours, ref, QUANT_ATOL)
+
+
+@pytest.mark.parametrize("name", ["llama3", "phi3", "gemma2"])
+def test_cuda_graph_trace_of_the_new_ops(tmp_path: Path, name: str) -> None:
+    """rope with factors, slice_cols and softcap as the first launch of a node in a timed CUDA
+    graph replay (each takes a timestamp slot) and as plain launches in the prefill."""
+    from tracekit.runner.record import record_trace
+    from tracekit.runner.trace import load_trace
+
+    out = record_trace(gguf_path(name, "q8_0"), tokens=PROMPT, steps=4, backend="cupy",
+                       cuda_graph=True, output=tmp_path / f"{name}.json", progress=False,
+                       nvtx=False)  # fmt: skip
+    t = load_trace(out)
+    assert t["complete"] and t["run"]["cuda_graph"] and len(t["steps"]) == 5
+    ops = {n["op"] for n in t["nodes"]}
+    assert ops & {"softcap", "slice_cols"} or name == "llama3"
+    for step in t["steps"]:
+        assert all(r["time_s"] is not None and r["time_s"] >= 0 for r in step["nodes"])
