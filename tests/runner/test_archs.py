@@ -277,3 +277,15 @@ def test_negative_softcap_is_refused(tmp_path: Path) -> None:
     assert _problems(p) == [
         "metadata gemma2.final_logit_softcapping = -3.0 must be >= 0 (0: no soft-capping)"
     ]
+
+
+def test_info_shows_rope_factors_soft_caps_and_windows() -> None:
+    from tracekit.cli import info_text
+
+    gemma2 = info_text(load_model(gguf_path("gemma2", "q8_0")))
+    assert "attention:    scale 0.25, logit soft-cap 5" in gemma2
+    assert "window/layer: 4, full, 4" in gemma2 and "logits:       soft-cap 3" in gemma2
+    llama3 = info_text(load_model(gguf_path("llama3", "f32")))
+    assert "llama3 frequency factors [1, 3.3, 8 ×6]" in llama3
+    phi3 = info_text(load_model(gguf_path("phi3", "f32")))
+    assert "fused_qkv, fused_gate_up" in phi3 and "note:         phi3.attention" in phi3
