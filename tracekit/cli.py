@@ -263,6 +263,8 @@ def _fmt_bytes(n: int) -> str:
 
 def info_text(model: Any, tensors: bool = False) -> str:
     """What ``tracekit info`` prints for a loaded model."""
+    from tracekit.runner.model import describe_arch
+
     c = model.config
     path = Path(model.path)
     total = sum(t.nbytes for t in model.tensors.values())
@@ -278,7 +280,8 @@ def info_text(model: Any, tensors: bool = False) -> str:
         f"n_embd:       {c.n_embd}    n_ff: {c.n_ff}",
         f"heads:        {c.n_head} (kv {c.n_head_kv}), head_dim {c.head_dim}",
         f"vocab:        {c.n_vocab}    context: {c.n_ctx}",
-        f"rope:         base {c.rope_base:g}, {'neox' if c.rope_neox else 'normal'} pairs",
+        *(f"{label + ':':13s} {text}" for label, text in describe_arch(c.summary())),
+        *(f"note:         {n}" for n in c.notes),
         f"output:       {'tied to token_embd' if c.tied_output else 'output.weight'}",
         f"graph nodes:  {len(model.graph)} per step",
         f"tensors:      {len(model.tensors)}, {_fmt_bytes(total)} ({total:,} bytes)",

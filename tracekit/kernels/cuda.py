@@ -70,7 +70,7 @@ STAMPED = frozenset(
         "convert_f32_f16", "add_bias_f32", "rms_norm_f32", "rope_f32", "kv_store_f32",
         "gather_rows_f32", "embed_rows_f16", "embed_rows_bf16", "embed_rows_q8_0",
         "embed_rows_q4_0", "embed_rows_q4_1", "embed_rows_q5_0", "embed_rows_q5_1",
-        "embed_rows_q4_k", "embed_rows_q5_k", "embed_rows_q6_k",
+        "embed_rows_q4_k", "embed_rows_q5_k", "embed_rows_q6_k", "softcap_f32", "slice_cols_f32",
     }
 )  # fmt: skip
 NO_STAMP = np.uint64(0)

@@ -38,6 +38,11 @@ struct Scale {
     float s;
     __device__ float operator()(float a) const { return a * s; }
 };
+struct Softcap {
+    // gemma2's cap * tanh(x / cap), in HF's order: IEEE division, tanhf, one rounded product.
+    float cap;
+    __device__ float operator()(float a) const { return __fmul_rn(cap, tanhf(__fdiv_rn(a, cap))); }
+};
 
 template <class Op>
 __device__ __forceinline__ float4 map4(Op op, float4 a, float4 b) {
@@ -169,6 +174,28 @@ extern "C" __global__ void scale_f32(const float* x, float* z, long long n, int 
                                       unsigned long long* stamp) {
     node_start_stamp(stamp);
     unary(Scale{s}, x, z, n, vec);
+}
+
+// Reads 4 B, writes 4 B per element; 3 flops (tanh counted as 1).
+extern "C" __global__ void softcap_f32(const float* x, float* z, long long n, int vec, float cap,
+                                        unsigned long long* stamp) {
+    node_start_stamp(stamp);
+    unary(Softcap{cap}, x, z, n, vec);
+}
+
+// Columns [start, start + width) of a row-major [rows, cols] x into a contiguous [rows, width]
+// y: phi3's fused qkv and gate/up outputs split into their parts. One thread per output element,
+// grid-stride over a 64-bit index; the launcher checked start + width <= cols.
+// Reads 4 B, writes 4 B per output element; 0 flops.
+extern "C" __global__ void slice_cols_f32(const float* x, float* y, long long rows, int cols,
+                                           int start, int width, unsigned long long* stamp) {
+    node_start_stamp(stamp);
+    const long long total = rows * width;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
+        const long long r = k / width;
+        y[k] = x[r * cols + start + (k - r * width)];
+    }
 }
 
 // The seed's I32-as-f32 token ids: copy the bit patterns (int4 moves when aligned).

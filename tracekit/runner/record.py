@@ -477,6 +477,7 @@ def model_info(model: Model) -> dict[str, Any]:
         "n_ctx": c.n_ctx,
         "file_bytes": path.stat().st_size if path.exists() else 0,
         "tensor_types": types,
+        "arch_settings": c.summary(),
     }
 
 
@@ -637,7 +638,7 @@ def record_trace(
     session = Session(model, be, n_ctx=len(ids) + steps, replay="graph" if cuda_graph else "auto")
     if warmup:
         _warm_up(session, ids, steps)
-    notes: list[str] = []
+    notes: list[str] = list(cfg.notes)  # how the file is run where its metadata says otherwise
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
     texts: dict[int, str] = {}

@@ -15,6 +15,7 @@ the tests need; ``gguf.quants.dequantize`` is the decoder they are checked again
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -281,6 +282,7 @@ class SyntheticSpec:
     embd_std: float | None = None  # None: 1 untied; logit_gain / sqrt(n_embd) tied
     logit_gain: float = 3.0
     extra_meta: dict[str, object] = field(default_factory=dict)
+    rope_freqs: tuple[float, ...] = ()  # llama 3: written as an F32 rope_freqs.weight
 
     def type_of(self, role: str, il: int = 0) -> T:
         t = self.types.get(role, T.F32)
@@ -294,6 +296,31 @@ def _llama_permute(w: np.ndarray, n_head: int) -> np.ndarray:
         .swapaxes(1, 2)
         .reshape(w.shape)
     )
+
+
+def llama3_rope_factors(
+    base: float,
+    head_dim: int,
+    factor: float = 8.0,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+    original_context: int = 8192,
+) -> tuple[float, ...]:
+    """The per-pair divisors llama.cpp's converter writes for HF's ``rope_type: llama3``."""
+    freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / float(freq)
+        if wavelen < original_context / high_freq_factor:
+            out.append(1.0)
+        elif wavelen > original_context / low_freq_factor:
+            out.append(factor)
+        else:
+            smooth = (original_context / wavelen - low_freq_factor) / (
+                high_freq_factor - low_freq_factor
+            )
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return tuple(out)
 
 
 def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) -> Path:
@@ -394,6 +421,8 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
         if gemma:
             put(b + "post_ffw_norm.weight", norm_weight(e), T.F32)
     put("output_norm.weight", norm_weight(e), T.F32)
+    if s.rope_freqs:
+        put("rope_freqs.weight", np.array(s.rope_freqs, dtype=np.float32), T.F32)
     if not s.tied:
         out = normal((n_vocab, e), s.logit_gain * e**-0.5)
         out[vocab.bos_id :] *= 0.1  # untrained special tokens: rarely chosen
@@ -515,6 +544,34 @@ BENCH_SPECS: dict[str, SyntheticSpec] = {
         pre="qwen2",
     ),
 }
+
+
+_LLAMA3_TYPES = {
+    r: T.Q4_0
+    for r in ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+              "ffn_down", "output")
+}  # fmt: skip
+# Llama-3.1-8B's shape: 32 layers, n_embd 4096, 32 heads / 8 KV heads of 128, n_ff 14336, vocab
+# 128256, untied output, rope base 500000 with llama3 frequency factors (factor 8, original
+# context 8192); Q4_0 everywhere but norms (4.3 GB; host quantization takes minutes).
+BENCH_SPECS["llama3-8b"] = SyntheticSpec(
+    arch="llama",
+    name="tracekit synthetic llama3 8B-shape",
+    n_layer=32,
+    n_embd=4096,
+    n_ff=14336,
+    n_head=32,
+    n_head_kv=8,
+    head_dim=128,
+    n_ctx=8192,
+    n_merges=253,
+    n_vocab=128256,
+    types=_LLAMA3_TYPES,
+    rope_base=500000.0,
+    rms_eps=1e-5,
+    pre="smollm",
+    rope_freqs=llama3_rope_factors(500000.0, 128),
+)
 
 
 def write_synthetic_model(

@@ -132,6 +132,14 @@ def _nan_alert(trace: Trace, where: str) -> html.Div | None:
 
 
 # -- overview --------------------------------------------------------------------------------
+def _arch_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rope type and factors, soft-caps, window per layer (traces before issue 14 have none)."""
+    from tracekit.runner.model import describe_arch
+
+    settings = m.get("arch_settings")
+    return describe_arch(settings) if isinstance(settings, dict) else []
+
+
 def _overview(trace: Trace, path: Path) -> html.Div:
     m, run, c = trace["model"], trace["run"], trace["ceilings"]
     cap = d.capture_summary(trace)
@@ -148,6 +156,8 @@ def _overview(trace: Trace, path: Path) -> html.Div:
             ", ".join(f"{k} × {v}" for k, v in m["tensor_types"].items())
             + f" · {d.fmt_bytes(m['file_bytes'])}",
         ),
+        *_arch_rows(m),
+        *(("note", str(n)) for n in run.get("notes", [])),
         ("device", f"{run['device']} ({run['backend']} backend)"),
         (
             "prompt",
