@@ -407,10 +407,10 @@ class Q8_0(QuantType, qtype=_T.Q8_0, f16_fields=(0,), dequant=DequantConfig(2, 2
 class Q4_0(QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4)):
     """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
 
-    +-------+---------------------------------------------------+
+    +-------+----------------------------------------------------+
     | d f16 | qs[16]: q[j] = low nibble of qs[j], q[j+16] = high |
-    +-------+---------------------------------------------------+
-    0       2                                                   18
+    +-------+----------------------------------------------------+
+    0       2                                                    18
     """
 
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
@@ -461,11 +461,11 @@ class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2,
 class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82)):
     """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
 
-    +------------------------+---------------------------+-------+----------+
-    | scales[16]: sc[j] =    | qs[64]: value 128h+32s+l  | d f16 | dmin f16 |
-    | low nibble, m[j] = high| = bits 2s..2s+1 of qs[32h+l] |     |          |
-    +------------------------+---------------------------+-------+----------+
-    0                        16                          80      82         84
+    +-------------------------+-------------------------------+-------+----------+
+    | scales[16]: sc[j] = low | qs[64]: value 128h + 32s + l  | d f16 | dmin f16 |
+    | nibble, m[j] = high     | = bits 2s, 2s+1 of qs[32h+l]  |       |          |
+    +-------------------------+-------------------------------+-------+----------+
+    0                         16                              80      82         84
     """
 
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
@@ -484,12 +484,12 @@ class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82)):
 class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,)):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
 
-    +--------------------+-------------------+----------------------+-------+
-    | hmask[32]: bit 2 of| qs[64]: bits 0-1, | scales[12]: 6-bit    |       |
-    | value 32c+l = bit c| as Q2_K's qs      | sc[j]: low 4 bits in | d f16 |
-    | of hmask[l]        |                   | 0-7, high 2 in 8-11  |       |
-    +--------------------+-------------------+----------------------+-------+
-    0                    32                  96                     108     110
+    +---------------------+-------------------+----------------------+-------+
+    | hmask[32]: bit 2 of | qs[64]: bits 0-1, | scales[12]: 6-bit    |       |
+    | value 32c+l = bit c | as Q2_K's qs      | sc[j]: low 4 bits in | d f16 |
+    | of hmask[l]         |                   | 0-7, high 2 in 8-11  |       |
+    +---------------------+-------------------+----------------------+-------+
+    0                     32                  96                     108     110
 
     scales (gguf-py's drawing): bytes 0-7 hold sc[0..7] in the low and sc[8..15] in the high
     nibbles; byte 8 + (j % 4) holds bits 4-5 of sc[j] at bit 2 (j // 4).
@@ -522,11 +522,11 @@ class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,)):
 class Q4_K(QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
     """Q4_K: 256 values in 144 bytes, 8 sub-blocks j of 32;  x = (d sc[j]) q - dmin m[j].
 
-    +-------+----------+---------------------------+------------------------------------+
+    +-------+----------+---------------------------+-------------------------------------+
     | d f16 | dmin f16 | scales[12]: 6-bit sc[j],  | qs[128]: sub-block j = nibble j % 2 |
-    |       |          | m[j] (get_scale_min_k4)   | of qs[32 (j // 2) ..]              |
-    +-------+----------+---------------------------+------------------------------------+
-    0       2          4                           16                                   144
+    |       |          | m[j] (get_scale_min_k4)   | of qs[32 (j // 2) ..]               |
+    +-------+----------+---------------------------+-------------------------------------+
+    0       2          4                           16                                    144
     """
 
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
@@ -559,12 +559,12 @@ class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2,
 class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2, 128, 1)):
     """Q6_K: 256 values in 210 bytes;  x = (d scales[e // 16]) (q - 32).
 
-    +---------------------------+--------------------------+--------------+-------+
-    | ql[128]: low 4 bits of    | qh[64]: bits 4-5 of      | scales[16]   | d f16 |
-    | value 128h+r = nibble     | value 128h+r = bits      | int8         |       |
-    | r // 64 of ql[64h + r%64] | 2 (r//32) of qh[32h+r%32]|              |       |
-    +---------------------------+--------------------------+--------------+-------+
-    0                           128                        192            208     210
+    +---------------------------+----------------------------+------------+-------+
+    | ql[128]: low 4 bits of    | qh[64]: bits 4-5 of        | scales[16] | d f16 |
+    | value 128h+r = nibble     | value 128h+r = bits        | int8       |       |
+    | r // 64 of ql[64h + r%64] | 2 (r//32) of qh[32h+r%32]  |            |       |
+    +---------------------------+----------------------------+------------+-------+
+    0                           128                          192          208     210
     """
 
     # (4 chunks per thread swept at 87.1% of copy; 1 chunk: 92.4%)
@@ -589,10 +589,10 @@ class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2,
 class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,)):
     """IQ4_NL: 32 values in 18 bytes;  x = d * LEVELS[q], the nibbles laid out as Q4_0's.
 
-    +-------+---------------------------------------------------+
+    +-------+----------------------------------------------------+
     | d f16 | qs[16]: q[j] = low nibble of qs[j], q[j+16] = high |
-    +-------+---------------------------------------------------+
-    0       2                                                   18
+    +-------+----------------------------------------------------+
+    0       2                                                    18
     """
 
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
