@@ -28,6 +28,22 @@ _OPTIONS = ("-std=c++17", f"-I{_HERE}", *cuda_defines())
 _GENERATED: dict[str, Callable[[], str]] = {}
 
 
+#: Per family, a function returning the ``-D`` options its kernel bodies read: the geometry
+#: constants (unroll, elements per thread, block size) the launcher computes grids with, so a
+#: kernel body and the grid it is launched with cannot disagree.
+_DEFINES: dict[str, Callable[[], tuple[str, ...]]] = {}
+
+
+def defines(family: str, fn: Callable[[], tuple[str, ...]]) -> None:
+    """Register ``fn`` as the source of ``<family>.cu``'s ``-D`` options (see :func:`options`)."""
+    _DEFINES[family] = fn
+
+
+def options(family: str) -> tuple[str, ...]:
+    """The NVRTC options a family compiles with: the common ones plus its geometry defines."""
+    return (*_OPTIONS, *(_DEFINES[family]() if family in _DEFINES else ()))
+
+
 def generate(family: str, fn: Callable[[], str]) -> None:
     """Register ``fn`` as the generator of ``<family>.cu``'s instantiations (see :func:`source`)."""
     _GENERATED[family] = fn
@@ -43,11 +59,12 @@ def source(family: str) -> str:
 
 @functools.cache
 def module(family: str) -> Any:
-    """The compiled RawModule of :func:`source` (compiled on first use, then cached; a sweep that
-    changes what the generator returns clears this cache and :func:`kernel`'s)."""
+    """The compiled RawModule of :func:`source` with :func:`options` (compiled on first use,
+    then cached; a sweep that changes a generator's or a define's value clears this cache and
+    :func:`kernel`'s)."""
     import cupy
 
-    return cupy.RawModule(code=source(family), options=_OPTIONS)
+    return cupy.RawModule(code=source(family), options=options(family))
 
 
 @functools.cache
