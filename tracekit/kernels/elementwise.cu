@@ -198,7 +198,7 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
-        const long long n8 = n / CONVERT_ELEMS;
+        const long long n8 = (long long)((unsigned long long)n / CONVERT_ELEMS);  // n >= 0
         const float4* x4 = reinterpret_cast<const float4*>(x);
         uint4* z8 = reinterpret_cast<uint4*>(z);
         for (long long i = tid; i < n8; i += stride) {
