@@ -115,9 +115,9 @@ def test_iq4_levels_in_the_header_are_gguf_py_s() -> None:
 
 
 def test_a_misnamed_or_repeated_declaration_is_refused() -> None:
-    with pytest.raises(TypeError, match="must be named as GGML names it: TQ2_0"):
+    with pytest.raises(TypeError, match="must be named as GGML names it: IQ2_XXS"):
 
-        class Ternary(QuantType, qtype=GGMLQuantizationType.TQ2_0):
+        class TwoBit(QuantType, qtype=GGMLQuantizationType.IQ2_XXS):
             pass
 
     with pytest.raises(TypeError, match="Q4_0 is declared twice"):
@@ -125,15 +125,15 @@ def test_a_misnamed_or_repeated_declaration_is_refused() -> None:
         class Q4_0(QuantType, qtype=GGMLQuantizationType.Q4_0):  # noqa: N801
             pass
 
-    assert GGMLQuantizationType.TQ2_0 not in QUANT_TABLE
+    assert GGMLQuantizationType.IQ2_XXS not in QUANT_TABLE
     assert type(QUANT_TABLE[GGMLQuantizationType.Q4_0]) is quants.Q4_0
 
 
 def test_unknown_and_unsupported_types_name_the_supported_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown tensor type 'Q9_9'; supported: F32, .*IQ4_XS"):
         quant_type("Q9_9")
-    with pytest.raises(ValueError, match="tensor type TQ2_0 is not supported"):
-        quant_type(GGMLQuantizationType.TQ2_0)
+    with pytest.raises(ValueError, match="tensor type IQ2_XXS is not supported"):
+        quant_type(GGMLQuantizationType.IQ2_XXS)
     with pytest.raises(TypeError, match="not int"):
         quant_type(2)  # type: ignore[arg-type]
 
