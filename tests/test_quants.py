@@ -143,7 +143,7 @@ def test_sizes_and_row_bytes() -> None:
     assert q3.row_bytes(512) == 220 and q3.nbytes((3, 256)) == 330
     with pytest.raises(ValueError, match="row length 100 is not a multiple of IQ4_XS block size"):
         quant_type("IQ4_XS").row_bytes(100)
-    assert [t.name for t in QUANTIZED_TYPES][-4:] == ["Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"]
+    assert {"Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS"} <= {t.name for t in QUANTIZED_TYPES}
 
 
 @pytest.mark.parametrize("qt", TYPES, ids=IDS)
