@@ -17,7 +17,7 @@ Adding a type: one class here and one ``struct`` in quant_decoders.cuh.
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -25,18 +25,12 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 _T = GGMLQuantizationType
 
 
-class DequantConfig(tuple):
-    """How ``dequant_<suffix>_f16`` runs: (variant, threads per block, 16-byte chunks per thread
-    per tile); ``kernels/dequant.py`` names the variants."""
+class DequantConfig(NamedTuple):
+    """How ``dequant_<suffix>_f16`` runs (``kernels/dequant.py`` names the variants)."""
 
-    __slots__ = ()
-
-    def __new__(cls, variant: int, block: int, chunks: int) -> DequantConfig:
-        return super().__new__(cls, (variant, block, chunks))
-
-    variant = property(lambda self: self[0])
-    block = property(lambda self: self[1])
-    chunks = property(lambda self: self[2])
+    variant: int  #: dequant.VARIANTS: staged tile, staged + word-wise, direct
+    block: int  #: threads per block
+    chunks: int  #: 16-byte output chunks per thread per tile
 
 
 #: The tuning of a type nobody has swept yet: the direct variant (it won for every swept type).

@@ -16,15 +16,19 @@ store, so a warp writes 512 contiguous bytes per instruction. Tiles are walked b
 grid-stride loop over 64-bit indices, so a grid clamped by :func:`grid_1d` drops no work.
 F32/F16/BF16 use a plain 8-elements-per-thread kernel.
 
-CPU references. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more than the arithmetic
-of a 16-byte row, so the decoders keep every loop long (see the section comment below) and
-work a chunk of :data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores:
+CPU references. Each type's block decoder is its ``decode`` in ``tracekit/quants.py`` (its
+declaration); here they are driven. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more
+than the arithmetic of a 16-byte row, so the decoders keep every loop long (see the helpers'
+comment in quants.py) and are given a chunk of :data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores:
 f32 output ran 3.2-5.8x the throughput of ``gguf.quants.dequantize`` on the 2-core CI VM
 (:func:`cpu_speedup_vs_gguf`; 16 MB tensors, load average 5-6 from other jobs; 0.46-0.92 ns
 a value a chunk on one core; BENCHMARKS.md). First writes to a fresh output cost ~0.3 ns a value there (page
 faults), a floor both pay. The f16 output adds the rounding, which NumPy's cast does in
 scalar code (~2.5-3.7 ns a value in its x86-64 baseline build); :func:`f32_to_f16` does it in
 ~1.2 ns in per-thread scratch, so f16 runs at ~1.3-3.8x gguf-py's f32 throughput there.
+
+The GPU kernels are instantiated from the declarations (:func:`instantiations`, one line per
+type, its variant and chunks from :data:`CONFIG`), not listed in dequant.cu.
 """
 
 from __future__ import annotations
