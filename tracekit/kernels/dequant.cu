@@ -135,7 +135,8 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __res
 }
 
 // dequant.py generates one line per quant type of the table (tracekit/quants.py), its variant
-// and chunks per thread from the type's declared tuning:  DEQUANT_KERNEL(dequant_q4_0_f16, Q4_0, 2, 4)
+// and chunks per thread from the type's declared tuning:
+//   DEQUANT_KERNEL(dequant_q4_0_f16, Q4_0, 2, 4)
 #define DEQUANT_KERNEL(name, T, V, CPT)                                                        \
     extern "C" __global__ void name(const u8* __restrict__ raw, uint4* __restrict__ out,      \
                                     i64 nblocks, int ts, int qk) {                           \

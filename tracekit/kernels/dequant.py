@@ -19,7 +19,8 @@ F32/F16/BF16 use a plain 8-elements-per-thread kernel.
 CPU references. Each type's block decoder is its ``decode`` in ``tracekit/quants.py`` (its
 declaration); here they are driven. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more
 than the arithmetic of a 16-byte row, so the decoders keep every loop long (see the helpers'
-comment in quants.py) and are given a chunk of :data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores:
+comment in quants.py) and are given a chunk of :data:`CPU_CHUNK_ELEMS` values at a time,
+chunks spread over the CPU cores:
 f32 output ran 3.2-5.8x the throughput of ``gguf.quants.dequantize`` on the 2-core CI VM
 (:func:`cpu_speedup_vs_gguf`; 16 MB tensors, load average 5-6 from other jobs; 0.46-0.92 ns
 a value a chunk on one core; BENCHMARKS.md). First writes to a fresh output cost ~0.3 ns a value there (page

@@ -424,7 +424,9 @@ struct Fast : T {
 };
 template <class T>
 struct Fast<T, tk_void_t<decltype(T::ALIGN)>> : T {
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) { T::dec8_w(b, c, v); }
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        T::dec8_w(b, c, v);
+    }
 };
 
 // Float tables, 8 elements at a time: vec8 from a 16-byte aligned address, at() from any.

@@ -28,7 +28,7 @@ from gguf import GGMLQuantizationType as T
 
 QK_K = 256
 
-# -- K-quant and IQ4 packers (gguf-py has dequantizers only) ------------------------------------------
+# -- K-quant and IQ4 packers (gguf-py has dequantizers only) ----------------------------------
 
 
 def _f16(x: np.ndarray) -> np.ndarray:
@@ -225,8 +225,9 @@ def quantize_iq4_nl(data: np.ndarray) -> np.ndarray:
 
 def quantize_iq4_xs(data: np.ndarray) -> np.ndarray:
     """Pack float rows as IQ4_XS blocks: f16 d, u16 scales_h, scales_l[4], qs[128] (136 B).
-    Sub-block j of 32 has the 6-bit scale u = ls + 32 (low 4 bits: nibble j % 2 of scales_l[j
-    // 2], bits 4-5 at bits 2j of scales_h) and 16 bytes of nibbles as IQ4_NL's; x = d ls LEVELS[q]."""
+    Sub-block j of 32 has the 6-bit scale u = ls + 32 (low 4 bits: nibble j % 2 of
+    scales_l[j // 2], bits 4-5 at bits 2j of scales_h) and 16 bytes of nibbles as IQ4_NL's;
+    x = d ls LEVELS[q]."""
     x, shape = _blocks(data)
     nb = x.shape[0]
     xs = x.reshape(nb, 8, 32)
