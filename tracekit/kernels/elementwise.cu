@@ -56,13 +56,13 @@ __device__ __forceinline__ float4 map4(Op op, float4 a) {
 
 // UNROLL float4s per input in flight per thread (all loads before any store); STREAM_HINTS
 // uses evict-first loads/stores (__ldcs/__stcs) so a streamed tensor does not push reused data
-// out of L2. Both are compile-time knobs that scripts/sweep_elementwise.py measures.
-#ifndef UNROLL
-#define UNROLL 2
+// out of L2; CONVERT_ELEMS values per convert_f32_f16 work item. elementwise.py passes all
+// three from the constants its grids are computed with (kernel_defines); the sweep varies them.
+#if !defined(UNROLL) || !defined(STREAM_HINTS) || !defined(CONVERT_ELEMS)
+#error "compile with elementwise.kernel_defines(): -DUNROLL, -DSTREAM_HINTS, -DCONVERT_ELEMS"
 #endif
-#ifndef STREAM_HINTS
-#define STREAM_HINTS 0
-#endif
+static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL float4s per thread out of range");
+static_assert(CONVERT_ELEMS == 8, "convert_f32_f16 writes one 16-byte store of 8 f16 per item");
 
 __device__ __forceinline__ float4 load4(const float4* p) {
 #if STREAM_HINTS
@@ -225,7 +225,7 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
-        const long long n8 = n >> 3;
+        const long long n8 = (long long)((unsigned long long)n / CONVERT_ELEMS);  // n >= 0
         const float4* x4 = reinterpret_cast<const float4*>(x);
         uint4* z8 = reinterpret_cast<uint4*>(z);
         for (long long i = tid; i < n8; i += stride) {
@@ -241,7 +241,7 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
             v.w = *reinterpret_cast<unsigned int*>(&h3);
             z8[i] = v;
         }
-        const long long t = (n8 << 3) + tid;
+        const long long t = n8 * CONVERT_ELEMS + tid;
         if (t < n) z[t] = __float2half_rn(x[t]);
     } else {
         for (long long i = tid; i < n; i += stride) z[i] = __float2half_rn(x[i]);

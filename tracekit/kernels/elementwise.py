@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.kernels import cuda
 from tracekit.kernels.checks import (
     KernelInputError,
     require_array,
@@ -57,12 +58,38 @@ BIAS_BLOCK = 128
 #: per SM cost 2-6% against one uncapped wave of short-lived blocks (add 1.004x torch.add), so
 #: the cap is only the grid's x limit.
 BLOCKS_PER_SM = 2**31 // 132
-#: float4s per input each thread has in flight in add/mul/silu/gelu/scale (= UNROLL in
-#: elementwise.cu; scripts/sweep_elementwise.py measures the choice against torch.add).
+#: float4s per input each thread has in flight in add/mul/silu/gelu/scale (UNROLL in
+#: elementwise.cu, passed as -DUNROLL; scripts/sweep_elementwise.py measures the choice against
+#: torch.add).
 STREAM_UNROLL = 2
+#: Evict-first loads/stores in the streaming kernels (-DSTREAM_HINTS; swept as above).
+STREAM_HINTS = 0
 _UNROLLED = frozenset(
     {"add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32", "softcap_f32"}
 )
+#: f16 values convert_f32_f16 writes per work item: one 16-byte store (-DCONVERT_ELEMS).
+CONVERT_ELEMS = 8
+
+
+def kernel_defines() -> tuple[str, ...]:
+    """The geometry constants elementwise.cu's bodies read, from the values above."""
+    return (
+        f"-DUNROLL={STREAM_UNROLL}",
+        f"-DSTREAM_HINTS={STREAM_HINTS}",
+        f"-DCONVERT_ELEMS={CONVERT_ELEMS}",
+    )
+
+
+cuda.defines(FAMILY, kernel_defines)
+
+
+def elems_per_item(name: str) -> int:
+    """Elements one work item of the streaming kernel ``name`` covers when vectorized (the
+    kernel's loop step, from the same constants as :func:`kernel_defines`)."""
+    if name == "convert_f32_f16":
+        return CONVERT_ELEMS
+    return 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
+
 
 #: Flops per element of each op (transcendentals counted as 1), for the launch records.
 FLOPS_PER_ELEMENT = {
@@ -270,9 +297,8 @@ def _launch_stream(
     x = ins[0]
     n = int(x.size)
     z = device_out(out, tuple(x.shape), out_dtype, f"{name} out")
-    per_thread = 8 if name == "convert_f32_f16" else 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
     vec = _aligned(*ins, z)
-    geo = stream_geometry(n, per_thread, vec)
+    geo = stream_geometry(n, elems_per_item(name), vec)
     args = (*ins, z, np.int64(n), np.int32(vec), *scalars, NO_STAMP)
     launch(kernel(FAMILY, name), geo.grid, geo.block, args)
     return z, _record(name, geo, ins, (z,), n, vectorized=vec)

@@ -7,10 +7,11 @@ somewhere, so the parity tests against Hugging Face transformers cover every deq
 The file layout is llama.cpp's converter's: tensor names, metadata keys, llama's Q/K row
 permutation, gemma3's norm weights with the +1 folded in.
 
-gguf-py quantizes Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 itself; it has no quantizer for the K-quants, so
-:func:`quantize_q4_k`, :func:`quantize_q5_k` and :func:`quantize_q6_k` below pack them (a
-plain min/max fit, not llama.cpp's search: valid blocks that decode close to the input are all
-the tests need; ``gguf.quants.dequantize`` is the decoder they are checked against).
+gguf-py quantizes Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 itself; it has no quantizer for the K-quants and
+the IQ4 types, so ``quantize_<type>`` below pack Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS
+(a plain min/max or max-magnitude fit, not llama.cpp's search: valid blocks that decode close
+to the input are all the tests need; ``gguf.quants.dequantize`` is the decoder they are checked
+against).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gguf import GGMLQuantizationType as T
 
 QK_K = 256
 
-# -- K-quant packers (gguf-py has dequantizers only) ---------------------------------------------
+# -- K-quant and IQ4 packers (gguf-py has dequantizers only) ----------------------------------
 
 
 def _f16(x: np.ndarray) -> np.ndarray:
@@ -134,15 +135,132 @@ def quantize_q6_k(data: np.ndarray) -> np.ndarray:
     return out.reshape(*shape[:-1], -1)
 
 
+def _bit_planes(q: np.ndarray, bits: int, planes: int) -> np.ndarray:
+    """Pack codes [n, planes, w] (each < 2**bits) into bytes [n, w]: plane p at bit bits * p."""
+    out = np.zeros((q.shape[0], q.shape[2]), np.uint8)
+    for p in range(planes):
+        out |= (q[:, p] << (bits * p)).astype(np.uint8)
+    return out
+
+
+def quantize_q2_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as Q2_K blocks: scales[16] (4-bit sc | 4-bit m << 4), qs[64] (value
+    128h + 32s + l at bits 2s of qs[32h + l]), f16 d, f16 dmin (84 B); x = d sc q - dmin m."""
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 16, 16)
+    lo = np.minimum(xs.min(axis=-1), 0.0)
+    scale, mins = (xs.max(axis=-1) - lo) / 3, -lo
+    d, dmin = _f16(scale.max(axis=-1) / 15), _f16(mins.max(axis=-1) / 15)
+    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d32 > 0, np.rint(scale / d32), 0).clip(0, 15)
+        m = np.where(dmin32 > 0, np.rint(mins / dmin32), 0).clip(0, 15)
+        step = (d32 * sc)[..., None]
+        q = np.where(step > 0, np.rint((xs + (dmin32 * m)[..., None]) / step), 0)
+    q = q.clip(0, 3).astype(np.uint8).reshape(nb, 2, 4, 32)
+    qs = np.concatenate([_bit_planes(q[:, h], 2, 4) for h in range(2)], axis=1)
+    scales = sc.astype(np.uint8) | (m.astype(np.uint8) << 4)
+    out = np.concatenate(
+        [scales, qs, d[:, None].view(np.uint8), dmin[:, None].view(np.uint8)], axis=1
+    )
+    return out.reshape(*shape[:-1], -1)
+
+
+def quantize_q3_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as Q3_K blocks: hmask[32], qs[64], scales[12], f16 d (110 B). Value
+    e = 32g + l (g = 4h + s): code c = q + 4 in [0, 8), bits 0-1 at bits 2s of qs[32h + l],
+    bit 2 at bit g of hmask[l]; 6-bit scale u = sc + 32: low 4 bits in the nibble j // 8 of
+    scales[j % 8], bits 4-5 at bits 2 (j // 4) of scales[8 + j % 4]; x = d sc q."""
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 16, 16)
+    s = np.abs(xs).max(axis=-1) / 4
+    d = _f16(s.max(axis=-1) / 31)
+    d32 = d.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d32 > 0, np.rint(s / d32), 0).clip(-32, 31)
+        step = (d32 * sc)[..., None]
+        q = np.where(step > 0, np.rint(xs / step), 0).clip(-4, 3)
+    c = (q + 4).astype(np.uint8).reshape(nb, 8, 32)  # [n, g, l]
+    hmask = _bit_planes(c >> 2, 1, 8)
+    low = (c & 3).reshape(nb, 2, 4, 32)
+    qs = np.concatenate([_bit_planes(low[:, h], 2, 4) for h in range(2)], axis=1)
+    u = (sc + 32).astype(np.uint8)
+    scales = np.empty((nb, 12), np.uint8)
+    scales[:, :8] = (u[:, :8] & 15) | ((u[:, 8:] & 15) << 4)
+    scales[:, 8:] = _bit_planes(((u >> 4) & 3).reshape(nb, 4, 4), 2, 4)
+    out = np.concatenate([hmask, qs, scales, d[:, None].view(np.uint8)], axis=1)
+    return out.reshape(*shape[:-1], -1)
+
+
+#: IQ4_NL/IQ4_XS's levels (gguf-py's table).
+_IQ4_LEVELS = np.array(gguf.quants.IQ4_NL.kvalues, np.float32)
+
+
+def _iq4_codes(x: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The nearest of the 16 levels to x / step (step 0: the level nearest 0), as uint8."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(step != 0, x / step, 0.0)
+    return np.abs(t[..., None] - _IQ4_LEVELS).argmin(axis=-1).astype(np.uint8)
+
+
+def _iq4_scale(xs: np.ndarray) -> np.ndarray:
+    """Per run of the last axis: the step that maps its largest-magnitude value to -127."""
+    ext = np.take_along_axis(xs, np.abs(xs).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+    return -ext / 127
+
+
+def quantize_iq4_nl(data: np.ndarray) -> np.ndarray:
+    """Pack float rows (length a multiple of 32) as IQ4_NL blocks: f16 d, qs[16] nibbles as
+    Q4_0's (18 B); x = d LEVELS[q]."""
+    x = np.asarray(data, dtype=np.float32)
+    if x.shape[-1] % 32:
+        raise ValueError(f"row length {x.shape[-1]} is not a multiple of 32")
+    xs = x.reshape(-1, 32)
+    d = _f16(_iq4_scale(xs))
+    q = _iq4_codes(xs, d.astype(np.float32)[:, None])
+    out = np.concatenate([d[:, None].view(np.uint8), q[:, :16] | (q[:, 16:] << 4)], axis=1)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def quantize_iq4_xs(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as IQ4_XS blocks: f16 d, u16 scales_h, scales_l[4], qs[128] (136 B).
+    Sub-block j of 32 has the 6-bit scale u = ls + 32 (low 4 bits: nibble j % 2 of
+    scales_l[j // 2], bits 4-5 at bits 2j of scales_h) and 16 bytes of nibbles as IQ4_NL's;
+    x = d ls LEVELS[q]."""
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 8, 32)
+    s = _iq4_scale(xs)
+    d = _f16(np.abs(s).max(axis=-1) / 31)
+    d32 = d.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ls = np.where(d32 > 0, np.rint(s / d32), 0).clip(-32, 31)
+    q = _iq4_codes(xs, (d32 * ls)[..., None])
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(nb, 128)
+    u = (ls + 32).astype(np.uint16)
+    scales_l = ((u[:, 0::2] & 15) | ((u[:, 1::2] & 15) << 4)).astype(np.uint8)
+    scales_h = np.zeros((nb, 1), np.uint16)
+    for j in range(8):
+        scales_h[:, 0] |= ((u[:, j] >> 4) & 3) << (2 * j)
+    out = np.concatenate([d[:, None].view(np.uint8), scales_h.view(np.uint8), scales_l, qs], axis=1)
+    return out.reshape(*shape[:-1], -1)
+
+
 _K_QUANTIZERS: dict[T, Callable[[np.ndarray], np.ndarray]] = {
+    T.Q2_K: quantize_q2_k,
+    T.Q3_K: quantize_q3_k,
     T.Q4_K: quantize_q4_k,
     T.Q5_K: quantize_q5_k,
     T.Q6_K: quantize_q6_k,
+    T.IQ4_NL: quantize_iq4_nl,
+    T.IQ4_XS: quantize_iq4_xs,
 }
 
 
 def quantize(data: np.ndarray, qtype: T) -> np.ndarray:
-    """Encode float data as ``qtype`` (gguf-py's quantizers, plus the K-quant packers above)."""
+    """Encode float data as ``qtype`` (gguf-py's quantizers, plus the packers above)."""
     if qtype in _K_QUANTIZERS:
         return _K_QUANTIZERS[qtype](data)
     return gguf.quants.quantize(np.asarray(data, dtype=np.float32), qtype)
@@ -470,12 +588,12 @@ SPECS: dict[str, SyntheticSpec] = {
         head_dim=64,
         types={
             "token_embd": T.Q4_K,
-            "attn_q": (T.Q4_K, T.Q5_K),
+            "attn_q": (T.Q4_K, T.Q3_K),
             "attn_k": (T.Q5_K, T.Q6_K),
             "attn_v": (T.Q6_K, T.Q8_0),
-            "attn_output": (T.Q4_0, T.Q4_K),
-            "ffn_gate": (T.Q5_0, T.Q6_K),
-            "ffn_up": (T.Q8_0, T.Q5_1),
+            "attn_output": (T.Q4_0, T.IQ4_XS),
+            "ffn_gate": (T.IQ4_NL, T.Q6_K),
+            "ffn_up": (T.Q2_K, T.Q5_1),
             "ffn_down": (T.Q6_K, T.Q4_1),
         },
         tied=True,
@@ -491,7 +609,7 @@ SPECS: dict[str, SyntheticSpec] = {
         n_head_kv=1,
         head_dim=256,  # = HF's default query_pre_attn_scalar, so both scale by 1/16
         types={
-            "token_embd": T.Q5_0,
+            "token_embd": T.IQ4_NL,
             "attn_q": (T.Q4_0, T.Q8_0),
             "attn_k": (T.Q8_0, T.Q4_1),
             "attn_v": (T.Q4_1, T.F16),
