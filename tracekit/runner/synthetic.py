@@ -27,6 +27,8 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
+from tracekit.quants import QUANT_TABLE
+
 QK_K = 256
 
 # -- K-quant and IQ4 packers (gguf-py has dequantizers only) ----------------------------------
@@ -401,6 +403,10 @@ class SyntheticSpec:
     logit_gain: float = 3.0
     extra_meta: dict[str, object] = field(default_factory=dict)
     rope_freqs: tuple[float, ...] = ()  # llama 3: written as an F32 rope_freqs.weight
+    #: Quantized weights as random valid blocks (codes uniform, f16 scales set so values have
+    #: about the std asked for) instead of quantized normal draws: seconds instead of minutes
+    #: for a multi-GB speed-benchmark file; the logits mean nothing.
+    random_blocks: bool = False
 
     def type_of(self, role: str, il: int = 0) -> T:
         t = self.types.get(role, T.F32)
@@ -439,6 +445,32 @@ def llama3_rope_factors(
             )
             out.append(1 / ((1 - smooth) / factor + smooth))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """A normal draw not made yet: the shape and std of a weight ``put`` may write as random
+    blocks instead (``SyntheticSpec.random_blocks``)."""
+
+    shape: tuple[int, ...]
+    std: float
+
+
+def random_blocks(
+    rng: np.random.Generator, shape: tuple[int, ...], std: float, qtype: T
+) -> np.ndarray:
+    """Valid random ``qtype`` blocks for a ``shape`` weight (``[rows, row bytes]`` uint8, as
+    :func:`quantize` returns): uniform code bytes, every f16 field of every block a positive
+    scale near ``std / 16`` (about ``std`` for 4-bit codes; larger codes and K-quant sub-scales
+    make it larger, which a speed benchmark does not mind), so no block holds a NaN or Inf."""
+    qt = QUANT_TABLE[qtype]
+    rows, cols = int(np.prod(shape[:-1])), shape[-1]
+    raw = rng.integers(0, 256, size=(rows, qt.row_bytes(cols)), dtype=np.uint8)
+    blocks = raw.reshape(-1, qt.type_size)
+    for off in qt.f16_fields:
+        d = (std / 16 * rng.uniform(0.5, 1.5, blocks.shape[0])).astype(np.float16)
+        blocks[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+    return raw
 
 
 def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) -> Path:
@@ -503,6 +535,11 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
     w.add_add_bos_token(False)
 
     def put(name: str, data: np.ndarray, qtype: T) -> None:
+        if isinstance(data, _Lazy):
+            if s.random_blocks and QUANT_TABLE[qtype].is_quantized:
+                w.add_tensor(name, random_blocks(rng, data.shape, data.std, qtype), raw_dtype=qtype)
+                return
+            data = normal(data.shape, data.std)
         if qtype == T.F32:
             w.add_tensor(name, data.astype(np.float32))
         elif qtype == T.F16:
@@ -511,17 +548,18 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
             w.add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
 
     embd_std = s.embd_std if s.embd_std is not None else (s.logit_gain * e**-0.5 if s.tied else 1.0)
-    emb = normal((n_vocab, e), embd_std)
+    emb = _Lazy((n_vocab, e), embd_std)
     put("token_embd.weight", emb, s.type_of("token_embd"))
     for il in range(s.n_layer):
         b = f"blk.{il}."
         put(b + "attn_norm.weight", norm_weight(e), T.F32)
-        wq, wk = normal((qd, e), e**-0.5), normal((kvd, e), e**-0.5)
-        if s.arch == "llama":
+        wq, wk = _Lazy((qd, e), e**-0.5), _Lazy((kvd, e), e**-0.5)
+        if s.arch == "llama" and not s.random_blocks:
+            wq, wk = normal(wq.shape, wq.std), normal(wk.shape, wk.std)
             wq, wk = _llama_permute(wq, s.n_head), _llama_permute(wk, s.n_head_kv)
         put(b + "attn_q.weight", wq, s.type_of("attn_q", il))
         put(b + "attn_k.weight", wk, s.type_of("attn_k", il))
-        put(b + "attn_v.weight", normal((kvd, e), e**-0.5), s.type_of("attn_v", il))
+        put(b + "attn_v.weight", _Lazy((kvd, e), e**-0.5), s.type_of("attn_v", il))
         if s.arch == "qwen2":
             put(b + "attn_q.bias", normal((qd,), 0.5), T.F32)
             put(b + "attn_k.bias", normal((kvd,), 0.5), T.F32)
@@ -529,21 +567,23 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
         if gemma:
             put(b + "attn_q_norm.weight", norm_weight(hd), T.F32)
             put(b + "attn_k_norm.weight", norm_weight(hd), T.F32)
-        put(b + "attn_output.weight", normal((e, qd), 0.5 * qd**-0.5), s.type_of("attn_output", il))
+        put(b + "attn_output.weight", _Lazy((e, qd), 0.5 * qd**-0.5), s.type_of("attn_output", il))
         if gemma:
             put(b + "post_attention_norm.weight", norm_weight(e), T.F32)
         put(b + "ffn_norm.weight", norm_weight(e), T.F32)
-        put(b + "ffn_gate.weight", normal((f, e), e**-0.5), s.type_of("ffn_gate", il))
-        put(b + "ffn_up.weight", normal((f, e), e**-0.5), s.type_of("ffn_up", il))
-        put(b + "ffn_down.weight", normal((e, f), 0.5 * f**-0.5), s.type_of("ffn_down", il))
+        put(b + "ffn_gate.weight", _Lazy((f, e), e**-0.5), s.type_of("ffn_gate", il))
+        put(b + "ffn_up.weight", _Lazy((f, e), e**-0.5), s.type_of("ffn_up", il))
+        put(b + "ffn_down.weight", _Lazy((e, f), 0.5 * f**-0.5), s.type_of("ffn_down", il))
         if gemma:
             put(b + "post_ffw_norm.weight", norm_weight(e), T.F32)
     put("output_norm.weight", norm_weight(e), T.F32)
     if s.rope_freqs:
         put("rope_freqs.weight", np.array(s.rope_freqs, dtype=np.float32), T.F32)
     if not s.tied:
-        out = normal((n_vocab, e), s.logit_gain * e**-0.5)
-        out[vocab.bos_id :] *= 0.1  # untrained special tokens: rarely chosen
+        out: np.ndarray | _Lazy = _Lazy((n_vocab, e), s.logit_gain * e**-0.5)
+        if not (s.random_blocks and QUANT_TABLE[s.type_of("output")].is_quantized):
+            out = normal(out.shape, out.std)
+            out[vocab.bos_id :] *= 0.1  # untrained special tokens: rarely chosen
         put("output.weight", out, s.type_of("output"))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -664,14 +704,16 @@ BENCH_SPECS: dict[str, SyntheticSpec] = {
 }
 
 
-_LLAMA3_TYPES = {
-    r: T.Q4_0
+_LLAMA3_TYPES: dict[str, T | tuple[T, ...]] = {
+    r: T.Q4_K
     for r in ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
-              "ffn_down", "output")
+              "ffn_down")
 }  # fmt: skip
+_LLAMA3_TYPES["output"] = T.Q6_K  # as llama.cpp's Q4_K_M keeps it
 # Llama-3.1-8B's shape: 32 layers, n_embd 4096, 32 heads / 8 KV heads of 128, n_ff 14336, vocab
 # 128256, untied output, rope base 500000 with llama3 frequency factors (factor 8, original
-# context 8192); Q4_0 everywhere but norms (4.3 GB; host quantization takes minutes).
+# context 8192); Q4_K weights (Q6_K output) as random blocks (4.6 GB, written in about a minute;
+# a speed benchmark: its logits mean nothing).
 BENCH_SPECS["llama3-8b"] = SyntheticSpec(
     arch="llama",
     name="tracekit synthetic llama3 8B-shape",
@@ -689,6 +731,7 @@ BENCH_SPECS["llama3-8b"] = SyntheticSpec(
     rms_eps=1e-5,
     pre="smollm",
     rope_freqs=llama3_rope_factors(500000.0, 128),
+    random_blocks=True,
 )
 
 
