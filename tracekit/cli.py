@@ -151,6 +151,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         FileNotFoundError,
     ]
     for mod, name in (
+        ("tracekit.runner.tensors", "DumpError"),
         ("tracekit.runner.model", "ModelError"),
         ("tracekit.runner.ops", "OpError"),
         ("tracekit.runner.ncu", "NcuError"),
@@ -192,6 +193,22 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         "--remeasure", action="store_true", help="measure the device ceilings again (else cached)"
     )
     p.add_argument("-o", "--output", help="output trace (default: traces/<model>-<backend>.json)")
+    p.add_argument(
+        "--dump",
+        metavar="REGEX",
+        help="keep the whole output of every node whose name matches REGEX (e.g. 'blk\\.0\\..*'), "
+        "every step, in a safetensors sidecar next to the trace",
+    )
+    p.add_argument(
+        "--save-logits",
+        action="store_true",
+        help="keep each step's logits and the token ids in the sidecar",
+    )
+    p.add_argument(
+        "--dump-limit",
+        metavar="SIZE",
+        help="refuse to start when the sidecar's estimated size exceeds SIZE (e.g. 500M, 2G)",
+    )
 
 
 #: A token id as typed: ASCII digits with an optional sign. Python's int() also takes "1_0"
@@ -227,6 +244,16 @@ def _record(args: argparse.Namespace) -> int:
     if args.model is not None and not Path(args.model).is_file():
         what = "is a folder" if Path(args.model).is_dir() else "does not exist"
         raise UsageError(f"model {args.model} {what}")
+    dump_limit = None
+    if args.dump_limit is not None:
+        from tracekit.runner.tensors import parse_size
+
+        try:
+            dump_limit = parse_size(args.dump_limit)
+        except ValueError as e:
+            raise UsageError(f"--dump-limit: {e}") from None
+        if args.dump is None and not args.save_logits:
+            raise UsageError("--dump-limit needs --dump or --save-logits")
     sampling: dict[str, Any] = {"mode": "greedy"}
     if args.temperature > 0:
         sampling = {
@@ -249,9 +276,23 @@ def _record(args: argparse.Namespace) -> int:
         sampling=sampling,
         remeasure=args.remeasure,
         on_step=getattr(args, "sigint_watch", None) and args.sigint_watch.reraise_lost,
+        dump=args.dump,
+        save_logits=args.save_logits,
+        dump_limit=dump_limit,
+        on_dump_estimate=_print_dump_estimate,
     )
     print(out)
     return EXIT_OK
+
+
+def _print_dump_estimate(plan: Any) -> None:
+    what = f"{len(plan.nodes)} node(s)" if plan.nodes else "no nodes"
+    print(
+        f"tensor sidecar: {what}, {plan.count} tensors, {_fmt_bytes(plan.bytes)} "
+        f"({plan.bytes:,} bytes) if every step runs",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 # -- info ---------------------------------------------------------------------------------------
@@ -310,10 +351,15 @@ def _info(args: argparse.Namespace) -> int:
 
 # -- export / diff / ncu-import -------------------------------------------------------------------
 def _export(args: argparse.Namespace) -> int:
-    from tracekit.runner.export import export_chrome
+    from tracekit.runner.export import export_chrome, export_logits
     from tracekit.runner.trace import load_trace
 
-    out = export_chrome(load_trace(args.trace), args.out)
+    trace = load_trace(args.trace)
+    if args.format == "logits":
+        for path in export_logits(trace, args.trace, args.out):
+            print(path)
+        return EXIT_OK
+    out = export_chrome(trace, args.out)
     print(out)
     return EXIT_OK
 
@@ -366,7 +412,11 @@ def _parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=_info)
     e = sub.add_parser("export", help="export a trace for another viewer")
     e.add_argument(
-        "--format", choices=("chrome",), default="chrome", help="Chrome Trace Event JSON"
+        "--format",
+        choices=("chrome", "logits"),
+        default="chrome",
+        help="chrome: Chrome Trace Event JSON; logits: the saved logits (record with "
+        "--save-logits) as OUT.npy, f32 [steps, n_vocab], and the chosen ids as OUT.tokens.npy",
     )
     e.add_argument("trace")
     e.add_argument("out")

@@ -216,3 +216,36 @@ def export_chrome(trace: dict[str, Any], out: str | os.PathLike[str]) -> Path:
     """
     text = json.dumps(chrome_events(trace), allow_nan=False, separators=(",", ":"))
     return atomic_write_text(out, text)
+
+
+def export_logits(
+    trace: dict[str, Any], trace_path: str | os.PathLike[str], out: str | os.PathLike[str]
+) -> list[Path]:
+    """The logits a ``--save-logits`` recording kept, for comparison with Hugging Face or
+    llama.cpp (``llama-debug --save-logits``): ``out`` (``.npy`` added when missing) holds
+    f32 [steps, n_vocab], row k the logits that chose step k's token; ``<out stem>.tokens.npy``
+    the chosen token ids (int64 [steps]). Each file is written atomically.
+
+    Raises:
+        TraceError: the trace has no sidecar, the sidecar fails its checksum, or holds no logits.
+    """
+    import io
+
+    import numpy as np
+
+    from tracekit.runner.tensors import load_tensors, step_logits
+    from tracekit.runner.trace import TraceError, atomic_write_bytes
+
+    tensors = load_tensors(trace, trace_path)
+    if tensors is None:
+        raise TraceError(f"{trace_path}: no tensor sidecar (record with --save-logits)")
+    logits, chosen = step_logits(tensors)
+    out = Path(out)
+    if out.suffix != ".npy":
+        out = out.with_name(out.name + ".npy")
+    paths = []
+    for path, arr in ((out, logits), (out.with_name(out.stem + ".tokens.npy"), chosen)):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        paths.append(atomic_write_bytes(path, buf.getvalue()))
+    return paths

@@ -57,6 +57,17 @@ import numpy as np
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
 from tracekit.runner import perf
+from tracekit.runner.tensors import (
+    DumpError,
+    DumpLimitError,
+    Dumps,
+    file_size,
+    match_nodes,
+    metadata,
+    planned_entries,
+    remove_old_sidecars,
+    write_sidecar,
+)
 from tracekit.runner.trace import FORMAT, VERSION, utc_now, write_trace
 
 if TYPE_CHECKING:
@@ -304,6 +315,10 @@ class Tracer:
         self.max_batch_bytes = STATS_BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
         self.batch = StatsBatch()
         self.full = False
+        #: --dump: the nodes whose whole outputs the dump pass keeps (read back after the pass)
+        self.dump_ids: frozenset[int] = frozenset()
+        self.dump_pass = False
+        self._dumped: dict[int, Any] = {}
         self._layer: int | None = None
         self._ran = 0
         self._host = [0.0] * len(nodes)
@@ -318,8 +333,10 @@ class Tracer:
         self.stats_launches = 0
         self.stats_format_s = 0.0
 
-    def begin_step(self, name: str, full: bool) -> None:
+    def begin_step(self, name: str, full: bool, dump: bool = False) -> None:
         self.full = full
+        self.dump_pass = dump and bool(self.dump_ids)
+        self._dumped = {}
         self._ran = 0
         self._layer = None
         self.batch.clear()  # an interrupted pass may have left references
@@ -355,12 +372,20 @@ class Tracer:
         self._launches[i] = self.be.take_records()
         if self.full:  # after the stop event: no statistics work inside the node's time
             self.batch.add(i, out, self.axes[i], self.copy_out[i])
+        if self.dump_pass and i in self.dump_ids:  # a later node may write into it: a copy
+            self._dumped[i] = out.copy() if self.copy_out[i] else out
         self._shape[i] = out.shape  # converted in results(), off the per-node path
         self._dtype[i] = out.dtype
         self._host[i] = time.perf_counter() - t0
         self._ran = i + 1
         if self.full and self.batch.nbytes >= self.max_batch_bytes:
             self.collect_stats()  # between nodes: outside every node's events and host time
+        return out
+
+    def take_dumps(self) -> dict[str, np.ndarray]:
+        """The dump pass's kept outputs on the host, by node name (after the pass's wall)."""
+        out = {self.nodes[i].name: np.array(self.be.to_host(a)) for i, a in self._dumped.items()}
+        self._dumped = {}
         return out
 
     def collect_stats(self) -> None:
@@ -574,6 +599,10 @@ def record_trace(
     top_k: int = TOP_K,
     warmup: bool = True,
     remeasure: bool = False,
+    dump: str | None = None,
+    save_logits: bool = False,
+    dump_limit: int | None = None,
+    on_dump_estimate: Callable[[DumpPlan], Any] | None = None,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -596,6 +625,14 @@ def record_trace(
         remeasure: measure the device ceilings again instead of reading the cached ones.
         warmup: first run the prefill and one decode step untraced, then reset the cache, so
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
+        dump: keep the whole output of every node whose name matches this regex
+            (``re.fullmatch``), every step, in the trace's tensor sidecar
+            (tracekit/runner/tensors.py); taken in the full pass (the timing pass under
+            ``capture="timing"``) and read back after the pass's timed wall.
+        save_logits: keep each step's logits row and the token ids in the sidecar too.
+        dump_limit: refuse (:class:`~tracekit.runner.tensors.DumpLimitError`, before any
+            kernel runs) when the sidecar's estimated size exceeds this many bytes.
+        on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
 
     Returns:
         The path written.
@@ -630,6 +667,17 @@ def record_trace(
             f"the prompt of {len(ids)} tokens + {steps} decode steps need {len(ids) + steps} "
             f"positions, more than the model's context of {cfg.n_ctx}"
         )
+    plan = plan_dump(model, dump, save_logits, len(ids), steps, capture, cuda_graph)
+    if plan is not None and dump_limit is not None and plan.bytes > dump_limit:
+        from tracekit.runner.perf import fmt_bytes
+
+        raise DumpLimitError(
+            f"the tensor sidecar would hold {plan.count} tensors, {fmt_bytes(plan.bytes)} "
+            f"({plan.bytes:,} bytes), more than --dump-limit {fmt_bytes(dump_limit)} "
+            f"({dump_limit:,} bytes): narrow --dump, record fewer steps or raise the limit"
+        )
+    if plan is not None and on_dump_estimate is not None:
+        on_dump_estimate(plan)
     be = model.backend(backend)
     from tracekit.kernels.ceilings import measure_ceilings
 
@@ -691,6 +739,10 @@ def record_trace(
         "steps": [],
     }
     tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
+    dumps = None
+    if plan is not None:
+        dumps = Dumps(dump, [n.id for n in plan.nodes], save_logits)
+        tracer.dump_ids = frozenset(dumps.node_ids)
     for k in range(steps + 1):  # NVTX attributes made now, not inside a step's timed wall
         tracer.ranges.attrs("prefill" if k == 0 else f"decode {k}", "step")
     if session.replay_mode == "graph" and session.replay is not None:
@@ -738,6 +790,9 @@ def record_trace(
             token = sampler(logits)
             generated.append(token)
             pending.append(_Pending(k, name, list(feed), n_past, timing, full, logits, token))
+            if dumps is not None:
+                dumps.add_outputs(k, (full or timing)["dumps"])
+                dumps.add_logits(k, logits, feed, token)
             trace["run"]["generated_tokens"] = list(generated)
             bar.update(1)
             if not defer or time.perf_counter() - flushed > FLUSH_EVERY_S or host.empty:
@@ -761,13 +816,71 @@ def record_trace(
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
             raise RecordInterrupted(None, 0) from None
         _finish(trace, generated, text, model)
-        path = write_trace(trace, out_path)
+        path = _write(trace, out_path, dumps)
         raise RecordInterrupted(path, len(trace["steps"])) from None
     finally:
         bar.close()
     trace["complete"] = True
     _finish(trace, generated, text, model)
-    return write_trace(trace, out_path)
+    return _write(trace, out_path, dumps)
+
+
+class DumpPlan(NamedTuple):
+    """What ``--dump``/``--save-logits`` will write: the matched nodes, the sidecar's tensor
+    count and its size in bytes (exact for a run of every requested step)."""
+
+    nodes: list[Any]
+    count: int
+    bytes: int
+
+
+def plan_dump(
+    model: Model,
+    regex: str | None,
+    save_logits: bool,
+    n_prompt: int,
+    steps: int,
+    capture: str = "full",
+    cuda_graph: bool = False,
+) -> DumpPlan | None:
+    """The sidecar a recording will write, or None without ``--dump``/``--save-logits``.
+
+    Raises:
+        DumpError: a bad regex, one that matches no node, or (CUDA graphs with timing capture)
+            a matched node whose output a later node overwrites in place, which a timed graph
+            does not keep.
+    """
+    if regex is None and not save_logits:
+        return None
+    nodes = list(model.graph)
+    matched = match_nodes(nodes, regex) if regex is not None else []
+    if regex is not None and not matched:
+        raise DumpError(f"--dump {regex!r} matches no node (names like {nodes[1].name!r})")
+    if cuda_graph and capture == "timing":
+        over = overwritten_in_place(nodes)
+        bad = [n.name for n in matched if over[n.id]]
+        if bad:
+            raise DumpError(
+                f"--dump with --cuda-graph --capture timing: a later node overwrites the output "
+                f"of {bad[0]} in place and a timing graph keeps no copy; use --capture full"
+            )
+    entries = planned_entries(matched, [n_prompt] + [1] * steps, model.config.n_vocab,
+                              save_logits)  # fmt: skip
+    return DumpPlan(matched, len(entries), file_size(entries, metadata(regex, save_logits)))
+
+
+def _write(trace: dict[str, Any], out_path: Path, dumps: Dumps | None) -> Path:
+    """The trace, and first its tensor sidecar (tracekit/runner/tensors.py: atomic as a pair)."""
+    if dumps is None:
+        path = write_trace(trace, out_path)
+        remove_old_sidecars(out_path, keep=None)  # an earlier recording's, now unreferenced
+        return path
+    steps = [st["index"] for st in trace["steps"]]
+    meta = metadata(dumps.regex, dumps.save_logits)
+    trace["tensors"] = write_sidecar(out_path, dumps.tensors(steps), meta)
+    path = write_trace(trace, out_path)
+    remove_old_sidecars(out_path, keep=trace["tensors"]["file"])
+    return path
 
 
 #: With CUDA graphs, steps' records are built at the end of the run or after this many seconds.
@@ -910,9 +1023,9 @@ def _step_passes(
     unformatted (its host copies, :func:`_graph_run`): the caller formats it with
     :func:`_formatted` when it builds the step's record, after the run (see record_trace)."""
     if not with_full:
-        return _pass(session, tracer, feed, name, False, host), None
+        return _pass(session, tracer, feed, name, False, host, dump=True), None
     n_past = session.n_past
-    full = _pass(session, tracer, feed, name, True, host)
+    full = _pass(session, tracer, feed, name, True, host, dump=True)
     session.n_past = n_past  # rewind: the timing pass re-runs this step
     return _pass(session, tracer, feed, name, False, host), full
 
@@ -929,9 +1042,12 @@ def _pass(
     name: str,
     full: bool,
     host: _HostBuffers | None = None,
+    dump: bool = False,
 ) -> dict[str, Any]:
     """One pass of one step: {"nodes", "logits", "wall_s", "stats_s", "stats_collects",
-    "stats_launches", "stats_format_s"}; a CUDA-graph pass unformatted (:func:`_graph_run`).
+    "stats_launches", "stats_format_s", "dumps"}; a CUDA-graph pass unformatted
+    (:func:`_graph_run`). ``dump``: this pass keeps the ``--dump`` nodes' outputs, read back to
+    the host after its wall (``dumps``: node name -> array).
 
     ``wall_s`` runs from an idle device to the logits on the host, and in the full pass to the
     statistics on the host too (collected after the last node, inside the step's NVTX range);
@@ -939,10 +1055,10 @@ def _pass(
     """
     be = session.backend
     if session.can_replay_graph(feed):
-        return _graph_run(session, tracer, feed, name, full, host)
+        return _graph_run(session, tracer, feed, name, full, host, dump)
     be.synchronize()
     t0 = time.perf_counter()
-    tracer.begin_step(name, full)
+    tracer.begin_step(name, full, dump)
     try:
         logits = session.run_step(feed, node_hook=tracer)[-1]
         if full:
@@ -956,6 +1072,7 @@ def _pass(
         "logits": logits,
         "launch_mode": tracer.timer.launch_mode,
         "span_ns": tracer.span_ns,
+        "dumps": tracer.take_dumps(),
         "wall_s": wall,
         "stats_s": tracer.stats_s,
         "stats_collects": tracer.stats_collects,
@@ -971,6 +1088,7 @@ def _graph_run(
     name: str,
     full: bool,
     host: _HostBuffers | None = None,
+    dump: bool = False,
 ) -> dict[str, Any]:
     """A decode step's pass as one CUDA graph launch (see the module docstring): the timing
     pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside). Returns
@@ -993,8 +1111,15 @@ def _graph_run(
     finally:
         tracer.ranges.pop_all()
     wall = time.perf_counter() - t0  # logits, timestamps and statistics are on the host
+    # --dump: the graph's output buffers (or its in-graph copies of outputs overwritten in
+    # place), read after the pass's wall and before the next pass rewrites them
+    dumps = (
+        {tracer.nodes[i].name: np.array(be.to_host(replay.output_of(i, kind)))
+         for i in sorted(tracer.dump_ids)}
+        if dump else {}
+    )  # fmt: skip
     return {"full": full, "n_past": n_past, "logits": logits, "stamps": stamps,
-            "results": results, "wall_s": wall, "stats_s": stats_s}  # fmt: skip
+            "results": results, "wall_s": wall, "stats_s": stats_s, "dumps": dumps}  # fmt: skip
 
 
 def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
@@ -1026,6 +1151,7 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
         "logits": raw["logits"],
         "launch_mode": "graph",
         "span_ns": int(t[-1]),
+        "dumps": raw["dumps"],
         "wall_s": wall,
         "stats_s": raw["stats_s"],
         "stats_collects": 1 if full else 0,

@@ -411,6 +411,11 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     creating it and the rename leaves it behind; the next write to ``path`` removes such files
     of dead writers first (:func:`remove_stale_temp_files`).
     """
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """:func:`atomic_write_text` for bytes (a trace's tensor sidecar, tracekit/runner/tensors.py)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path)
@@ -418,8 +423,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
         os.fchmod(fd, _file_mode(path))  # created 0600; a trace is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
