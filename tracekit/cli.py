@@ -368,10 +368,17 @@ def _diff(args: argparse.Namespace) -> int:
     import json
 
     from tracekit.runner.diff import diff_traces
+    from tracekit.runner.tensors import load_tensors
     from tracekit.runner.trace import load_trace
 
     a, b = load_trace(args.a), load_trace(args.b)
-    report = diff_traces(a, b, rtol=args.rtol, atol=args.atol)
+    ta = tb = None
+    if not args.no_tensors:
+        ta, tb = load_tensors(a, args.a), load_tensors(b, args.b)
+    report = diff_traces(
+        a, b, rtol=args.rtol, atol=args.atol, tensors_a=ta, tensors_b=tb,
+        tensor_rtol=args.tensor_rtol,
+    )  # fmt: skip
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
     else:
@@ -426,8 +433,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("a")
     d.add_argument("b")
-    d.add_argument("--rtol", type=float, default=1e-3, help="relative to the tensor's absmax")
-    d.add_argument("--atol", type=float, default=1e-5)
+    d.add_argument(
+        "--rtol",
+        type=float,
+        default=None,
+        help="statistics tolerance relative to the tensor's absmax (default: calibrated for the "
+        "runs' numerical path, stated in the report)",
+    )
+    d.add_argument("--atol", type=float, default=None, help="(default: calibrated)")
+    d.add_argument(
+        "--tensor-rtol",
+        type=float,
+        default=None,
+        help="with dumps on both sides: a node output's max |a - b| / max |a|,|b| tolerance "
+        "(default: calibrated)",
+    )
+    d.add_argument(
+        "--no-tensors", action="store_true", help="ignore tensor sidecars: statistics only"
+    )
     d.add_argument("--json", action="store_true", help="the report as JSON")
     d.set_defaults(fn=_diff)
     n = sub.add_parser("ncu-import", help="join Nsight Compute CSV metrics onto a trace's nodes")

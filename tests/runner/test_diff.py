@@ -27,7 +27,7 @@ def test_planted_divergence_is_found_with_its_numbers() -> None:
     rec = b["steps"][1]["nodes"][4]
     rec["stats"]["mean"] += 0.01 * rec["stats"]["absmax"]  # 1% of the tensor's magnitude
     b["steps"][2]["nodes"][2]["stats"]["max"] += 1.0  # a later one must not be reported first
-    r = diff_traces(a, b, rtol=1e-3)
+    r = diff_traces(a, b, rtol=1e-3, atol=1e-5)
     d = r.first_divergence
     assert r.diverged and d is not None
     assert (d.step, d.node, d.metric) == ("decode 1", a["nodes"][4]["name"], "mean")
