@@ -349,6 +349,19 @@ def _info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check(args: argparse.Namespace) -> int:
+    import json
+
+    from tracekit.runner.check import check_model
+
+    report = check_model(args.model)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        print(report.text())
+    return EXIT_DIFFERENT if report.found else EXIT_OK
+
+
 # -- export / diff / ncu-import -------------------------------------------------------------------
 def _export(args: argparse.Namespace) -> int:
     from tracekit.runner.export import export_chrome, export_logits
@@ -417,6 +430,14 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("model")
     i.add_argument("--tensors", action="store_true", help="also list every tensor")
     i.set_defaults(fn=_info)
+    c = sub.add_parser(
+        "check",
+        help="scan every tensor of a GGUF file for non-finite scales/values, all-zero blocks "
+        "and shapes/types against the metadata (exit 1 if anything is found, 2 if unreadable)",
+    )
+    c.add_argument("model")
+    c.add_argument("--json", action="store_true", help="the report as JSON")
+    c.set_defaults(fn=_check)
     e = sub.add_parser("export", help="export a trace for another viewer")
     e.add_argument(
         "--format",
