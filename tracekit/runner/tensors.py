@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.runner.trace import TraceError, atomic_write_bytes
+from tracekit.runner.trace import TraceError, atomic_write_bytes, remove_stale_temp_files
 
 FORMAT = "safetensors"
 #: safetensors' dtype names for the dtypes a node output or a token id has.
@@ -180,6 +180,7 @@ def write_sidecar(
     blob = save(tensors, metadata=meta)
     digest = hashlib.sha256(blob).hexdigest()
     name = sidecar_name(trace_path, digest)
+    remove_stale_sidecar_temps(trace_path)
     atomic_write_bytes(trace_path.with_name(name), blob)
     return {
         "format": FORMAT,
@@ -190,6 +191,22 @@ def write_sidecar(
         "logits": meta.get("logits") == "True",
         "count": len(tensors),
     }
+
+
+def remove_stale_sidecar_temps(trace_path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files killed writers of this trace's sidecars left (each sidecar name
+    differs, so the write of the next one would not find them: same rule as the trace's,
+    :func:`~tracekit.runner.trace.remove_stale_temp_files`)."""
+    trace_path = Path(trace_path)
+    pat = re.compile(r"\.(" + _sidecar_pattern(trace_path).pattern + r")\.tmp-.*")
+    removed: list[Path] = []
+    try:
+        names = {m.group(1) for e in os.scandir(trace_path.parent) if (m := pat.fullmatch(e.name))}
+    except OSError:
+        return removed
+    for name in sorted(names):
+        removed += remove_stale_temp_files(trace_path.with_name(name))
+    return removed
 
 
 def remove_old_sidecars(trace_path: str | os.PathLike[str], keep: str | None) -> list[Path]:
