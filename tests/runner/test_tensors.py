@@ -242,3 +242,17 @@ def test_no_tensors_flag_and_one_sided_dumps(
     j = json.loads(capsys.readouterr().out)
     assert j["tensors"]["first_introduced"]["node"] == "blk.1.attn_v.bias"
     assert j["path"]["name"] == "f32-cpu"
+
+
+@pytest.mark.slow
+def test_kill_slice_with_dumps(tmp_path: Path) -> None:
+    """scripts/kill_test.py --dump: SIGKILLs at seeded moments (some timed into the sidecar's
+    write) and SIGINTs: never a partial file at either path, the trace at the path always
+    names a sidecar that is there with its checksum."""
+    from tests.scripts import load_script
+
+    kt = load_script("kill_test")
+    report = kt.campaign(tmp_path, kills=4, write_kills=3, sigints=2, seed=2, steps=4, jobs=1,
+                         log=None, dump=r"blk\.0\..*")  # fmt: skip
+    assert report["failures"] == [], report["failures"]
+    assert report["runs"] == 9 and report["config"]["dump"] == r"blk\.0\..*"
