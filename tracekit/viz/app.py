@@ -400,6 +400,29 @@ def _detail_views(trace: Trace, j: int, i: int) -> tuple[Any, Any, go.Figure, go
 
 
 # -- compare ---------------------------------------------------------------------------------
+def compare_report(a: Trace, b: Trace, paths: Sequence[Path]) -> DiffReport:
+    """What ``tracekit diff A B`` reports: calibrated tolerances, tensor sidecars compared when
+    both traces have one. A sidecar that cannot be used, or a path without a calibrated
+    tolerance, is said in the report's notes (statistics at the dashboard's RTOL then)."""
+    from tracekit.runner.tensors import load_tensors
+
+    notes: list[str] = []
+    tensors: list[Any] = []
+    for t, p in zip((a, b), paths, strict=True):
+        try:
+            tensors.append(load_tensors(t, p))
+        except TraceError as e:
+            tensors.append(None)
+            notes.append(f"tensor sidecar not used: {e}")
+    try:
+        report = diff_traces(a, b, tensors_a=tensors[0], tensors_b=tensors[1])
+    except ValueError as e:  # no calibrated tolerance for the path: the dashboard's, said so
+        report = diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+        notes.append(f"{e}; shown at rtol {d.RTOL:g}, atol {d.ATOL:g}")
+    report.notes += notes
+    return report
+
+
 def _compare_summary(
     a: Trace,
     b: Trace,
@@ -433,10 +456,24 @@ def _compare_summary(
                 id="first-divergence",
             )
         )
+    fi = report.tensors.first_introduced if report.tensors is not None else None
+    if fi is not None and fi.node in by_name:
+        k = next(i for i, s in enumerate(a["steps"]) if s["name"] == fi.step)
+        out.append(
+            html.Div(
+                [
+                    f"the node that broke it (first to introduce error, tensors compared): "
+                    f"{fi.node} at {fi.step}. ",
+                    _goto(by_name[fi.node], f"select {fi.node} at {fi.step}", "diff", step=k),
+                ],
+                className="tk-alert",
+                id="first-introduced",
+            )
+        )
     if j >= len(b["steps"]):
         out.append(html.Div(f"B has no {a['steps'][j]['name']}: nothing to compare here"))
         return out
-    first = d.first_divergence(deltas)
+    first = d.first_divergence(deltas, report.rtol, report.atol)
     step = a["steps"][j]["name"]
     if first is None:
         out.append(
@@ -849,8 +886,9 @@ def _register(
 
     @functools.cache
     def diff_report() -> DiffReport:
-        # Computed on the first visit to the compare tab, then kept (the traces never change).
-        return diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+        # Computed on the first visit to the compare tab, then kept (the traces never change):
+        # the report of `tracekit diff A B`, tensor sidecars included.
+        return compare_report(a, b, paths)
 
     @app.callback(
         Output("compare-summary", "children"),
@@ -871,7 +909,7 @@ def _register(
         rng = f.shared_range(sa, sb)
         return (
             _compare_summary(a, b, j, deltas, diff_report(), paths),
-            f.compare_figure(deltas, selected=node),
+            f.compare_figure(deltas, diff_report().rtol, diff_report().atol, selected=node),
             f.heatmap_figure(sa, f"A: {name}", rng),
             f.heatmap_figure(sb, f"B: {name}", rng),
             _compare_node_table(a, b, j, node),
