@@ -15,6 +15,7 @@ from safetensors.numpy import load_file
 
 from tests.runner.test_model import smollm2_path
 from tracekit.cli import main
+from tracekit.kernels.backend import NumpyBackend
 from tracekit.runner.demo import write_demo_model
 from tracekit.runner.diff import diff_traces
 from tracekit.runner.model import load_model
@@ -256,3 +257,46 @@ def test_kill_slice_with_dumps(tmp_path: Path) -> None:
                          log=None, dump=r"blk\.0\..*")  # fmt: skip
     assert report["failures"] == [], report["failures"]
     assert report["runs"] == 9 and report["config"]["dump"] == r"blk\.0\..*"
+
+
+class F16GemmNumpy(NumpyBackend):
+    """The NumPy backend with the GPU's matmul numerics emulated: weights rounded to f16 once,
+    activations rounded to f16 before each matmul, f32 accumulation (the CuPy path's cuBLAS
+    call); every other op as on the CPU, in f32 as on the GPU."""
+
+    def matmul_weight(self, raw, qtype, shape):
+        return super().matmul_weight(raw, qtype, shape).astype(np.float16).astype(np.float32)
+
+    def matmul(self, x, w):
+        return super().matmul(np.asarray(x).astype(np.float16).astype(np.float32), w)
+
+
+@pytest.mark.parametrize("planted_bias", [False, True])
+def test_f16_gemm_numerics_emulated(
+    demo: Path, planted: dict[str, Path], tmp_path: Path, planted_bias: bool
+) -> None:
+    """GPU-vs-CPU on the CPU: the GPU's f16-GEMM rounding emulated, judged at the f16-GEMM
+    path's calibrated tolerance. Unchanged model: nothing diverges (with and without dumps);
+    +0.01 on blk.1.attn_v.bias[17]: with dumps, that node is the first to introduce error
+    (the f16 noise of every matmul before it stays under the matmul tolerance)."""
+    from tracekit.runner.record import record_trace
+
+    model = tmp_path / "bias.gguf" if planted_bias else demo
+    if planted_bias:
+        plant(demo, model, "blk.1.attn_v.bias", 17, 0.01)
+    g = record_trace(model, prompt=PROMPT, steps=4, backend=F16GemmNumpy(), progress=False,
+                     output=tmp_path / "g.json", dump=".*", nvtx=False)  # fmt: skip
+    c = planted["base"]
+    tg, tc = load_trace(g), load_trace(c)
+    tg["run"]["backend"] = "cupy"  # judged as the f16-GEMM GPU path
+    tens = dict(tensors_a=load_tensors(tg, g), tensors_b=load_tensors(tc, c))
+    r = diff_traces(tg, tc, **tens)
+    assert r.path.name == "f16-gemm-gpu"
+    assert diff_traces(tg, tc).first_divergence is None  # statistics: within tolerance
+    if not planted_bias:
+        assert not r.diverged, r.text()
+        assert r.tensors.above_tolerance == 0 and r.tensors.largest.rel > 1e-4  # f16 did round
+    else:
+        fi = r.tensors.first_introduced
+        assert fi is not None and (fi.step, fi.node) == ("prefill", "blk.1.attn_v.bias"), r.text()
+        assert fi.peak[-1] == 17 and fi.carried is not None and fi.carried > 0
