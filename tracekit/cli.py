@@ -3,7 +3,8 @@
 Every error a user can cause (a bad path, a malformed or unsupported model, a bad trace, an
 unusable backend, bad token ids) ends as ONE line on stderr, ``error: ...``, and exit code 2;
 no traceback (set ``TRACEKIT_DEBUG=1`` to see one). ``tracekit diff`` exits 1 when the traces
-diverge, like diff(1).
+diverge, like diff(1); ``tracekit check`` exits 1 when it finds a bad block or a shape/type
+that disagrees with the metadata.
 """
 
 from __future__ import annotations
