@@ -7,7 +7,7 @@ it decodes is 0, as when a block's bytes were zeroed); for float tensors (F32/F1
 value is checked for Inf/NaN. The first bad block is named by tensor, block index, row and byte
 offset in the file; counts are kept per tensor. Shapes and types are checked against the
 metadata as :func:`~tracekit.runner.model.load_model` does. A type without a row in
-:data:`SCALE_FIELDS` is listed as not scanned, never guessed at.
+:data:`SCALE_FIELDS` (from the quant table) is listed as not scanned, never guessed at.
 """
 
 from __future__ import annotations
@@ -21,24 +21,17 @@ from typing import Any
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
+from tracekit.quants import QUANT_TABLE
+
 _T = GGMLQuantizationType
 
-#: Byte offsets of the f16 scale fields inside one block, per quantized type (ggml-common.h's
-#: block structs). A block decodes to 0 everywhere when all of them are 0, and to non-finite
-#: values when any is Inf/NaN (every other field is an integer: sub-scales, quants).
+#: Byte offsets of the f16 scale fields inside one block, per quantized type: the quant table's
+#: declaration (``QuantType.f16_fields``, tracekit/quants.py), never retyped here. A block
+#: decodes to 0 everywhere when all of them are 0, and to non-finite values when any is Inf/NaN
+#: (every other field is an integer: sub-scales, quants). A type outside the table is listed
+#: as not scanned.
 SCALE_FIELDS: dict[GGMLQuantizationType, tuple[int, ...]] = {
-    _T.Q4_0: (0,),  # d, qs[16]
-    _T.Q4_1: (0, 2),  # d, m, qs[16]
-    _T.Q5_0: (0,),  # d, qh[4], qs[16]
-    _T.Q5_1: (0, 2),  # d, m, qh[4], qs[16]
-    _T.Q8_0: (0,),  # d, qs[32]
-    _T.Q2_K: (80, 82),  # scales[16], qs[64], d, dmin
-    _T.Q3_K: (108,),  # hmask[32], qs[64], scales[12], d
-    _T.Q4_K: (0, 2),  # d, dmin, scales[12], qs[128]
-    _T.Q5_K: (0, 2),  # d, dmin, scales[12], qh[32], qs[128]
-    _T.Q6_K: (208,),  # ql[128], qh[64], scales[16], d
-    _T.IQ4_NL: (0,),  # d, qs[16]
-    _T.IQ4_XS: (0,),  # d, scales_h, scales_l[4], qs[128]
+    q: t.f16_fields for q, t in QUANT_TABLE.items() if t.is_quantized
 }
 #: Float types: every element is checked (block = element).
 FLOAT_TYPES = (_T.F32, _T.F16, _T.BF16)
