@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 12 (the speed of Q2_K, Q3_K, IQ4_NL, IQ4_XS) on a GPU host, in one call of <= 240 s:
+#   OUT=/tmp/out scripts/gpu_check_i12b.sh          (repo root as cwd; logs under $OUT)
+# 1. GPU parity, bit-exact: dequant + embed of the four types (edge sizes, poisoned outputs,
+#    every table alignment, NaN/Inf scales), i.e. the word-wise dec8_w and byte-wise dec8 paths.
+# 2. sweep_dequant.py over the direct variant (every swept type's winner) x chunks x threads (each
+#    build is first checked bit for bit on aligned and unaligned raw and a clamped grid).
+# 3. The sweep's best exact configuration is written into each class's dequant= (this copy of
+#    tracekit/quants.py), and `tracekit bench --only 'dequant_*'` measures it against copy.
+set -uo pipefail
+OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
+PY=${PYTHON:-python3}
+TYPES=(Q2_K Q3_K IQ4_NL IQ4_XS)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.txt"
+
+echo "=== gpu parity $(date -u +%FT%TZ)"
+timeout -k 5 ${T_TESTS:-60} "$PY" -m pytest -q -m gpu -p no:cacheprovider -rfE \
+  tests/kernels/test_dequant_embed_gpu.py tests/kernels/test_embed_align_gpu.py \
+  -k "Q2_K or Q3_K or IQ4_NL or IQ4_XS" 2>&1 | tee "$OUT/gpu-tests-i12b.log" | tail -8
+
+echo "=== sweep $(date -u +%FT%TZ)"
+SWEEP_VARIANTS=${SWEEP_VARIANTS:-2} SWEEP_CHUNKS=${SWEEP_CHUNKS:-1,2,4,8} \
+  timeout -k 5 ${T_SWEEP:-90} "$PY" scripts/sweep_dequant.py "${TYPES[@]}" 2>&1 | tee "$OUT/sweep-i12b.log"
+
+echo "=== apply the sweep's best configuration to tracekit/quants.py"
+"$PY" - "$OUT/sweep-i12b.log" <<'PYEOF'
+import re, sys
+best = dict(re.findall(r"^\s+_T\.(\w+): KernelConfig\((\d+, \d+, \d+)\),$", open(sys.argv[1]).read(), re.M))
+src = open("tracekit/quants.py").read()
+for name, cfg in best.items():
+    pat = rf"^(class {name}\(QuantType, qtype=_T\.{name}, f16_fields=\([^)]*\))(, dequant=DequantConfig\([^)]*\))?\):"
+    src, n = re.subn(pat, rf"\1, dequant=DequantConfig({cfg})):", src, flags=re.M)
+    print(f"{name}: DequantConfig({cfg})" + ("" if n == 1 else "  (class line not found)"))
+open("tracekit/quants.py", "w").write(src)
+PYEOF
+
+echo "=== bench $(date -u +%FT%TZ)"
+timeout -k 5 ${T_BENCH:-70} "$PY" -m tracekit bench --backend cupy --only 'dequant_*' \
+  --json "$OUT/bench-i12b.json" 2>&1 | tee "$OUT/bench-i12b.log" | tail -20
+
+echo "=== summary"
+"$PY" - "$OUT" <<'PYEOF'
+import json, re, sys
+out = sys.argv[1]
+try:
+    last = open(f"{out}/gpu-tests-i12b.log").read().strip().splitlines()[-1]
+except (FileNotFoundError, IndexError):
+    last = ""
+print("gpu parity:", ", ".join(f"{n} {w}" for n, w in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last)) or "no result line")
+sweep = open(f"{out}/sweep-i12b.log").read() if __import__("os").path.exists(f"{out}/sweep-i12b.log") else ""
+print("sweep BAD lines:", sweep.count("\nBAD "), "| best:", "; ".join(re.findall(r"^  (\w+\s+[\d.]+%.*)$", sweep, re.M)))
+try:
+    rows = json.load(open(f"{out}/bench-i12b.json"))["rows"]
+except FileNotFoundError:
+    rows = []
+for r in rows:
+    if r["kernel"].startswith("dequant_"):
+        pct = "-" if r["pct_copy"] is None else f"{r['pct_copy']:.1f}"
+        print(f"{r['kernel']:24s} {pct:>6s}% of copy  {r['target']} / {r['met']}")
+PYEOF
