@@ -392,20 +392,27 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
             v[k] = __fmul_rn(dl, code_f(code, 4.0f));
         }
     }
-    // word-wise (Fast<Q3_K>): a block at a multiple of ALIGN bytes (TS 110 = 2 * 55); the scale
-    // bytes come from the words holding scales[j % 8] and scales[8 + j % 4]
+    // word-wise (Fast<Q3_K>): a block at a multiple of ALIGN bytes (TS 110 = 2 * 55). Every
+    // field starts at b + 4k, so all are read as aligned words from w = b - b % 4, the 8-byte
+    // fields as 3 words (in the block for either b % 4: hmask ends at 32, qs at 96), and one
+    // funnel shift per word both aligns the bytes and moves the wanted bit plane to bit 0.
     static constexpr int ALIGN = 2;
     static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const int j = c >> 1, g = c >> 2, l0 = (c & 3) * 8;
-        const u32 lo = (ld_4(b + 96 + 4 * ((j >> 2) & 1)) >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
-        const u32 hi = (ld_4(b + 104) >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
+        const u32 o = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2
+        const u32* w = reinterpret_cast<const u32*>(b - o);
+        const u32* qw = w + (32 + 32 * (g >> 2) + l0) / 4;
+        const u32* mw = w + l0 / 4;
+        const u32 q0 = qw[0], q1 = qw[1], q2 = qw[2], m0 = mw[0], m1 = mw[1], m2 = mw[2];
+        const u32 sq = 8 * o + 2 * (g & 3), sm = 8 * o + g;  // <= 22: bits past 31 masked off
+        const u32 hx = (__funnelshift_r(m0, m1, sm) & 0x01010101u) << 2;  // bit g of hmask -> 2
+        const u32 hy = (__funnelshift_r(m1, m2, sm) & 0x01010101u) << 2;
+        const uint2 code = make_uint2((__funnelshift_r(q0, q1, sq) & 0x03030303u) | hx,
+                                      (__funnelshift_r(q1, q2, sq) & 0x03030303u) | hy);
+        const u32 pl = o + 96 + (j & 7), ph = o + 104 + (j & 3);  // scale bytes, from w
+        const u32 lo = (w[pl >> 2] >> (8 * (pl & 3) + 4 * (j >> 3))) & 15u;
+        const u32 hi = (w[ph >> 2] >> (8 * (ph & 3) + 2 * (j >> 2))) & 3u;
         const float dl = __fmul_rn(f16_at(b + 108), code_f(lo | (hi << 4), 32.0f));
-        const uint2 q = ld_8(b + 32 + 32 * (g >> 2) + l0);
-        const uint2 m = ld_8(b + l0);
-        const int sh = 2 * (g & 3);
-        const u32 hx = ((m.x >> g) & 0x01010101u) << 2, hy = ((m.y >> g) & 0x01010101u) << 2;
-        const uint2 code = make_uint2(((q.x >> sh) & 0x03030303u) | hx,
-                                      ((q.y >> sh) & 0x03030303u) | hy);
         float f[8];
         codes8(code, 4.0f, f);
 #pragma unroll
