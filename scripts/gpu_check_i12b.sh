@@ -31,16 +31,7 @@ SWEEP_VARIANTS=${SWEEP_VARIANTS:-2} SWEEP_CHUNKS=${SWEEP_CHUNKS:-1,2,4,8} \
   timeout -k 5 ${T_SWEEP:-90} "$PY" scripts/sweep_dequant.py "${TYPES[@]}" 2>&1 | tee "$OUT/sweep-i12b.log"
 
 echo "=== apply the sweep's best configuration to tracekit/quants.py"
-"$PY" - "$OUT/sweep-i12b.log" <<'PYEOF'
-import re, sys
-best = dict(re.findall(r"^\s+_T\.(\w+): KernelConfig\((\d+, \d+, \d+)\),$", open(sys.argv[1]).read(), re.M))
-src = open("tracekit/quants.py").read()
-for name, cfg in best.items():
-    pat = rf"^(class {name}\(QuantType, qtype=_T\.{name}, f16_fields=\([^)]*\))(, dequant=DequantConfig\([^)]*\))?\):"
-    src, n = re.subn(pat, rf"\1, dequant=DequantConfig({cfg})):", src, flags=re.M)
-    print(f"{name}: DequantConfig({cfg})" + ("" if n == 1 else "  (class line not found)"))
-open("tracekit/quants.py", "w").write(src)
-PYEOF
+"$PY" scripts/apply_sweep.py "$OUT/sweep-i12b.log" | tee "$OUT/apply-i12b.log"
 
 echo "=== bench $(date -u +%FT%TZ)"
 timeout -k 5 ${T_BENCH:-70} "$PY" -m tracekit bench --backend cupy --only 'dequant_*' \
