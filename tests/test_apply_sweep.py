@@ -24,8 +24,9 @@ def test_configs_land_in_their_class_lines() -> None:
     lines = {ln.split("(")[0]: ln for ln in out.splitlines() if ln.startswith("class ")}
     assert lines["class Q2_K"].endswith(", dequant=DequantConfig(2, 256, 8)):")
     assert lines["class Q4_K"].endswith(", f16_fields=(0, 2), dequant=DequantConfig(2, 128, 2)):")
-    changed = [a for a, b in zip(src.splitlines(), out.splitlines()) if a != b]
-    assert len(changed) == 2 and len(src.splitlines()) == len(out.splitlines())
+    assert len(src.splitlines()) == len(out.splitlines())
+    changed = [a for a, b in zip(src.splitlines(), out.splitlines(), strict=True) if a != b]
+    assert len(changed) == 2
     assert apply_sweep.apply(LOG, out)[0] == out  # applying twice changes nothing more
 
 

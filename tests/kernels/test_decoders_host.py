@@ -77,7 +77,7 @@ def test_device_decoders_match_gguf(lib: ctypes.CDLL, qt: QuantType) -> None:
         ctypes.c_void_p(got[0].ctypes.data),
         ctypes.c_void_p(got[1].ctypes.data),
     )
-    for name, g in zip(("byte-wise dec8", "Fast<T>::dec8 (word-wise)"), got):
+    for name, g in zip(("byte-wise dec8", "Fast<T>::dec8 (word-wise)"), got, strict=True):
         same = (g.view(np.uint32) == want.view(np.uint32)) | (np.isnan(g) & np.isnan(want))
         bad = np.flatnonzero(~same)
         assert bad.size == 0, (
