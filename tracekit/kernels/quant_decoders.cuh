@@ -409,9 +409,12 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
         const u32 hy = (__funnelshift_r(m1, m2, sm) & 0x01010101u) << 2;
         const uint2 code = make_uint2((__funnelshift_r(q0, q1, sq) & 0x03030303u) | hx,
                                       (__funnelshift_r(q1, q2, sq) & 0x03030303u) | hy);
-        const u32 pl = o + 96 + (j & 7), ph = o + 104 + (j & 3);  // scale bytes, from w
-        const u32 lo = (w[pl >> 2] >> (8 * (pl & 3) + 4 * (j >> 3))) & 15u;
-        const u32 hi = (w[ph >> 2] >> (8 * (ph & 3) + 2 * (j >> 2))) & 3u;
+        // scales[0..12) = bytes 96..107 of b = words 24..27 of w shifted by 8 o (word 27 is
+        // past the block when o == 0, and then not needed)
+        const u32 s0 = w[24], s1 = w[25], s2 = w[26], s3 = o ? w[27] : 0u;
+        const u32 lo4 = (j & 4) ? __funnelshift_r(s1, s2, 8 * o) : __funnelshift_r(s0, s1, 8 * o);
+        const u32 lo = (lo4 >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
+        const u32 hi = (__funnelshift_r(s2, s3, 8 * o) >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
         const float dl = __fmul_rn(f16_at(b + 108), code_f(lo | (hi << 4), 32.0f));
         float f[8];
         codes8(code, 4.0f, f);
