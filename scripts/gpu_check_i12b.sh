@@ -40,20 +40,20 @@ timeout -k 5 ${T_BENCH:-70} "$PY" -m tracekit bench --backend cupy --only 'dequa
 echo "=== summary"
 "$PY" - "$OUT" <<'PYEOF'
 import json, re, sys
-out = sys.argv[1]
-try:
-    last = open(f"{out}/gpu-tests-i12b.log").read().strip().splitlines()[-1]
-except (FileNotFoundError, IndexError):
-    last = ""
-print("gpu parity:", ", ".join(f"{n} {w}" for n, w in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last)) or "no result line")
-sweep = open(f"{out}/sweep-i12b.log").read() if __import__("os").path.exists(f"{out}/sweep-i12b.log") else ""
-print("sweep BAD lines:", sweep.count("\nBAD "), "| best:", "; ".join(re.findall(r"^  (\w+\s+[\d.]+%.*)$", sweep, re.M)))
-try:
-    rows = json.load(open(f"{out}/bench-i12b.json"))["rows"]
-except FileNotFoundError:
-    rows = []
+from pathlib import Path
+out = Path(sys.argv[1])
+def text(name):
+    return (out / name).read_text() if (out / name).exists() else ""
+last = (text("gpu-tests-i12b.log").strip().splitlines() or [""])[-1]
+counts = re.findall(r"(\d+) (passed|failed|skipped|errors?)", last)
+print("gpu parity:", ", ".join(f"{n} {w}" for n, w in counts) or "no result line")
+sweep = text("sweep-i12b.log")
+print("sweep BAD lines:", len(re.findall(r"^BAD ", sweep, re.M)))
+print("sweep best:", *re.findall(r"^  (\w+\s+[\d.]+%.*)$", sweep, re.M), sep="\n  ")
+print("applied:", text("apply-i12b.log").strip() or "nothing")
+rows = json.loads(text("bench-i12b.json"))["rows"] if text("bench-i12b.json") else []
 for r in rows:
-    if r["kernel"].startswith("dequant_"):
+    if r["kernel"].startswith(("dequant_", "copy")):
         pct = "-" if r["pct_copy"] is None else f"{r['pct_copy']:.1f}"
         print(f"{r['kernel']:24s} {pct:>6s}% of copy  {r['target']} / {r['met']}")
 PYEOF
