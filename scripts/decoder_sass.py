@@ -3,6 +3,7 @@ type and path (byte-wise ``T::dec8``, word-wise ``Fast<T>::dec8``) decoding 8 va
 them, compiled with nvcc for sm_90 and disassembled with cuobjdump; prints SASS instructions and
 global loads (count and widths) per probe. Fewer instructions per 16-byte output chunk is what
 moves a dequant kernel towards copy bandwidth (the kernels issue-bound, not DRAM-bound, lose).
+A decoder with a warp-uniform branch (Q3_K's on b % 4) counts both of its paths.
 
     .venv/bin/python scripts/decoder_sass.py        (needs nvcc, cuobjdump and nvdisasm on PATH;
                                                     pip's nvidia-cuda-cuobjdump/-nvdisasm do)

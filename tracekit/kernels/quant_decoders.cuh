@@ -345,6 +345,17 @@ struct Q6_K {  // ql[128] | qh[64] | scales[16] int8 | d (f16);  value e = 128 h
     }
 };
 
+// Word i of a block at byte O (0..3) of the aligned words w, shifted right by sh (8 O + sh < 32):
+// for O > 0 it spans words i and i + 1, which the caller keeps inside the block. The top sh bits
+// are the next word's (O > 0) or zero: callers mask them off.
+template <u32 O>
+__device__ __forceinline__ u32 word_at(const u32* w, int i, u32 sh) {
+    if constexpr (O == 0)
+        return w[i] >> sh;
+    else
+        return __funnelshift_r(w[i], w[i + 1], 8 * O + sh);
+}
+
 struct Q2_K {  // scales[16] | qs[64] | d | dmin;  sub-block j of 16: x = (d sc[j]) q - dmin m[j],
     QUANT_SIZES(Q2_K);  // sc / m = low / high nibble of scales[j]; value 128 h + 32 s + l:
     // q = bits 2s, 2s + 1 of qs[32 h + l]
@@ -393,28 +404,29 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
         }
     }
     // word-wise (Fast<Q3_K>): a block at a multiple of ALIGN bytes (TS 110 = 2 * 55). Every
-    // field starts at b + 4k, so all are read as aligned words from w = b - b % 4, the 8-byte
-    // fields as 3 words (in the block for either b % 4: hmask ends at 32, qs at 96), and one
-    // funnel shift per word both aligns the bytes and moves the wanted bit plane to bit 0.
+    // field starts at b + 4k, so all are read as aligned words of w = b - b % 4 (word_at). A
+    // warp decodes one block, so the branch on b % 4 is the same for all its lanes.
     static constexpr int ALIGN = 2;
     static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
-        const int j = c >> 1, g = c >> 2, l0 = (c & 3) * 8;
-        const u32 o = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2
-        const u32* w = reinterpret_cast<const u32*>(b - o);
-        const u32* qw = w + (32 + 32 * (g >> 2) + l0) / 4;
-        const u32* mw = w + l0 / 4;
-        const u32 q0 = qw[0], q1 = qw[1], q2 = qw[2], m0 = mw[0], m1 = mw[1], m2 = mw[2];
-        const u32 sq = 8 * o + 2 * (g & 3), sm = 8 * o + g;  // <= 22: bits past 31 masked off
-        const u32 hx = (__funnelshift_r(m0, m1, sm) & 0x01010101u) << 2;  // bit g of hmask -> 2
-        const u32 hy = (__funnelshift_r(m1, m2, sm) & 0x01010101u) << 2;
-        const uint2 code = make_uint2((__funnelshift_r(q0, q1, sq) & 0x03030303u) | hx,
-                                      (__funnelshift_r(q1, q2, sq) & 0x03030303u) | hy);
-        // scales[0..12) = bytes 96..107 of b = words 24..27 of w shifted by 8 o (word 27 is
-        // past the block when o == 0, and then not needed)
-        const u32 s0 = w[24], s1 = w[25], s2 = w[26], s3 = o ? w[27] : 0u;
-        const u32 lo4 = (j & 4) ? __funnelshift_r(s1, s2, 8 * o) : __funnelshift_r(s0, s1, 8 * o);
-        const u32 lo = (lo4 >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
-        const u32 hi = (__funnelshift_r(s2, s3, 8 * o) >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
+        if (reinterpret_cast<unsigned long long>(b) & 2)
+            dec8_at<2>(b, c, v);
+        else
+            dec8_at<0>(b, c, v);
+    }
+    template <u32 O>  // O = b % 4
+    static __device__ __forceinline__ void dec8_at(const u8* b, int c, float* v) {
+        const int j = c >> 1, g = c >> 2;
+        const u32* w = reinterpret_cast<const u32*>(b - O);
+        const int qf = 8 + 8 * (g >> 2) + 2 * (c & 3), mf = 2 * (c & 3);  // words of qs, hmask
+        const u32 sq = 2 * (g & 3), sm = g;  // the bit planes: shifted to bit 0 by word_at
+        const u32 hx = (word_at<O>(w, mf, sm) & 0x01010101u) << 2;  // bit g of hmask -> bit 2
+        const u32 hy = (word_at<O>(w, mf + 1, sm) & 0x01010101u) << 2;
+        const uint2 code = make_uint2((word_at<O>(w, qf, sq) & 0x03030303u) | hx,
+                                      (word_at<O>(w, qf + 1, sq) & 0x03030303u) | hy);
+        // scales[j % 8] in word 24 or 25, scales[8 + j % 4] in word 26 (bytes 96.. of b)
+        const u32 lw = word_at<O>(w, 24 + ((j >> 2) & 1), 0);
+        const u32 lo = (lw >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
+        const u32 hi = (word_at<O>(w, 26, 0) >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
         const float dl = __fmul_rn(f16_at(b + 108), code_f(lo | (hi << 4), 32.0f));
         float f[8];
         codes8(code, 4.0f, f);
