@@ -452,7 +452,7 @@ class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2,
         _affine(o, _q5_codes(b, 4, 8), _f16(b, 0, 2), 32, +1)
 
 
-class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82)):
+class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(2, 128, 2)):
     """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
 
     +-------------------------+-------------------------------+-------+----------+
@@ -475,7 +475,7 @@ class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82)):
         _affine(o, q.view(np.uint8), f, 16, -1)
 
 
-class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,)):
+class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2, 128, 1)):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
 
     +---------------------+-------------------+----------------------+-------+
@@ -580,7 +580,7 @@ class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2,
         _scale(o, dsc, 16)
 
 
-class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,)):
+class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,), dequant=DequantConfig(2, 128, 2)):
     """IQ4_NL: 32 values in 18 bytes;  x = d * LEVELS[q], the nibbles laid out as Q4_0's.
 
     +-------+----------------------------------------------------+
@@ -594,7 +594,7 @@ class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,)):
         _scale(o, _f16(b, 0), 32)
 
 
-class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,)):
+class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(2, 128, 4)):
     """IQ4_XS: 256 values in 136 bytes, 8 sub-blocks j of 32;  x = (d (ls[j] - 32)) LEVELS[q].
 
     +-------+---------------+---------------+-----------------------------------+
