@@ -603,6 +603,8 @@ def record_trace(
     save_logits: bool = False,
     dump_limit: int | None = None,
     on_dump_estimate: Callable[[DumpPlan], Any] | None = None,
+    matmul: str | None = None,
+    w16_cache: str = "auto",
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -622,6 +624,8 @@ def record_trace(
         on_step: called with each completed step record (after it is in the trace).
         nvtx_domain: an NVTX domain object to use instead of ``nvtx.get_domain("tracekit")``.
         top_k: tokens listed per step.
+        matmul, w16_cache: the matmul path (``quant``/``f16``/``f32``; None: the backend's
+            default) and the w16 cache mode (``auto``/``on``/``off``), see kernels/matmul.py.
         remeasure: measure the device ceilings again instead of reading the cached ones.
         warmup: first run the prefill and one decode step untraced, then reset the cache, so
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
@@ -678,7 +682,7 @@ def record_trace(
         )
     if plan is not None and on_dump_estimate is not None:
         on_dump_estimate(plan)
-    be = model.backend(backend)
+    be = model.backend(backend, matmul, w16_cache)
     from tracekit.kernels.ceilings import measure_ceilings
 
     measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
@@ -717,6 +721,8 @@ def record_trace(
         "model": model_info(model),
         "run": {
             "backend": be.name,
+            "matmul": be.matmul_mode,
+            "w16_cache": be.w16_cache,
             "device": be.device_name(),
             "capture": capture,
             "cuda_graph": bool(cuda_graph),
