@@ -131,9 +131,12 @@ def test_logits_api_on_gpu(demo: Model) -> None:
     assert isinstance(gpu, np.ndarray) and gpu.dtype == np.float32 and gpu.shape == cpu.shape
     assert np.abs(gpu - cpu).max() <= RTOL * np.abs(cpu).max()
     assert (gpu.argmax(axis=1) == cpu.argmax(axis=1)).all()
-    be = demo.backend("cupy")
+    be = demo.backend("cupy", "f16", "on")
     w = demo.weights(be)
-    assert all(str(a.dtype) == "float16" for a in w.matmul.values())  # the w16 cache
+    assert all(str(a.cached.dtype) == "float16" for a in w.matmul.values())  # the w16 cache
     assert len(w.load_records) >= len(w.matmul)
-    demo.logits(ids, backend="cupy")
+    demo.logits(ids, backend=be)
     assert demo.weights(be) is w  # filled once
+    # the default (quant) path keeps the packed bytes and makes no f16 copy at load
+    wq = demo.weights(demo.backend("cupy"))
+    assert all(a.cached is None and a.raw is not None for a in wq.matmul.values())

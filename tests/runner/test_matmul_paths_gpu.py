@@ -1,0 +1,89 @@
+"""The matmul paths through a whole model on the GPU (marked ``gpu``): quant (matvec for decode,
+the f16 GEMM per call for a prefill), f16 per call and f16 cached, each in the dispatch chain,
+plan replay and CUDA-graph replay.
+
+Reference: the NumPy backend's f32 path (exact weights, f32 activations). The quant path's
+decode is f32 on the exact weights too (summation order only); the f16 paths round both
+operands to f16 (test_gpu_parity.py's 2e-2 of the logits' scale). Replays must be
+bit-identical to the dispatch chain of the same path, and the token chosen identical to the
+reference at every position.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracekit.kernels.backend import get_backend
+from tracekit.runner.demo import write_demo_model
+from tracekit.runner.execute import Session
+from tracekit.runner.model import load_model
+
+pytestmark = pytest.mark.gpu
+
+PROMPT = [3, 17, 42, 7, 99, 5, 8, 13, 21, 34]  # 10 tokens: a prefill past matvec.MAX_NT
+STEPS = 6
+MODES = [("quant", "auto"), ("f16", "off"), ("f16", "on")]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return load_model(write_demo_model(tmp_path_factory.mktemp("demo") / "demo.gguf"))
+
+
+def _run(model, be, replay: str) -> np.ndarray:
+    s = Session(model, be, n_ctx=64, replay=replay)
+    out = [s.run_step(PROMPT, all_logits=True)]
+    for k in range(STEPS):
+        out.append(s.run_step([(5 * k + 1) % model.config.n_vocab], all_logits=True))
+    return np.concatenate(out)
+
+
+@pytest.fixture(scope="module")
+def reference(demo):
+    return _run(demo, get_backend("numpy"), "off")
+
+
+@pytest.mark.parametrize("mode, cache", MODES)
+def test_each_path_matches_the_f32_reference_and_replays_bit_identically(
+    demo, reference, mode, cache
+):
+    be = get_backend("cupy", mode, cache)
+    got = _run(demo, be, "off")
+    assert np.array_equal(got.argmax(-1), reference.argmax(-1))
+    err = float(np.abs(got - reference).max() / np.abs(reference).max())
+    tol = 1e-4 if mode == "quant" else 2e-2
+    print(f"{mode}/{cache}: max |gpu - cpu| / max |cpu| = {err:.2e} (tolerance {tol})")
+    # decode rows of the quant path are f32 on exact weights: tight; its prefill is f16
+    rows = slice(len(PROMPT), None) if mode == "quant" else slice(None)
+    err_rows = float(np.abs(got[rows] - reference[rows]).max() / np.abs(reference).max())
+    assert err_rows <= tol
+    for replay in ("plan", "graph"):
+        np.testing.assert_array_equal(_run(demo, get_backend("cupy", mode, cache), replay), got)
+
+
+@pytest.mark.parametrize("mode, cache", MODES)
+def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
+    from tracekit.runner.record import record_trace
+    from tracekit.runner.trace import load_trace
+
+    t = load_trace(
+        record_trace(demo, tokens=PROMPT, steps=3, backend="cupy", cuda_graph=True,
+                     progress=False, output=tmp_path / "t.json", matmul=mode, w16_cache=cache)
+    )  # fmt: skip
+    assert t["run"]["matmul"] == mode and t["run"]["w16_cache"] == cache
+    want = {"prefill": "f16-cached" if cache == "on" else "f16-per-call",
+            "decode": "quant" if mode == "quant" else
+            ("f16-cached" if cache == "on" else "f16-per-call")}  # fmt: skip
+    ops = {n["id"]: n["op"] for n in t["nodes"]}
+    for s in t["steps"]:
+        for n in s["nodes"]:
+            if ops[n["id"]] != "matmul":
+                continue
+            paths = {r["extra"]["path"] for r in n["launches"]}
+            kernels = [r["kernel"] for r in n["launches"]]
+            assert paths == {want[s["kind"]]}, (s["kind"], kernels)
+            if want[s["kind"]] == "quant":
+                assert len(kernels) == 1 and kernels[0].startswith("matvec_")
+            elif want[s["kind"]] == "f16-per-call":
+                assert kernels[1].startswith("dequant_") and kernels[1].endswith("_f16")
