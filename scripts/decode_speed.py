@@ -56,7 +56,13 @@ def resolve(arg: str) -> Path:
 
 
 def measure(
-    path: Path, backend_name: str, steps: int, prompt: str, replay: str, matmul: str | None = None
+    path: Path,
+    backend_name: str,
+    steps: int,
+    prompt: str,
+    replay: str,
+    matmul: str | None = None,
+    w16_cache: str = "auto",
 ) -> dict:
     import statistics
 
@@ -67,7 +73,7 @@ def measure(
     from tracekit.runner.model import load_model
 
     model = load_model(path)
-    be = get_backend(backend_name, matmul)
+    be = get_backend(backend_name, matmul, w16_cache)
     t0 = time.perf_counter()
     weights = model.weights(be)
     load_s = time.perf_counter() - t0
@@ -123,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated matmul paths (quant,f16; default: the backend's default)",
     )
+    ap.add_argument("--w16-cache", default="auto", choices=("auto", "on", "off"))
     ap.add_argument(
         "--blas-threads",
         type=int,
@@ -146,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.matmul.split(",") if args.matmul else [None]
     for path in [resolve(m) for m in args.models] or default_models():
         for mm, mode in ((mm, mode) for mm in paths for mode in modes):
-            r = measure(path, be.name, args.steps, args.prompt, mode, mm)
+            r = measure(path, be.name, args.steps, args.prompt, mode, mm, args.w16_cache)
             print(
-                f"{path.name} [matmul {mm or 'default'}, replay {mode}]: {r['nodes']} nodes, "
+                f"{path.name} [matmul {mm or 'default'}, w16 cache {args.w16_cache}, replay {mode}]: "
+                f"{r['nodes']} nodes, "
                 f"weights ready in "
                 f"{r['load_s'] * 1e3:.0f} ms ({r['load_bytes'] / 1e6:.0f} MB dequant traffic), "
                 f"prefill {r['prefill_tokens']} tokens {r['prefill_ms']:.1f} ms, "

@@ -132,11 +132,25 @@ def test_every_matvec_kernel_can_carry_a_node_stamp() -> None:
     assert names <= cuda.STAMPED
 
 
-def test_geometry_is_one_warp_per_row() -> None:
-    g = matvec.geometry(14336)
-    assert g.block == (32 * matvec.ROWS_PER_BLOCK, 1, 1)
+def test_geometry_is_one_warp_per_row_or_wpr_for_few_rows() -> None:
+    g = matvec.geometry(14336, 4096)
+    assert g.block == (32, 1, matvec.ROWS_PER_BLOCK)
     assert g.grid[0] * matvec.ROWS_PER_BLOCK >= 14336 > (g.grid[0] - 1) * matvec.ROWS_PER_BLOCK
-    assert matvec.geometry(1).grid == (1, 1, 1)
+    assert matvec.geometry(1, 32).grid == (1, 1, 1) and matvec.geometry(1, 32).block[1] == 1
+    g = matvec.geometry(896, 4864)  # a 0.5B model's ffn_down: 896 rows, 8 warps each
+    assert g.block == (32, 8, 1) and g.grid == (896, 1, 1)
+    assert matvec.geometry(896, 896).block[1] == 2  # 112 chunks a row: 64 lanes at most
+    for n, k in ((896, 896), (128, 4096), (4096, 14336), (151936, 896)):
+        g = matvec.geometry(n, k)
+        wpr, rows = g.block[1], g.block[2]
+        assert wpr * rows <= 8 and g.grid[0] * rows >= n
+        assert wpr == 1 or 32 * wpr <= k // 8  # every lane has a chunk
+
+
+def test_block_sizes_of_float_types_are_eight_values() -> None:
+    assert matvec.block_sizes(quant_type("F32")) == (32, 8)
+    assert matvec.block_sizes(quant_type("BF16")) == (16, 8)
+    assert matvec.block_sizes(quant_type("Q6_K")) == (210, 256)
 
 
 # -- path choice ------------------------------------------------------------------------------

@@ -67,18 +67,18 @@ def test_matvec_matches_the_float64_oracle(cp, qt: QuantType, n: int, nt: int, o
     err = np.abs(cp.asnumpy(got).astype(np.float64) - want)
     assert np.all(err <= kernel_bound(k, scale)), (float(np.nanmax(err / scale)), n, k, nt)
     assert rec.kernel == f"matvec_{qt.suffix}_n{nt}" and rec.extra["path"] == "quant"
-    assert rec.grid == matvec.geometry(n).grid
+    assert rec.grid == matvec.geometry(n, k).grid and rec.block == matvec.geometry(n, k).block
 
 
 @pytest.mark.parametrize("unroll", [1, 2, 8])
-@pytest.mark.parametrize("rows", [1, 8])
-def test_matvec_configurations_agree(cp, unroll: int, rows: int):
+@pytest.mark.parametrize("rows, wpr", [(1, 1), (8, 1), (4, 2), (2, 4), (1, 8)])
+def test_matvec_configurations_agree(cp, unroll: int, rows: int, wpr: int):
     qt = quant_type("Q4_K")
     n, k = 70, 2304
     raw, w64 = weight(qt, n, k, seed=5)
     x = random_x(2, k)
-    got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k),
-                                  poisoned(cp, (2, n)), rows_per_block=rows, unroll=unroll)  # fmt: skip
+    got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (2, n)),
+                                  rows_per_block=rows, unroll=unroll, wpr=wpr)  # fmt: skip
     want, scale = oracle(x, w64)
     assert np.all(np.abs(cp.asnumpy(got) - want) <= kernel_bound(k, scale))
 

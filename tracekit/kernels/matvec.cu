@@ -1,15 +1,15 @@
 // Quantized matrix-vector product for decode (seed §3.2's MMQ path, issue 13): out [nt, n] =
 // x [nt, k] f32 @ W [n, k]^T, W read straight from its GGUF blocks, never dequantized to memory.
 //
-// Design: f32 decode + FMA. One warp per weight row; lane l takes the row's 8-value chunks
-// l, l + 32, ... (chunk g = values [8g, 8g + 8): chunk g % CPB of block g / CPB), decodes each
-// with the type's block decoder (quant_decoders.cuh: Fast<T>::dec8 when the weight is 16-byte
-// aligned, else T::dec8 — the values gguf-py dequantizes to, bit for bit) and FMAs it with the
-// NT tokens' 8 activations (two 16-byte loads each, L1-resident: x is 16 KB a token). MV_UNROLL
-// chunks are decoded before their FMAs, so their loads are in flight together. The lane sums
-// are reduced with shuffles and lane t writes token t's output. f32 accumulation throughout
-// (no fast-math): the NumPy reference is the same f32 product of the same exact values, up to
-// summation order.
+// Design: f32 decode + FMA. One warp (or WPR warps) per weight row; the row's lanes take its
+// 8-value chunks round-robin (chunk g = values [8g, 8g + 8): chunk g % CPB of block g / CPB),
+// decode each with the type's block decoder (quant_decoders.cuh: Fast<T>::dec8 when the weight
+// is 16-byte aligned, else T::dec8 — the values gguf-py dequantizes to, bit for bit) and FMA it
+// with the NT tokens' 8 activations (two 16-byte loads each, L1-resident: x is 16 KB a token).
+// MV_UNROLL chunks are decoded before their FMAs, so their loads are in flight together. The
+// lane sums are reduced with shuffles (then across the row's warps in shared memory) and lane t
+// writes token t's output. f32 accumulation throughout (no fast-math): the NumPy reference is
+// the same f32 product of the same exact values, up to summation order.
 //
 // Instantiation: matvec.py appends MATVEC_KERNELS(<suffix>, <struct>) for the type it loads, the
 // struct named after the quant table's GGML name (Q4_K, ...; F32/F16/BF16 are the adaptors
@@ -51,25 +51,25 @@ struct FastOr<T, decltype((void)Fast<T>::ALIGN)> {
     using type = Fast<T>;
 };
 
+// Rows with few outputs (896 on a 0.5B model) leave most of the GPU idle at one warp per row:
+// then WPR = blockDim.y warps share a row (warp y takes every WPR-th 32-chunk stretch), and the
+// warps' sums meet in shared memory in a fixed order.
 template <class D, int NT>
 __device__ __forceinline__ void matvec_row(const u8* __restrict__ w, const float* __restrict__ x,
-                                           float* __restrict__ out, int n, int k, int row) {
+                                           float* __restrict__ acc, int k) {
     constexpr int CPB = D::QK / 8;  // 8-value chunks per block
-    const int lane = threadIdx.x & 31;
+    const int lanes = 32 * blockDim.y;  // the row's lanes
     const int nchunks = k >> 3;
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    for (int g0 = lane; g0 < nchunks; g0 += 32 * MV_UNROLL) {
+    for (int g0 = threadIdx.y * 32 + threadIdx.x; g0 < nchunks; g0 += lanes * MV_UNROLL) {
         float v[MV_UNROLL][8];
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
-            const int g = g0 + 32 * u;
+            const int g = g0 + lanes * u;
             if (g < nchunks) D::dec8(w + (i64)(g / CPB) * D::TS, g % CPB, v[u]);
         }
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
-            const int g = g0 + 32 * u;
+            const int g = g0 + lanes * u;
             if (g >= nchunks) break;  // (not 0 * x: an Inf activation would make a NaN)
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
@@ -88,32 +88,55 @@ __device__ __forceinline__ void matvec_row(const u8* __restrict__ w, const float
             }
         }
     }
+}
+
+#define MV_MAX_WARPS 8  // blockDim.y * blockDim.z <= 8 (256 threads)
+
+// Grid contract (matvec.py's geometry): block = (32, WPR, rows per block), grid.x = ceil(n /
+// rows per block); row blockIdx.x * blockDim.z + threadIdx.z, its WPR warps threadIdx.y.
+// fast: raw % 16 == 0 (Fast<T>'s alignment), checked by the launcher. ts/qk: the sizes of T's
+// block (the quant table's, or 8 values for F32/F16/BF16), checked against T.
+template <class T, int NT>
+__device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
+                                       float* __restrict__ out, int n, int k, int ts, int qk,
+                                       int fast, unsigned long long* stamp) {
+    __shared__ float part[MV_MAX_WARPS][NT];
+    node_start_stamp(stamp);
+    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
+        __trap();
+    const int row = blockIdx.x * blockDim.z + threadIdx.z;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    if (row < n) {  // no return: the block meets at the barrier below
+        const u8* w = raw + (i64)row * (k / T::QK) * T::TS;
+        if (fast)
+            matvec_row<typename FastOr<T>::type, NT>(w, x, acc, k);
+        else
+            matvec_row<T, NT>(w, x, acc, k);
+    }
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xFFFFFFFFu, acc[t], o);
     }
+    const int lane = threadIdx.x;
+    if (blockDim.y == 1) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+            if (lane == t && row < n) out[(i64)t * n + row] = acc[t];
+        return;
+    }
+    const int wslot = threadIdx.z * blockDim.y + threadIdx.y;
 #pragma unroll
     for (int t = 0; t < NT; ++t)
-        if (lane == t) out[(i64)t * n + row] = acc[t];
-}
-
-// Grid contract (matvec.py's geometry): blockDim.x = 32 * rows per block, grid.x = ceil(n /
-// rows per block); warp r of block b owns row b * rows + r. fast: raw % 16 == 0 (Fast<T>'s
-// alignment), checked by the launcher. ts/qk: the quant table's sizes, checked against T.
-template <class T, int NT>
-__device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
-                                       float* __restrict__ out, int n, int k, int ts, int qk,
-                                       int fast, unsigned long long* stamp) {
-    node_start_stamp(stamp);
-    if (ts != T::TS || qk != T::QK) __trap();
-    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= n) return;  // whole warps only: no barrier below
-    const u8* w = raw + (i64)row * (k / T::QK) * T::TS;
-    if (fast)
-        matvec_row<typename FastOr<T>::type, NT>(w, x, out, n, k, row);
-    else
-        matvec_row<T, NT>(w, x, out, n, k, row);
+        if (lane == t) part[wslot][t] = acc[t];
+    __syncthreads();
+    if (threadIdx.y == 0 && lane < NT && row < n) {
+        float s = 0.0f;
+        for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
+        out[(i64)lane * n + row] = s;
+    }
 }
 
 #define MATVEC_KERNEL(suffix, T, NT)                                                           \

@@ -9,8 +9,8 @@ an f32 sum; F32/F16/BF16 weights go through the same kernel (8-value "blocks"). 
 reference :func:`ref_matvec` is the same product in f32 of the same exact values; the two
 differ only in summation order (tests bound the difference).
 
-GPU layout (the grid contract, :func:`geometry`): one warp per weight row, ``ROWS_PER_BLOCK``
-rows per block, grid = ceil(n / ROWS_PER_BLOCK). A row's 8-value chunks are dealt to the lanes
+GPU layout (the grid contract, :func:`geometry`): one warp per weight row (WPR warps when the
+matrix has few rows), ``ROWS_PER_BLOCK`` rows per block, grid = ceil(n / rows per block). A row's 8-value chunks are dealt to the lanes
 round-robin; ``UNROLL`` chunks per lane are decoded before their FMAs. Kernels are generated per
 type from the quant table (``MATVEC_KERNELS(<suffix>, <GGML name>)``, appended to matvec.cu), one
 per token count, and compiled on first use of that type.
@@ -32,14 +32,22 @@ FAMILY = "matvec"
 #: The most tokens one matvec launch takes (decode and speculative-sized batches); larger
 #: batches (a prefill) run the f16 GEMM path (``Backend.matmul``).
 MAX_NT = 8
-#: Weight rows per thread block (one warp each) and 8-value chunks decoded per lane before
-#: their FMAs: scripts/bench_matvec.py's sweep picks them.
+#: Weight rows per thread block (one warp each, or WPR: :func:`warps_per_row`) and 8-value
+#: chunks decoded per lane before their FMAs: scripts/bench_matvec.py's sweep picks them.
 ROWS_PER_BLOCK = 4
 UNROLL = 4
+#: Warps a launch aims to run (about half of an H200's 132 SMs x 64 warp slots): rows fewer than
+#: this get several warps each.
+TARGET_WARPS = 4096
 #: A matvec launch reads, per weight value, its packed bits once; per output, 2 flops per k.
 _INT32_MAX = 2**31 - 1
 #: The path name a matvec launch records (the node's path in the trace).
 PATH = "quant"
+
+
+def block_sizes(qt: QuantType) -> tuple[int, int]:
+    """(bytes, values) of the kernel's block: the quant table's, 8 values for F32/F16/BF16."""
+    return (qt.type_size, qt.block_size) if qt.is_quantized else (8 * qt.type_size, 8)
 
 
 def kernel_name(qt: QuantType, nt: int) -> str:
@@ -53,14 +61,28 @@ def kernel_names() -> frozenset[str]:
     )
 
 
-def geometry(n: int, rows_per_block: int = ROWS_PER_BLOCK) -> Geometry:
-    """One warp per row: block = 32 * rows_per_block threads, grid = ceil(n / rows_per_block)."""
+def warps_per_row(n: int, k: int) -> int:
+    """WPR: warps sharing a row, so that about TARGET_WARPS warps run (a power of 2, <= 8, and
+    no more lanes than the row has 8-value chunks)."""
+    wpr = 1
+    while wpr < 8 and n * wpr < TARGET_WARPS and 64 * wpr <= k // 8:
+        wpr *= 2
+    return wpr
+
+
+def geometry(
+    n: int, k: int, rows_per_block: int = ROWS_PER_BLOCK, wpr: int | None = None
+) -> Geometry:
+    """block = (32, WPR, rows per block) (at most 8 warps), grid = ceil(n / rows per block)."""
+    wpr = warps_per_row(n, k) if wpr is None else wpr
+    if wpr not in (1, 2, 4, 8):
+        raise ValueError(f"warps per row {wpr} must be 1, 2, 4 or 8")
+    rows = max(1, min(rows_per_block, 8 // wpr))
     if not 1 <= rows_per_block <= 8:
         raise ValueError(f"rows per block {rows_per_block} must be in [1, 8] (256 threads)")
     if n < 1:
         raise ValueError(f"row count {n} must be positive")
-    grid = ceil_div(n, rows_per_block)
-    return Geometry((grid, 1, 1), (32 * rows_per_block, 1, 1), 32 * n)
+    return Geometry((ceil_div(n, rows), 1, 1), (32, wpr, rows), 32 * wpr * n)
 
 
 def check(x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]) -> tuple[int, int, int]:
@@ -131,6 +153,7 @@ def launch_matvec(
     *,
     rows_per_block: int = ROWS_PER_BLOCK,
     unroll: int = UNROLL,
+    wpr: int | None = None,
 ) -> tuple[Any, LaunchRecord]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU with ``matvec_<suffix>_n<nt>``, W packed in ``raw``.
 
@@ -139,7 +162,8 @@ def launch_matvec(
         raw: CuPy uint8, the weight's GGUF bytes (``qt.nbytes(shape)`` of them).
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
-        rows_per_block, unroll: the kernel configuration (the bench sweeps them).
+        rows_per_block, unroll, wpr: the kernel configuration (the bench sweeps them; wpr None:
+            :func:`warps_per_row`).
 
     Returns:
         (out, launch record with ``extra.path == "quant"``)
@@ -158,11 +182,11 @@ def launch_matvec(
             f"matvec x starts {x.data.ptr % 16} bytes past a 16-byte boundary; it must be aligned"
         )
     o = device_out(out, (nt, n), np.float32, "matvec out")
-    geo = geometry(n, rows_per_block)
+    geo = geometry(n, k, rows_per_block, wpr)
     fast = np.int32(raw.data.ptr % 16 == 0)  # Fast<T> decoders need 16-byte aligned blocks
+    ts, qk = block_sizes(qt)
     args = (
-        raw, x, o, np.int32(n), np.int32(k), np.int32(qt.type_size), np.int32(qt.block_size),
-        fast, cuda.NO_STAMP,
+        raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
     )  # fmt: skip
     cuda.launch(_kernel(qt.suffix, nt, unroll), geo.grid, geo.block, args)
     return o, _record(kernel_name(qt, nt), geo, raw, x, o)
