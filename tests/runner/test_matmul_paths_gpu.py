@@ -93,3 +93,10 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
             elif want == "f16-per-call":
                 assert kernels[1].startswith("dequant_") and kernels[1].endswith("_f16")
     assert seen == ({"quant", cached} if mode == "quant" else {cached})
+    if cache == "on":  # the warm-up is the trace's load phase, timed on the device
+        assert t["load"]["nodes"] and all(
+            n["time_s"] > 0 and n["launches"][0]["kernel"].startswith("dequant_")
+            for n in t["load"]["nodes"]
+        )
+    else:
+        assert "load" not in t

@@ -231,6 +231,10 @@ class Backend:
             return MatmulWeight(raw if self.matmul_mode == "quant" else None, qt, shape, w16, "f16")
         return MatmulWeight(raw, qt, shape)
 
+    def warm_dequant(self, qt: QuantType) -> None:
+        """Load ``dequant_<suffix>_f16`` before a timed launch of it (compiling is not its
+        time); nothing to load on NumPy."""
+
     def _dequantize_f32(self, raw: Any, qt: QuantType, shape: tuple[int, int]) -> Any:
         raise KernelInputError(f"the f32 matmul path runs on the numpy backend, not {self.name}")
 
@@ -456,6 +460,9 @@ class CupyBackend(Backend):
 
     def argmax_f32(self, x):
         return self._emit(reduce.launch_argmax_f32(x))
+
+    def warm_dequant(self, qt):
+        dequant._kernel(dequant.kernel_name(qt))
 
     def _matmul_on(self, path, x, w):
         if path == "quant":

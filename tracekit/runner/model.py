@@ -718,6 +718,9 @@ class Weights:
     vectors: dict[str, Any]
     load_records: list[LaunchRecord]
     load_seconds: float
+    #: the w16 cache's warm-up, one entry per weight dequantized into it: ``weight`` (name),
+    #: ``shape``, ``weight_type``, ``time_s`` (device time of its launch), ``launches`` (JSON)
+    load_nodes: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Model:
@@ -815,6 +818,30 @@ class Model:
             if kind == MATMUL or (kind == EMBED and self.config.tied_output)
         )
         w16 = backend.w16_cache_on(matmul_bytes)  # the seed's rule for --w16-cache auto
+        from tracekit.runner.record import node_timer
+
+        cached = [n for n, (kind, _) in expected.items() if kind == MATMUL] + (
+            [n for n, (kind, _) in expected.items() if kind == EMBED and self.config.tied_output]
+        )
+        timer = node_timer(backend, len(cached)) if w16 else None
+        load_nodes: list[dict[str, Any]] = []
+
+        def make(name: str, raw: Any, t: TensorSpec, shape: Any) -> Any:
+            if timer is None:
+                return backend.matmul_weight(raw, t.quant, shape, w16)
+            backend.warm_dequant(t.quant)  # compiled before the clock starts
+            i = len(load_nodes)
+            before = len(backend.records)
+            timer.begin()
+            timer.start(i)
+            w = backend.matmul_weight(raw, t.quant, shape, w16)
+            timer.stop(i)
+            load_nodes.append(
+                {"weight": name, "shape": [int(s) for s in shape], "weight_type": t.quant.name,
+                 "launches": [r.to_json() for r in backend.records[before:]]}
+            )  # fmt: skip
+            return w
+
         for name, (kind, shape) in expected.items():
             t = self.tensors[name]
             if kind == VECTOR:
@@ -822,18 +849,21 @@ class Model:
                 vectors[name] = backend.asarray(host, np.float32)
             elif kind == MATMUL:
                 raw = backend.asarray(t.raw())
-                matmul[name] = backend.matmul_weight(raw, t.quant, shape, w16)
+                matmul[name] = make(name, raw, t, shape)
             else:
                 raw = backend.asarray(t.raw())
                 embed = PackedTensor(raw, t.quant, (int(shape[0]), int(shape[1])))
                 if self.config.tied_output:
-                    matmul[name] = backend.matmul_weight(raw, t.quant, shape, w16)
+                    matmul[name] = make(name, raw, t, shape)
         backend.synchronize()
         seconds = backend.now() - t0
+        if timer is not None:
+            for n, dt in zip(load_nodes, timer.times(len(load_nodes)), strict=True):
+                n["time_s"] = dt
         records = backend.take_records()
         backend.records.extend(pending)
         assert embed is not None
-        return Weights(backend, embed, matmul, vectors, records, seconds)
+        return Weights(backend, embed, matmul, vectors, records, seconds, load_nodes)
 
     # -- running -------------------------------------------------------------------------------
     def logits(self, token_ids: Any, backend: Any = "auto") -> np.ndarray:

@@ -253,6 +253,27 @@ class _EventTimer:
         return out, ns(self._end_ev)
 
 
+def node_timer(be: Any, n: int) -> _HostTimer | _EventTimer:
+    """n node slots timed on ``be``'s clock: CUDA events on cupy, the host clock on numpy (the
+    load phase's dequant nodes use it too, ``Model._prepare``)."""
+    return _EventTimer(n) if be.name == "cupy" else _HostTimer(n)
+
+
+def load_phase(weights: Any, ceilings: dict[str, Any]) -> dict[str, Any] | None:
+    """The trace's ``load`` phase: the w16 cache's warm-up, one node per weight with its dequant
+    launch, time and perf annotation; None when nothing was dequantized into the cache."""
+    nodes = []
+    for n in weights.load_nodes:
+        t = _sig(n["time_s"])
+        p = perf.annotate(n["launches"], t, ceilings)
+        for k in ("intensity", "achieved_Bps", "achieved_flops", "fraction_of_ceiling"):
+            p[k] = _sig(p[k])
+        nodes.append({**n, "time_s": t, "perf": p})
+    if not nodes:
+        return None
+    return {"seconds": _sig(weights.load_seconds), "nodes": nodes}
+
+
 # -- the node hook ------------------------------------------------------------------------------
 def heatmap_axes(node: Node) -> tuple[str, str]:
     """Names of the heatmap's axes, from the node's symbolic output shape."""
@@ -744,6 +765,9 @@ def record_trace(
         "nodes": [n.to_json() for n in nodes],
         "steps": [],
     }
+    load = load_phase(session.weights, ceil)
+    if load is not None:  # the w16 cache's warm-up (issue 13): a node per weight
+        trace["load"] = load
     tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
     dumps = None
     if plan is not None:
