@@ -100,8 +100,8 @@ template <class T, int NT>
 __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
                                        float* __restrict__ out, int n, int k, int ts, int qk,
                                        int fast, unsigned long long* stamp) {
-    __shared__ float part[MV_MAX_WARPS][NT];
     node_start_stamp(stamp);
+    __shared__ float part[MV_MAX_WARPS][NT];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
         __trap();
     const int row = blockIdx.x * blockDim.z + threadIdx.z;
