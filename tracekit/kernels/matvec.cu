@@ -12,8 +12,8 @@
 // the same f32 product of the same exact values, up to summation order.
 //
 // Instantiation: matvec.py appends MATVEC_KERNELS(<suffix>, <struct>) for the type it loads, the
-// struct named after the quant table's GGML name (Q4_K, ...; F32/F16/BF16 are the adaptors
-// below), so a type added to the table and to quant_decoders.cuh plugs in with no edit here.
+// struct being the type's declared CUDA decoder (tracekit/quants.py's ``device``; float types:
+// FloatBlock<Src*> below), so a type declared there with its decoder plugs in with no edit here.
 
 #include "quant_decoders.cuh"  // u8/u32/i64, T and Fast<T> decoders, SrcF32/F16/BF16
 #include "stamp.cuh"           // node_start_stamp: a matvec is a matmul node's first launch
@@ -36,9 +36,6 @@ struct Fast<FloatBlock<S>> : FloatBlock<S> {
     static constexpr int ALIGN = 16;
     static __device__ __forceinline__ void dec8(const u8* b, int, float* v) { S::vec8(b, v); }
 };
-using F32 = FloatBlock<SrcF32>;
-using F16 = FloatBlock<SrcF16>;
-using BF16 = FloatBlock<SrcBF16>;
 
 // Fast<T> where quant_decoders.cuh specializes it, else T itself (a new type may come with its
 // byte-wise decoder only).

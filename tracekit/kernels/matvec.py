@@ -134,8 +134,10 @@ def _module(suffix: str, unroll: int) -> Any:
     import cupy
 
     qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
+    # the type's CUDA decoder (its declaration's ``device``); float types' is a Src* reader
+    struct = qt.device if qt.is_quantized else f"FloatBlock<{qt.device}>"
     src = (cuda._HERE / f"{FAMILY}.cu").read_text()
-    src += f"\nMATVEC_KERNELS({qt.suffix}, {qt.name})\n"
+    src += f"\nMATVEC_KERNELS({qt.suffix}, {struct})\n"
     return cupy.RawModule(code=src, options=(*cuda._OPTIONS, f"-DMV_UNROLL={unroll}"))
 
 
