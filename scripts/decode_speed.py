@@ -55,7 +55,15 @@ def resolve(arg: str) -> Path:
     return Path(arg)
 
 
-def measure(path: Path, backend_name: str, steps: int, prompt: str, replay: str) -> dict:
+def measure(
+    path: Path,
+    backend_name: str,
+    steps: int,
+    prompt: str,
+    replay: str,
+    matmul: str | None = None,
+    w16_cache: str = "auto",
+) -> dict:
     import statistics
 
     import numpy as np
@@ -65,7 +73,7 @@ def measure(path: Path, backend_name: str, steps: int, prompt: str, replay: str)
     from tracekit.runner.model import load_model
 
     model = load_model(path)
-    be = get_backend(backend_name)
+    be = get_backend(backend_name, matmul, w16_cache)
     t0 = time.perf_counter()
     weights = model.weights(be)
     load_s = time.perf_counter() - t0
@@ -117,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--prompt", default="The kernel reads")
     ap.add_argument(
+        "--matmul",
+        default="",
+        help="comma-separated matmul paths (quant,f16; default: the backend's default)",
+    )
+    ap.add_argument("--w16-cache", default="auto", choices=("auto", "on", "off"))
+    ap.add_argument(
         "--blas-threads",
         type=int,
         default=0,
@@ -136,11 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.replay
         else (["off", "plan", "graph"] if be.name == "cupy" else ["off"])
     )
+    paths = args.matmul.split(",") if args.matmul else [None]
     for path in [resolve(m) for m in args.models] or default_models():
-        for mode in modes:
-            r = measure(path, be.name, args.steps, args.prompt, mode)
+        for mm, mode in ((mm, mode) for mm in paths for mode in modes):
+            r = measure(path, be.name, args.steps, args.prompt, mode, mm, args.w16_cache)
             print(
-                f"{path.name} [replay {mode}]: {r['nodes']} nodes, weights ready in "
+                f"{path.name} [matmul {mm or 'default'}, w16 cache {args.w16_cache}, replay {mode}]: "
+                f"{r['nodes']} nodes, "
+                f"weights ready in "
                 f"{r['load_s'] * 1e3:.0f} ms ({r['load_bytes'] / 1e6:.0f} MB dequant traffic), "
                 f"prefill {r['prefill_tokens']} tokens {r['prefill_ms']:.1f} ms, "
                 f"decode {r['decode_tok_s']:.1f} tok/s ({r['decode_ms']:.2f} ms/token), "

@@ -12,7 +12,7 @@ import numpy as np
 
 from tracekit.kernels import elementwise as ew
 from tracekit.kernels.backend import CupyBackend, NumpyBackend
-from tracekit.quants import QUANT_TABLE
+from tracekit.quants import QUANT_TABLE, quant_type
 
 
 def random_raw(qt, shape, rng):
@@ -135,12 +135,16 @@ def main() -> int:
             )
     w = rng.standard_normal((48, 64), dtype=np.float32)
     x = rng.standard_normal((5, 64), dtype=np.float32)
-    check(
-        "matmul",
-        gpu.matmul(gpu.asarray(x), gpu.asarray(w.astype(np.float16))),
-        x @ w.astype(np.float16).astype(np.float32).T,
-        2e-2,
-    )
+    f16 = quant_type("F16")
+    w16_raw = w.astype(np.float16).view(np.uint8).reshape(-1)
+    for mode in ("f16", "quant"):  # cached GEMM; the matvec kernel (5 tokens)
+        be = CupyBackend(mode, "on" if mode == "f16" else "off")
+        check(
+            f"matmul {mode}",
+            be.matmul(gpu.asarray(x), be.matmul_weight(gpu.asarray(w16_raw), f16, (48, 64), True)),
+            x @ w.astype(np.float16).astype(np.float32).T,
+            2e-2,
+        )
 
     # A whole demo forward: prefill + 2 decode steps.
     from tracekit.runner.demo import demo_model_path

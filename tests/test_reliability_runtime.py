@@ -73,7 +73,7 @@ for _name in KERNEL_METHODS:
 def spy_backend(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every backend the CLI asks for is a SpyBackend; returns the log of its kernel calls."""
     SpyBackend.calls = []
-    monkeypatch.setattr(backend_mod, "get_backend", lambda name="auto": SpyBackend())
+    monkeypatch.setattr(backend_mod, "get_backend", lambda name="auto", *modes: SpyBackend())
     return SpyBackend.calls
 
 

@@ -184,6 +184,20 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         default="full",
         help="full: timing pass + statistics pass per step; timing: node times only",
     )
+    p.add_argument(
+        "--matmul",
+        choices=("quant", "f16", "f32"),
+        default=None,
+        help="matmul path: quant (GGUF blocks streamed, cupy default), f16 (dequant + GEMM, as"
+        " MINFER_MMQ=0) or f32 (numpy default)",
+    )
+    p.add_argument(
+        "--w16-cache",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="dequantize matmul weights to f16 once at load (auto: on for --matmul f16 with"
+        " >= 2 GiB of matmul weights)",
+    )
     p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument("--temperature", type=float, default=0.0, help="> 0 samples (default: greedy)")
@@ -242,6 +256,8 @@ def _record(args: argparse.Namespace) -> int:
     if args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} must be >= 0")
     tokens = parse_tokens(args.tokens) if args.tokens is not None else None
+    if getattr(args, "matmul", None) == "f32" and args.backend == "cupy":
+        raise UsageError("--matmul f32 runs on the numpy backend only; cupy runs quant or f16")
     if args.model is not None and not Path(args.model).is_file():
         what = "is a folder" if Path(args.model).is_dir() else "does not exist"
         raise UsageError(f"model {args.model} {what}")
@@ -276,6 +292,8 @@ def _record(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         sampling=sampling,
         remeasure=args.remeasure,
+        matmul=getattr(args, "matmul", None),
+        w16_cache=getattr(args, "w16_cache", "auto"),
         on_step=getattr(args, "sigint_watch", None) and args.sigint_watch.reraise_lost,
         dump=args.dump,
         save_logits=args.save_logits,

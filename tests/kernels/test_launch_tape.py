@@ -95,6 +95,15 @@ def _kernel_params(name: str) -> tuple[str, str]:
             first = re.search(r"\{\s*([^;]*;)", body)
             assert params and first
             return params.group(1), first.group(1)
+        # matvec's kernels too: MATVEC_KERNEL(suffix, T, NT) calls matvec<T, NT>(...)
+        if name.startswith("matvec_") and "#define MATVEC_KERNEL(" in src:
+            macro = re.search(r"#define MATVEC_KERNEL\(.*?\n\n", src, re.S)
+            body = re.search(r"__forceinline__ void matvec\([^)]*\)\s*\{\s*([^;]*;)", src)
+            assert macro and body
+            flat = macro.group(0).replace("\\\n", "")
+            params = re.search(r"matvec_##suffix##_n##NT\(([^)]*)\)", flat)
+            assert params
+            return params.group(1), body.group(1)
     raise AssertionError(f"kernel {name} not found in {KERNELS}/*.cu")
 
 

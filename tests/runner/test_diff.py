@@ -121,8 +121,11 @@ def test_tolerance_is_calibrated_per_path() -> None:
     r = diff_traces(gpu, cpu)  # the looser path of the pair
     assert r.path.name == "f16-gemm-gpu" and r.rtol == PATHS["f16-gemm-gpu"].rtol
     assert r.text().startswith("path: f16-gemm-gpu (calibration: ")
+    m = copy.deepcopy(gpu)
+    m["run"]["matmul"] = "quant"  # issue 13's matvec: f32 decode, f16-GEMM prefill
+    assert run_path(m) == "f16-gemm-gpu"
     q = copy.deepcopy(gpu)
-    q["run"]["matmul"] = "quant"  # the quantized-activation slot: not calibrated yet
+    q["run"]["matmul"] = "quant-act"  # the quantized-activation slot: not calibrated yet
     with pytest.raises(ValueError, match="no calibrated tolerance for the quant-act-gpu path"):
         diff_traces(q, cpu)
     assert diff_traces(q, cpu, rtol=1e-2).path.name == "quant-act-gpu"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.backend import NumpyBackend
+from tracekit.kernels.matmul import MatmulWeight
 from tracekit.runner.execute import GenerationError, Sampling, Session
 from tracekit.runner.model import Model, load_model
 from tracekit.runner.ops import OpError
@@ -215,7 +216,8 @@ def test_op_error_names_the_node(models: dict[str, Model], monkeypatch: pytest.M
     m = models["qwen2"]
     be = NumpyBackend()
     w = m.weights(be)
-    bad = np.zeros((10, 7), np.float32)
+    good = w.matmul["blk.1.ffn_up.weight"]
+    bad = MatmulWeight(None, good.quant, (10, 7), np.zeros((10, 7), np.float32), "f32")
     monkeypatch.setitem(w.matmul, "blk.1.ffn_up.weight", bad)
     with pytest.raises(OpError, match=r"node blk\.1\.ffn_up \(matmul\): .*k mismatch"):
         Session(m, be, n_ctx=8).run_step([1, 2])

@@ -129,7 +129,8 @@ def test_weights_prepared_once_per_backend(synth: dict[str, Path]) -> None:
     # tied output: the lm_head weight is made from the embedding table
     assert "token_embd.weight" in w1.matmul and "output.weight" not in w1.matmul
     ref = gguf.quants.dequantize(m.tensors["token_embd.weight"].raw(), T.Q4_K)
-    np.testing.assert_array_equal(w1.matmul["token_embd.weight"], ref.reshape(304, 256))
+    np.testing.assert_array_equal(w1.matmul["token_embd.weight"].cached, ref.reshape(304, 256))
+    assert w1.matmul["token_embd.weight"].cached_as == "f32"  # NumPy's default matmul path
     assert m.weights(NumpyBackend()) is not w1
 
 

@@ -264,8 +264,10 @@ class F16GemmNumpy(NumpyBackend):
     activations rounded to f16 before each matmul, f32 accumulation (the CuPy path's cuBLAS
     call); every other op as on the CPU, in f32 as on the GPU."""
 
-    def matmul_weight(self, raw, qtype, shape):
-        return super().matmul_weight(raw, qtype, shape).astype(np.float16).astype(np.float32)
+    def matmul_weight(self, raw, qtype, shape, cache=False):
+        w = super().matmul_weight(raw, qtype, shape, cache)  # the f32 path's exact weight
+        w.cached = w.cached.astype(np.float16).astype(np.float32)
+        return w
 
     def matmul(self, x, w):
         return super().matmul(np.asarray(x).astype(np.float16).astype(np.float32), w)

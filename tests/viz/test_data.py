@@ -156,3 +156,26 @@ def test_formatting_uses_decimal_units():
     assert d.fmt_time(6.7e-6) == "6.7 µs"
     assert d.fmt_time(None) == "—"
     assert d.fmt_pct(0.5) == "50%"
+
+
+def test_the_detail_panel_names_the_matmul_path(tmp_path):
+    from tracekit.runner.record import record_trace
+    from tracekit.runner.trace import load_trace
+    from tracekit.viz.app import _detail
+
+    ceil = {"copy_bandwidth_Bps": 1e10, "launch_overhead_s": 1e-6, "peak_flops": 1e11}
+    t = load_trace(
+        record_trace(None, tokens=[1, 2, 3], steps=1, backend="numpy", matmul="quant",
+                     capture="timing", output=tmp_path / "q.json", progress=False, nvtx=False,
+                     ceilings=ceil)
+    )  # fmt: skip
+    mm = next(n["id"] for n in t["nodes"] if n["op"] == "matmul")
+    other = next(n["id"] for n in t["nodes"] if n["op"] == "rms_norm")
+    rec = t["steps"][1]["nodes"][mm]
+    assert d.node_path(rec) == "quant" and d.node_path(t["steps"][1]["nodes"][other]) is None
+    assert [r["path"] for r in d.launch_rows(rec, "numpy")] == ["quant"]
+    _, body = _detail(t, 1, mm)
+    texts = [getattr(c, "children", None) for c in body if getattr(c, "id", None) == "detail-path"]
+    assert texts == ["matmul path: quant"]
+    _, body = _detail(t, 1, other)
+    assert not any(getattr(c, "id", None) == "detail-path" for c in body)

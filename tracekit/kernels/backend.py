@@ -16,9 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.kernels import attention, dequant, elementwise, embed, matmul, norm, reduce, rope
+from tracekit.kernels import (
+    attention,
+    dequant,
+    elementwise,
+    embed,
+    matmul,
+    matvec,
+    norm,
+    reduce,
+    rope,
+)
 from tracekit.kernels.checks import KernelInputError
 from tracekit.kernels.launch import LaunchRecord
+from tracekit.kernels.matmul import MatmulWeight
 from tracekit.quants import QuantType, quant_type
 
 BACKEND_NAMES = ("auto", "cupy", "numpy")
@@ -43,11 +54,14 @@ def cupy_usable() -> tuple[bool, str]:
     return True, "ok"
 
 
-def get_backend(name: str = "auto") -> Backend:
+def get_backend(name: str = "auto", matmul: str | None = None, w16_cache: str = "auto") -> Backend:
     """Return a backend by name: ``"numpy"``, ``"cupy"`` or ``"auto"``.
 
+    ``matmul``/``w16_cache``: the run's matmul path and w16 cache (``kernels/matmul.py``);
+    ``matmul=None`` is the backend's default (cupy ``quant``, numpy ``f32``).
+
     Raises:
-        ValueError: an unknown name.
+        ValueError: an unknown name or mode, or ``f32`` asked of the cupy backend.
         BackendUnavailable: ``"cupy"`` was asked for and no GPU is usable (no silent fallback).
     """
     if isinstance(name, Backend):
@@ -55,13 +69,13 @@ def get_backend(name: str = "auto") -> Backend:
     if name not in BACKEND_NAMES:
         raise ValueError(f"backend {name!r} is not one of {', '.join(BACKEND_NAMES)}")
     if name == "numpy":
-        return NumpyBackend()
+        return NumpyBackend(matmul, w16_cache)
     ok, why = cupy_usable()
     if name == "cupy":
         if not ok:
             raise BackendUnavailable(f"backend 'cupy' is not usable here: {why}")
-        return CupyBackend()
-    return CupyBackend() if ok else NumpyBackend()
+        return CupyBackend(matmul, w16_cache)
+    return CupyBackend(matmul, w16_cache) if ok else NumpyBackend(matmul, w16_cache)
 
 
 class Backend:
@@ -69,9 +83,14 @@ class Backend:
 
     name: str = "?"
     xp: Any = np
+    #: the matmul path when none is asked for
+    default_matmul: str = "f16"
 
-    def __init__(self) -> None:
+    def __init__(self, matmul_mode: str | None = None, w16_cache: str = "auto") -> None:
         self.records: list[LaunchRecord] = []
+        self.matmul_mode = matmul_mode or self.default_matmul
+        self.w16_cache = w16_cache
+        matmul.check_modes(self.matmul_mode, w16_cache)
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _emit(self, result: tuple[Any, LaunchRecord | list[LaunchRecord]]) -> Any:
@@ -190,14 +209,48 @@ class Backend:
     def argmax_f32(self, x: Any) -> Any:
         raise NotImplementedError
 
-    def matmul_weight(self, raw: Any, qtype: QuantType, shape: tuple[int, int]) -> Any:
-        """A matmul weight in this backend's compute form, made once at load and cached by the
-        model: f16 from the dequant kernels on cupy (the seed's w16 cache), exact f32 on numpy
-        (so the CPU graph runs in f32 on the same values gguf-py dequantizes to)."""
-        raise NotImplementedError
+    def w16_cache_on(self, matmul_bytes: int) -> bool:
+        """Whether :meth:`matmul_weight` makes the w16 cache (``matmul.w16_cache_on``'s rule)."""
+        return matmul.w16_cache_on(self.matmul_mode, self.w16_cache, matmul_bytes)
 
-    def matmul(self, x: Any, w: Any) -> Any:
-        """x [nt, k] f32 times w [n, k]ᵀ (the weight from :meth:`matmul_weight`) -> [nt, n] f32."""
+    def matmul_weight(
+        self, raw: Any, qtype: QuantType, shape: tuple[int, int], cache: bool = False
+    ) -> MatmulWeight:
+        """A matmul weight as this backend keeps it, made once at load and cached by the model:
+        the packed bytes, plus the w16 cache's f16 copy when ``cache`` (one ``dequant_*_f16``
+        launch, recorded) or, on the f32 path, the exact f32 values gguf-py dequantizes to."""
+        qt, shape = quant_type(qtype), (int(shape[0]), int(shape[1]))
+        if self.matmul_mode == "f32":
+            w32 = self._emit(self._dequantize_f32(raw, qt, shape))
+            self.records[-1].extra["path"] = "f32"
+            return MatmulWeight(None, qt, shape, w32, "f32")
+        if cache:
+            w16 = self.dequantize_f16(raw, qt, shape)
+            self.records[-1].extra["path"] = "f16-cached"
+            # the f16 path never reads the packed bytes again; the quant path's decode does
+            return MatmulWeight(raw if self.matmul_mode == "quant" else None, qt, shape, w16, "f16")
+        return MatmulWeight(raw, qt, shape)
+
+    def warm_dequant(self, qt: QuantType) -> None:
+        """Load ``dequant_<suffix>_f16`` before a timed launch of it (compiling is not its
+        time); nothing to load on NumPy."""
+
+    def _dequantize_f32(self, raw: Any, qt: QuantType, shape: tuple[int, int]) -> Any:
+        raise KernelInputError(f"the f32 matmul path runs on the numpy backend, not {self.name}")
+
+    def matmul(self, x: Any, w: MatmulWeight) -> Any:
+        """x [nt, k] f32 times w [n, k]ᵀ (from :meth:`matmul_weight`) -> [nt, n] f32, on the path
+        ``matmul.choose_path`` picks; every launch record names that path."""
+        if not isinstance(w, MatmulWeight):
+            raise KernelInputError(
+                f"matmul weight is a {type(w).__name__}, expected a MatmulWeight (matmul_weight)"
+            )
+        path = matmul.choose_path(self.matmul_mode, w, int(x.shape[0]) if x.ndim else 0)
+        out, recs = self._matmul_on(path, x, w)
+        self.records.extend(matmul.with_path(recs, path))
+        return out
+
+    def _matmul_on(self, path: str, x: Any, w: MatmulWeight) -> tuple[Any, list[LaunchRecord]]:
         raise NotImplementedError
 
 
@@ -214,6 +267,7 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     xp = np
+    default_matmul = "f32"
 
     def asarray(self, a: Any, dtype: Any = None) -> np.ndarray:
         if hasattr(a, "get") and not isinstance(a, np.ndarray):  # a CuPy array
@@ -291,20 +345,37 @@ class NumpyBackend(Backend):
     def argmax_f32(self, x):
         return self._emit(reduce.ref_argmax_f32(x))
 
-    def matmul_weight(self, raw, qtype, shape):
-        return self._emit(dequant.ref_dequantize_f32(raw, quant_type(qtype), tuple(shape)))
+    def _dequantize_f32(self, raw, qt, shape):
+        return dequant.ref_dequantize_f32(raw, qt, shape)
 
-    def matmul(self, x, w):
-        return self._emit(matmul.ref_matmul(x, w))
+    def _matmul_on(self, path, x, w):
+        if path == "f32":
+            out, rec = matmul.ref_matmul(x, w.cached)
+            return out, [rec]
+        if path == "quant":
+            out, rec = matvec.ref_matvec(x, w.raw, w.quant, w.shape)
+            return out, [rec]
+        # the f16 path as the GPU runs it: x rounded to f16, the f16 weight, f32 sums
+        x16, rec_x = elementwise.ref_convert_f32_f16(x)
+        recs = [rec_x]
+        w16 = w.cached
+        if path == "f16-per-call":
+            w16, rec_w = dequant.ref_dequantize_f16(w.raw, w.quant, w.shape)
+            recs.append(rec_w)
+        out, rec = matmul.ref_matmul(x16.astype(np.float32), w16)
+        return out, [*recs, rec]
 
 
 class CupyBackend(Backend):
     """The GPU backend: CUDA kernels through CuPy (one ``.cu`` per family), cuBLASLt for GEMM."""
 
     name = "cupy"
+    default_matmul = "quant"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, matmul_mode: str | None = None, w16_cache: str = "auto") -> None:
+        super().__init__(matmul_mode, w16_cache)
+        if self.matmul_mode == "f32":
+            raise ValueError("--matmul f32 runs on the numpy backend only; cupy runs quant or f16")
         import cupy
 
         self.xp = cupy
@@ -390,8 +461,13 @@ class CupyBackend(Backend):
     def argmax_f32(self, x):
         return self._emit(reduce.launch_argmax_f32(x))
 
-    def matmul_weight(self, raw, qtype, shape):
-        return self._emit(dequant.launch_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
+    def warm_dequant(self, qt):
+        dequant._kernel(dequant.kernel_name(qt))
 
-    def matmul(self, x, w):
-        return self._emit(matmul.launch_matmul_f16w(x, w))
+    def _matmul_on(self, path, x, w):
+        if path == "quant":
+            out, rec = matvec.launch_matvec(x, w.raw, w.quant, w.shape)
+            return out, [rec]
+        if path == "f16-cached":
+            return matmul.launch_matmul_f16w(x, w.cached)
+        return matmul.launch_matmul_dequant_f16(x, w.raw, w.quant, w.shape)

@@ -112,6 +112,8 @@ STAMPED = frozenset(
         "softcap_f32", "slice_cols_f32",
         *(t.embed_kernel for t in QUANT_TABLE.values()),
     }
+) | frozenset(  # the quant path's matvec kernels, nt = 1..matvec.MAX_NT (a test checks)
+    f"matvec_{qt.suffix}_n{nt}" for qt in QUANT_TABLE.values() for nt in range(1, 9)
 )  # fmt: skip
 NO_STAMP = np.uint64(0)
 

@@ -1,21 +1,89 @@
 """MatMul: activations [nt, k] f32 times a weight [n, k] (GGUF's row-per-output layout)ᵀ.
 
-The GPU path is the seed's f16 path: the weight is dequantized to f16 once at load (the w16
-cache, see ``Backend.matmul_weight``), the activations are converted with ``convert_f32_f16``
-and cuBLASLt runs the GEMM with f16 inputs, f32 accumulation and f32 output. The NumPy path runs
-the same product in f32 on the exact dequantized weight.
+The seed's two paths (§3.2, §4.1), chosen per run (``--matmul``) and named in every launch
+record (``extra.path``) so the trace says which one ran:
+
+- ``quant`` (the default on cupy): up to ``matvec.MAX_NT`` tokens, the matvec kernel streams the
+  GGUF blocks (``kernels/matvec.py``); a larger batch (a prefill) takes the f16 GEMM below.
+- ``f16``: the weight as f16 — from the persistent w16 cache (``f16-cached``, made at load) or
+  dequantized by ``dequant_<suffix>_f16`` into a scratch buffer in the node itself
+  (``f16-per-call``) —, the activations converted with ``convert_f32_f16`` and cuBLASLt's GEMM
+  (f16 in, f32 accumulate and out).
+- ``f32`` (NumPy only, its default): the exact f32 weight, made at load, times x in f32.
+
+``--w16-cache auto|on|off``: ``auto`` is the seed's rule, on when the f16 path is chosen and the
+matmul weights' GGUF bytes total >= 2 GiB (:func:`w16_cache_on`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tracekit.kernels.checks import KernelInputError, require_array, require_contiguous
 from tracekit.kernels.launch import LaunchRecord
+from tracekit.quants import QuantType
+
+#: ``--matmul`` values; ``None`` asks for the backend's default (cupy quant, numpy f32).
+MATMUL_MODES = ("quant", "f16", "f32")
+W16_CACHE_MODES = ("auto", "on", "off")
+#: The seed's W16_ENABLE_BYTES: ``--w16-cache auto`` caches from this many matmul GGUF bytes.
+W16_CACHE_AUTO_BYTES = 2 << 30
+#: The paths a matmul launch record names (``extra.path``).
+PATHS = ("quant", "f16-per-call", "f16-cached", "f32")
+
+
+@dataclass
+class MatmulWeight:
+    """A matmul weight as a backend keeps it: its GGUF bytes (``raw``, on the backend) and, when
+    made at load, ``cached`` — the w16 cache's f16 copy, or NumPy's exact f32 one (``cached_as``
+    ``"f16"`` or ``"f32"``)."""
+
+    raw: Any
+    quant: QuantType
+    shape: tuple[int, int]
+    cached: Any = None
+    cached_as: str | None = None
+
+
+def check_modes(matmul: str, w16_cache: str) -> None:
+    if matmul not in MATMUL_MODES:
+        raise ValueError(f"--matmul {matmul!r} is not one of {', '.join(MATMUL_MODES)}")
+    if w16_cache not in W16_CACHE_MODES:
+        raise ValueError(f"--w16-cache {w16_cache!r} is not one of {', '.join(W16_CACHE_MODES)}")
+
+
+def w16_cache_on(matmul: str, w16_cache: str, matmul_bytes: int) -> bool:
+    """Whether the model's matmul weights are dequantized to f16 once, at load (the w16 cache).
+
+    ``on``/``off`` say so; ``auto`` is the seed's rule: the f16 path and >= 2 GiB of weights."""
+    if w16_cache == "auto":
+        return matmul == "f16" and matmul_bytes >= W16_CACHE_AUTO_BYTES
+    return w16_cache == "on"
+
+
+def choose_path(matmul: str, w: MatmulWeight, nt: int) -> str:
+    """The path of one matmul call: both backends decide with this, so their traces agree."""
+    from tracekit.kernels.matvec import MAX_NT
+
+    if matmul == "f32":
+        if w.cached_as != "f32":
+            raise KernelInputError("the f32 matmul path needs the weight's f32 copy made at load")
+        return "f32"
+    if matmul == "quant" and nt <= MAX_NT:
+        return "quant"
+    return "f16-cached" if w.cached_as == "f16" else "f16-per-call"
+
+
+def with_path(recs: list[LaunchRecord], path: str) -> list[LaunchRecord]:
+    """The node's launch records, each naming the path they ran on (``extra.path``)."""
+    for r in recs:
+        r.extra["path"] = path
+    return recs
 
 
 def _check_shapes(x: Any, w: Any, what_w: str) -> tuple[int, int, int]:
@@ -290,3 +358,36 @@ def launch_matmul_f16w(x: Any, w16: Any, out: Any = None) -> tuple[Any, list[Lau
     x16, rec_convert = launch_convert_f32_f16(x)
     rec_gemm = gemm_f16_f32(x16, w16, o)
     return o, [rec_convert, rec_gemm]
+
+
+def launch_matmul_dequant_f16(
+    x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]
+) -> tuple[Any, list[LaunchRecord]]:
+    """The f16 path without the w16 cache (the seed's per-call ``w16_get``): x [nt, k] f32 @
+    W [n, k]ᵀ with W dequantized by ``dequant_<suffix>_f16`` into a scratch buffer in the call.
+
+    Three launches: ``convert_f32_f16`` of x (first, so it can carry a replayed graph's node
+    stamp), the dequant, the GEMM. The scratch buffer lives as long as the returned records'
+    launches can be replayed (a tape keeps its arguments).
+
+    Returns:
+        (out, [convert record, dequant record, GEMM record])
+    """
+    from tracekit.kernels.dequant import launch_dequantize_f16
+    from tracekit.kernels.elementwise import launch_convert_f32_f16, require_device
+
+    require_array(x, np.float32, "matmul x")
+    nt, k = (int(s) for s in x.shape) if x.ndim == 2 else (0, 0)
+    n = int(shape[0])
+    if x.ndim != 2 or k != int(shape[1]):
+        raise KernelInputError(f"matmul x has shape {tuple(x.shape)}, expected [nt, {shape[1]}]")
+    if max(nt, n, k) > _INT32_MAX:
+        raise KernelInputError(f"matmul dims nt={nt}, n={n}, k={k} exceed cuBLAS's int32 limit")
+    require_device(x, "matmul x")
+    x16, rec_convert = launch_convert_f32_f16(x)
+    w16, rec_dequant = launch_dequantize_f16(raw, qt, shape)
+    import cupy
+
+    out = cupy.empty((nt, n), dtype=cupy.float32)
+    rec_gemm = gemm_f16_f32(x16, w16, out)
+    return out, [rec_convert, rec_dequant, rec_gemm]

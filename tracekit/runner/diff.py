@@ -112,7 +112,11 @@ def run_path(trace: dict[str, Any]) -> str:
     if run.get("backend") == "numpy":
         return "f32-cpu"
     mm = run.get("matmul")
-    return "f16-gemm-gpu" if mm in (None, "f16") else "quant-act-gpu"
+    # issue 13's ``quant`` path (the matvec kernel) decodes in f32 on the exact weights and
+    # prefills through the f16 GEMM, so the f16 path's tolerances bound it (on the H200 its
+    # logits were 6.5e-4 of the largest from the CPU's f32 path); only a quantized-activation
+    # path (none yet) needs its own
+    return "quant-act-gpu" if mm == "quant-act" else "f16-gemm-gpu"
 
 
 def calibrated(a: dict[str, Any], b: dict[str, Any]) -> PathTolerance:

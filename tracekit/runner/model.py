@@ -705,8 +705,9 @@ class PackedTensor:
 class Weights:
     """A model's tensors in one backend's compute form, made once and cached per backend.
 
-    ``matmul`` holds each matmul weight as ``backend.matmul_weight`` made it (f16 on cupy — the
-    seed's w16 cache —, exact f32 on numpy), keyed by the tensor name (a tied output's weight is
+    ``matmul`` holds each matmul weight as ``backend.matmul_weight`` made it (a
+    ``kernels.matmul.MatmulWeight``: the packed bytes, plus the w16 cache's f16 copy when it is
+    on, or NumPy's exact f32 copy on the f32 path), keyed by the tensor name (a tied output's weight is
     made from the embedding table, under ``token_embd.weight``); ``embed`` keeps the table packed
     for the gather; ``vectors`` holds norms and biases as f32.
     """
@@ -717,6 +718,9 @@ class Weights:
     vectors: dict[str, Any]
     load_records: list[LaunchRecord]
     load_seconds: float
+    #: the w16 cache's warm-up, one entry per weight dequantized into it: ``weight`` (name),
+    #: ``shape``, ``weight_type``, ``time_s`` (device time of its launch), ``launches`` (JSON)
+    load_nodes: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Model:
@@ -742,7 +746,7 @@ class Model:
         self.graph: Graph = build_graph(config, {n: t.qtype.name for n, t in tensors.items()})
         self._tokenizer: GGUFTokenizer | None = None
         self._weights: weakref.WeakKeyDictionary[Backend, Weights] = weakref.WeakKeyDictionary()
-        self._backends: dict[str, Backend] = {}
+        self._backends: dict[Any, Backend] = {}
 
     def __repr__(self) -> str:
         c = self.config
@@ -778,15 +782,19 @@ class Model:
         return eos if 0 <= eos < self.config.n_vocab else None
 
     # -- weights -------------------------------------------------------------------------------
-    def backend(self, backend: Any = "auto") -> Backend:
-        """A backend by name, one instance per name per model (so its weights stay cached)."""
+    def backend(
+        self, backend: Any = "auto", matmul: str | None = None, w16_cache: str = "auto"
+    ) -> Backend:
+        """A backend by name (and matmul path, w16 cache mode: ``kernels/matmul.py``), one
+        instance per such triple per model (so its weights stay cached)."""
         from tracekit.kernels.backend import Backend, get_backend
 
         if isinstance(backend, Backend):
             return backend
-        if backend not in self._backends:
-            self._backends[backend] = get_backend(backend)
-        return self._backends[backend]
+        key = backend if matmul is None and w16_cache == "auto" else (backend, matmul, w16_cache)
+        if key not in self._backends:
+            self._backends[key] = get_backend(backend, matmul, w16_cache)
+        return self._backends[key]
 
     def weights(self, backend: Backend) -> Weights:
         """This model's tensors on ``backend``, prepared once (the w16 cache) and cached."""
@@ -803,25 +811,59 @@ class Model:
         matmul: dict[str, Any] = {}
         vectors: dict[str, Any] = {}
         embed: PackedTensor | None = None
-        for name, (kind, shape) in expected_tensors(self.config).items():
+        expected = expected_tensors(self.config)
+        matmul_bytes = sum(
+            self.tensors[n].nbytes
+            for n, (kind, _) in expected.items()
+            if kind == MATMUL or (kind == EMBED and self.config.tied_output)
+        )
+        w16 = backend.w16_cache_on(matmul_bytes)  # the seed's rule for --w16-cache auto
+        from tracekit.runner.record import node_timer
+
+        cached = [n for n, (kind, _) in expected.items() if kind == MATMUL] + (
+            [n for n, (kind, _) in expected.items() if kind == EMBED and self.config.tied_output]
+        )
+        timer = node_timer(backend, len(cached)) if w16 else None
+        load_nodes: list[dict[str, Any]] = []
+
+        def make(name: str, raw: Any, t: TensorSpec, shape: Any) -> Any:
+            if timer is None:
+                return backend.matmul_weight(raw, t.quant, shape, w16)
+            backend.warm_dequant(t.quant)  # compiled before the clock starts
+            i = len(load_nodes)
+            before = len(backend.records)
+            timer.begin()
+            timer.start(i)
+            w = backend.matmul_weight(raw, t.quant, shape, w16)
+            timer.stop(i)
+            load_nodes.append(
+                {"weight": name, "shape": [int(s) for s in shape], "weight_type": t.quant.name,
+                 "launches": [r.to_json() for r in backend.records[before:]]}
+            )  # fmt: skip
+            return w
+
+        for name, (kind, shape) in expected.items():
             t = self.tensors[name]
             if kind == VECTOR:
                 host = gguf.quants.dequantize(t.raw(), t.qtype).astype(np.float32).reshape(shape)
                 vectors[name] = backend.asarray(host, np.float32)
             elif kind == MATMUL:
                 raw = backend.asarray(t.raw())
-                matmul[name] = backend.matmul_weight(raw, t.quant, shape)
+                matmul[name] = make(name, raw, t, shape)
             else:
                 raw = backend.asarray(t.raw())
                 embed = PackedTensor(raw, t.quant, (int(shape[0]), int(shape[1])))
                 if self.config.tied_output:
-                    matmul[name] = backend.matmul_weight(raw, t.quant, shape)
+                    matmul[name] = make(name, raw, t, shape)
         backend.synchronize()
         seconds = backend.now() - t0
+        if timer is not None:
+            for n, dt in zip(load_nodes, timer.times(len(load_nodes)), strict=True):
+                n["time_s"] = dt
         records = backend.take_records()
         backend.records.extend(pending)
         assert embed is not None
-        return Weights(backend, embed, matmul, vectors, records, seconds)
+        return Weights(backend, embed, matmul, vectors, records, seconds, load_nodes)
 
     # -- running -------------------------------------------------------------------------------
     def logits(self, token_ids: Any, backend: Any = "auto") -> np.ndarray:

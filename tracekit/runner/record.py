@@ -253,6 +253,27 @@ class _EventTimer:
         return out, ns(self._end_ev)
 
 
+def node_timer(be: Any, n: int) -> _HostTimer | _EventTimer:
+    """n node slots timed on ``be``'s clock: CUDA events on cupy, the host clock on numpy (the
+    load phase's dequant nodes use it too, ``Model._prepare``)."""
+    return _EventTimer(n) if be.name == "cupy" else _HostTimer(n)
+
+
+def load_phase(weights: Any, ceilings: dict[str, Any]) -> dict[str, Any] | None:
+    """The trace's ``load`` phase: the w16 cache's warm-up, one node per weight with its dequant
+    launch, time and perf annotation; None when nothing was dequantized into the cache."""
+    nodes = []
+    for n in weights.load_nodes:
+        t = _sig(n["time_s"])
+        p = perf.annotate(n["launches"], t, ceilings)
+        for k in ("intensity", "achieved_Bps", "achieved_flops", "fraction_of_ceiling"):
+            p[k] = _sig(p[k])
+        nodes.append({**n, "time_s": t, "perf": p})
+    if not nodes:
+        return None
+    return {"seconds": _sig(weights.load_seconds), "nodes": nodes}
+
+
 # -- the node hook ------------------------------------------------------------------------------
 def heatmap_axes(node: Node) -> tuple[str, str]:
     """Names of the heatmap's axes, from the node's symbolic output shape."""
@@ -603,6 +624,8 @@ def record_trace(
     save_logits: bool = False,
     dump_limit: int | None = None,
     on_dump_estimate: Callable[[DumpPlan], Any] | None = None,
+    matmul: str | None = None,
+    w16_cache: str = "auto",
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -622,6 +645,8 @@ def record_trace(
         on_step: called with each completed step record (after it is in the trace).
         nvtx_domain: an NVTX domain object to use instead of ``nvtx.get_domain("tracekit")``.
         top_k: tokens listed per step.
+        matmul, w16_cache: the matmul path (``quant``/``f16``/``f32``; None: the backend's
+            default) and the w16 cache mode (``auto``/``on``/``off``), see kernels/matmul.py.
         remeasure: measure the device ceilings again instead of reading the cached ones.
         warmup: first run the prefill and one decode step untraced, then reset the cache, so
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
@@ -678,7 +703,7 @@ def record_trace(
         )
     if plan is not None and on_dump_estimate is not None:
         on_dump_estimate(plan)
-    be = model.backend(backend)
+    be = model.backend(backend, matmul, w16_cache)
     from tracekit.kernels.ceilings import measure_ceilings
 
     measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
@@ -717,6 +742,8 @@ def record_trace(
         "model": model_info(model),
         "run": {
             "backend": be.name,
+            "matmul": be.matmul_mode,
+            "w16_cache": be.w16_cache,
             "device": be.device_name(),
             "capture": capture,
             "cuda_graph": bool(cuda_graph),
@@ -738,6 +765,9 @@ def record_trace(
         "nodes": [n.to_json() for n in nodes],
         "steps": [],
     }
+    load = load_phase(session.weights, ceil)
+    if load is not None:  # the w16 cache's warm-up (issue 13): a node per weight
+        trace["load"] = load
     tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
     dumps = None
     if plan is not None:

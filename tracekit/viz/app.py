@@ -364,9 +364,12 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
         ),
         md_table(d.perf_rows(trace, rec), id="detail-perf"),
     ]
+    path = d.node_path(rec)
+    if path is not None:  # the matmul path the node ran on, as its launch records name it
+        body.append(html.Div(f"matmul path: {path}", className="tk-sub", id="detail-path"))
     launches = d.launch_rows(rec, trace["run"]["backend"])
     if launches:
-        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops")
+        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops", "path")
         heads = (
             "kernel",
             "grid",
@@ -375,6 +378,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             "read",
             "written",
             "flops",
+            "path",
         )
         body.append(
             md_table(

@@ -259,9 +259,17 @@ def launch_rows(rec: Mapping[str, Any], backend: str = "cupy") -> list[dict[str,
                 "read": fmt_bytes(la["bytes_read"]),
                 "written": fmt_bytes(la["bytes_written"]),
                 "flops": fmt_num(int(la["flops"])),
+                "path": str((la.get("extra") or {}).get("path", "—")),
             }
         )
     return out
+
+
+def node_path(rec: Mapping[str, Any]) -> str | None:
+    """The matmul path a node's launches ran on (``extra.path``: quant, f16-per-call,
+    f16-cached, f32), or None for a node that names none (not a matmul, or an older trace)."""
+    paths = sorted({(la.get("extra") or {}).get("path") for la in rec["launches"]} - {None})
+    return ", ".join(paths) if paths else None
 
 
 def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:

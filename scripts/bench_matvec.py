@@ -1,0 +1,129 @@
+"""Quant-path matvec speed: GGUF bytes / device time over the copy bandwidth, per type (issue 13).
+
+    PYTHONPATH=$PWD python3 scripts/bench_matvec.py [--n 14336 --k 4096] [--nt 1,2,8]
+        [--sweep] [--json out.json]
+
+For each type of the quant table: a random weight of n x k (the issue's 14336 x 4096: an FFN
+up/gate of Llama-3-8B), copies rotated so the working set is > 2x the L2 (each launch reads
+its weight from DRAM), x of nt tokens. Device time per launch: tracekit's queued timing (calls
+queued behind a spin kernel, so host launch overhead stays out; the median of 5 runs of 20
+calls). GB/s counts the weight's GGUF bytes only (x and out are < 0.5% of them); "% of copy"
+divides by the D2D copy bandwidth measured in the same run (bytes read + written, as the
+tracekit bench). ``--sweep Q4_K,...`` also times every (rows per block, unroll) configuration of those types.
+Target: >= 85% of copy for every type at nt = 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET_PCT = 85.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--shapes", default="14336x4096", help="weights n x k, comma-separated (n outputs)"
+    )
+    ap.add_argument("--nt", default="1,2,8", help="token counts (comma-separated)")
+    ap.add_argument("--types", default="", help="comma-separated type names (default: all)")
+    ap.add_argument(
+        "--sweep", default="", help="types (comma-separated) whose nt=1 row times every config"
+    )
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+
+    import cupy as cp
+
+    from tracekit.kernels import matvec
+    from tracekit.kernels.ceilings import gpu_times_queued
+    from tracekit.quants import QUANT_TABLE, quant_type
+
+    dev = cp.cuda.Device()
+    l2 = int(dev.attributes.get("L2CacheSize", 64 << 20))
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    print(f"device {props['name'].decode()}, L2 {l2 >> 20} MiB")
+
+    def timed(fn) -> float:
+        return statistics.median(gpu_times_queued(fn, launches=20, reps=5, warmup=3))
+
+    copy_n = 1 << 30
+    src = cp.ones(copy_n // 4, cp.float32)
+    dst = cp.empty_like(src)
+    copy_s = timed(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes))
+    copy_bps = 2 * src.nbytes / copy_s
+    print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)")
+
+    shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")]
+    nts = [int(t) for t in args.nt.split(",")]
+    types = (
+        [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
+    )
+    default = [(matvec.ROWS_PER_BLOCK, matvec.UNROLL)]
+    sweep = [(r, u) for r in (1, 2, 4, 8) for u in (2, 4, 8)]
+    sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
+    rows = []
+    for (n, k), qt in ((sh, qt) for sh in shapes for qt in types):
+        nbytes = qt.nbytes((n, k))
+        sets = max(1, min(16, -(-3 * l2 // nbytes)))
+        # random bytes: the speed does not depend on the values (no data-dependent branches)
+        words = -(-nbytes // 4)
+        raws = [
+            cp.random.randint(0, 2**31 - 1, words, dtype=cp.int32).view(cp.uint8)[:nbytes]
+            for _ in range(sets)
+        ]
+        for nt in nts:
+            x = cp.random.standard_normal((nt, k), dtype=cp.float32)
+            out = cp.empty((nt, n), cp.float32)
+            first = (n, k) == shapes[0]
+            configs = sweep if first and nt == 1 and qt.name in sweep_types else default
+            for rpb, unroll in configs:
+
+                def fn(i, rpb=rpb, unroll=unroll, x=x, out=out, raws=raws, qt=qt, shape=(n, k)):
+                    w = raws[i % len(raws)]
+                    return matvec.launch_matvec(
+                        x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll
+                    )
+
+                s = timed(fn)
+                pct = 100 * nbytes / s / copy_bps
+                row = {
+                    "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
+                    "unroll": unroll, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
+                    "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
+                }  # fmt: skip
+                rows.append(row)
+                print(
+                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll}: {s * 1e6:7.2f} us "
+                    f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
+                    flush=True,
+                )
+        del raws
+        cp.get_default_memory_pool().free_all_blocks()
+
+    print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
+    print("| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll) | met |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (n, k), qt, nt in ((sh, qt, nt) for sh in shapes for qt in types for nt in nts):
+        mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
+        d = next(r for r in mine if (r["rows_per_block"], r["unroll"]) == default[0])
+        b = min(mine, key=lambda r: r["us"])
+        met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"
+        best = f"{b['pct_copy']:.1f} ({b['rows_per_block']}, {b['unroll']})" if b is not d else "–"
+        print(
+            f"| {qt.name} | {n}x{k} | {d['bytes'] / 1e6:.1f} | {nt} | {d['us']:.2f} | "
+            f"{d['GBps']:.0f} | {d['pct_copy']:.1f} | {best} | {met if nt == 1 else '–'} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

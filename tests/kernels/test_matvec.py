@@ -1,0 +1,220 @@
+"""The quant path's matvec (NumPy reference, gates, path choice) and the matmul paths on the CPU.
+
+The GPU kernels are checked against the same oracle in test_matvec_gpu.py (marked ``gpu``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import gguf
+import numpy as np
+import pytest
+
+from tracekit.kernels import cuda, matmul, matvec
+from tracekit.kernels.backend import get_backend
+from tracekit.kernels.checks import KernelInputError
+from tracekit.kernels.dequant import f16_field_offsets, random_blocks
+from tracekit.kernels.matmul import MatmulWeight, choose_path, w16_cache_on
+from tracekit.quants import QUANT_TABLE, QuantType, quant_type
+
+TYPES = list(QUANT_TABLE.values())
+TYPE_IDS = [t.name for t in TYPES]
+U = 2.0**-24  # f32 unit roundoff
+
+
+def finite_raw(qt: QuantType, n_blocks: int, rng: np.random.Generator) -> np.ndarray:
+    """Random blocks with finite f16 scales; float types: normal values (random bits would
+    overflow the product)."""
+    if qt.is_quantized:
+        return random_blocks(qt, n_blocks, rng)
+    v = rng.standard_normal(n_blocks).astype(np.float32)
+    if qt.name == "F16":
+        return v.astype(np.float16).view(np.uint8)
+    if qt.name == "BF16":
+        return (v.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
+    return v.view(np.uint8)
+
+
+def weight(
+    qt: QuantType, n: int, k: int, seed: int = 0, tame: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(raw bytes, gguf-py's f64 dequantization [n, k]) of a random weight. ``tame``: f16 scales
+    in (-0.01, 0.01), so the values fit in f16 (the f16 path's tests)."""
+    rng = np.random.default_rng(seed)
+    raw = finite_raw(qt, n * k // qt.block_size, rng)
+    if tame and qt.is_quantized:
+        blocks = raw.reshape(-1, qt.type_size)
+        for off in f16_field_offsets(qt):
+            d = (rng.uniform(-0.01, 0.01, len(blocks))).astype(np.float16)
+            blocks[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+    w = gguf.quants.dequantize(raw, qt.qtype).reshape(n, k).astype(np.float64)
+    return raw, w
+
+
+def oracle(x: np.ndarray, w64: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x @ w.T in float64, sum |x| |w| per output: the scale of the rounding error)."""
+    x64 = x.astype(np.float64)
+    return x64 @ w64.T, np.abs(x64) @ np.abs(w64).T
+
+
+def gamma(n_terms: int) -> float:
+    """The classic bound on an n-term f32 sum's relative error (of sum |terms|)."""
+    return n_terms * U / (1 - n_terms * U)
+
+
+def random_x(nt: int, k: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((nt, k)).astype(np.float32)
+
+
+@pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("n, nt", [(1, 1), (5, 3), (33, 8)])
+def test_ref_matvec_is_x_times_the_gguf_values(qt: QuantType, n: int, nt: int) -> None:
+    k = 2 * max(qt.block_size, 32)
+    raw, w64 = weight(qt, n, k)
+    x = random_x(nt, k)
+    got, rec = matvec.ref_matvec(x, raw, qt, (n, k))
+    assert got.dtype == np.float32 and got.shape == (nt, n)
+    # bit for bit the f32 product of gguf-py's own values (same BLAS call, same operands)
+    assert np.array_equal(got, x @ w64.astype(np.float32).T)
+    want, scale = oracle(x, w64)
+    assert np.all(np.abs(got - want) <= gamma(k) * scale)
+    assert rec.kernel == f"numpy_matvec_{qt.suffix}" and rec.extra["path"] == "quant"
+    assert rec.bytes_read == raw.nbytes + x.nbytes and rec.flops == 2 * nt * n * k
+
+
+def test_ref_matvec_catches_one_wrong_value() -> None:
+    """Negative control of the GPU test's bound: one decoded value off by one code step is
+    well outside the per-lane summation bound the GPU test uses."""
+    qt = quant_type("Q8_0")
+    n, k = 4, 4096
+    raw, w64 = weight(qt, n, k)
+    x = random_x(1, k)
+    want, scale = oracle(x, w64)
+    bad = w64.copy()
+    blk = (2 * k + 1234) // qt.block_size
+    d = float(raw[blk * qt.type_size : blk * qt.type_size + 2].view(np.float16)[0])
+    bad[2, 1234] += d  # one code step of that block
+    wrong, _ = oracle(x, bad)
+    bound = gamma(8 * math.ceil(k / 256) + 6) * scale
+    assert np.abs(wrong - want)[0, 2] > bound[0, 2]
+
+
+@pytest.mark.parametrize(
+    "shape, nt, msg",
+    [
+        ((4, 64), 9, "1..8 tokens"),
+        ((4, 64), 0, "1..8 tokens"),
+        ((4, 96), 1, "k mismatch"),
+    ],
+)
+def test_matvec_gates(shape: tuple[int, int], nt: int, msg: str) -> None:
+    qt = quant_type("Q8_0")
+    raw, _ = weight(qt, *shape)
+    x = random_x(max(nt, 1), 64)[:nt] if shape[1] == 64 else random_x(1, 64)
+    with pytest.raises(KernelInputError, match=msg):
+        matvec.ref_matvec(np.ascontiguousarray(x), raw, qt, shape)
+
+
+def test_matvec_gates_the_weight_bytes() -> None:
+    qt = quant_type("Q4_K")
+    raw, _ = weight(qt, 2, 256)
+    with pytest.raises(KernelInputError):
+        matvec.ref_matvec(random_x(1, 256), raw[:-1], qt, (2, 256))
+    with pytest.raises(KernelInputError, match="multiple of 8"):
+        f32 = quant_type("F32")
+        matvec.ref_matvec(random_x(1, 12), np.zeros(48, np.uint8), f32, (1, 12))
+
+
+def test_every_matvec_kernel_can_carry_a_node_stamp() -> None:
+    names = matvec.kernel_names()
+    assert len(names) == len(QUANT_TABLE) * matvec.MAX_NT
+    assert names <= cuda.STAMPED
+
+
+def test_geometry_is_one_warp_per_row_or_wpr_for_few_rows() -> None:
+    g = matvec.geometry(14336, 4096)
+    assert g.block == (32, 1, matvec.ROWS_PER_BLOCK)
+    assert g.grid[0] * matvec.ROWS_PER_BLOCK >= 14336 > (g.grid[0] - 1) * matvec.ROWS_PER_BLOCK
+    assert matvec.geometry(1, 32).grid == (1, 1, 1) and matvec.geometry(1, 32).block[1] == 1
+    g = matvec.geometry(896, 4864)  # a 0.5B model's ffn_down: 896 rows, 8 warps each
+    assert g.block == (32, 8, 1) and g.grid == (896, 1, 1)
+    assert matvec.geometry(896, 896).block[1] == 2  # 112 chunks a row: 64 lanes at most
+    for n, k in ((896, 896), (128, 4096), (4096, 14336), (151936, 896)):
+        g = matvec.geometry(n, k)
+        wpr, rows = g.block[1], g.block[2]
+        assert wpr * rows <= 8 and g.grid[0] * rows >= n
+        assert wpr == 1 or 32 * wpr <= k // 8  # every lane has a chunk
+
+
+def test_block_sizes_of_float_types_are_eight_values() -> None:
+    assert matvec.block_sizes(quant_type("F32")) == (32, 8)
+    assert matvec.block_sizes(quant_type("BF16")) == (16, 8)
+    assert matvec.block_sizes(quant_type("Q6_K")) == (210, 256)
+
+
+# -- path choice ------------------------------------------------------------------------------
+def _w(cached_as: str | None) -> MatmulWeight:
+    return MatmulWeight(None, quant_type("Q4_0"), (4, 32), object() if cached_as else None,
+                        cached_as)  # fmt: skip
+
+
+def test_choose_path() -> None:
+    assert choose_path("quant", _w(None), 1) == "quant"
+    assert choose_path("quant", _w(None), matvec.MAX_NT) == "quant"
+    assert choose_path("quant", _w(None), matvec.MAX_NT + 1) == "f16-per-call"
+    assert choose_path("quant", _w("f16"), matvec.MAX_NT + 1) == "f16-cached"
+    assert choose_path("f16", _w(None), 1) == "f16-per-call"
+    assert choose_path("f16", _w("f16"), 1) == "f16-cached"
+    assert choose_path("f32", _w("f32"), 300) == "f32"
+    with pytest.raises(KernelInputError, match="f32 copy"):
+        choose_path("f32", _w(None), 1)
+
+
+def test_w16_cache_rule_is_the_seeds() -> None:
+    big, small = matmul.W16_CACHE_AUTO_BYTES, matmul.W16_CACHE_AUTO_BYTES - 1
+    assert w16_cache_on("f16", "auto", big) and not w16_cache_on("f16", "auto", small)
+    assert not w16_cache_on("quant", "auto", big)
+    assert w16_cache_on("quant", "on", 1) and not w16_cache_on("f16", "off", big)
+
+
+def test_modes_are_checked() -> None:
+    with pytest.raises(ValueError, match="--matmul 'int8'"):
+        get_backend("numpy", "int8")
+    with pytest.raises(ValueError, match="--w16-cache 'maybe'"):
+        get_backend("numpy", None, "maybe")
+    assert get_backend("numpy").matmul_mode == "f32"
+
+
+# -- the paths on the NumPy backend -----------------------------------------------------------
+@pytest.mark.parametrize(
+    "mode, cache, nt, path, kernels",
+    [
+        ("f32", "auto", 3, "f32", ["numpy_matmul_f32"]),
+        ("quant", "auto", 3, "quant", ["numpy_matvec_q4_k"]),
+        ("quant", "auto", 9, "f16-per-call",
+         ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
+        ("f16", "off", 1, "f16-per-call",
+         ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
+        ("f16", "on", 1, "f16-cached", ["convert_f32_f16", "numpy_matmul_f32"]),
+    ],
+)  # fmt: skip
+def test_numpy_backend_runs_the_path_it_names(mode, cache, nt, path, kernels) -> None:
+    qt = quant_type("Q4_K")
+    n, k = 6, 512
+    raw, w64 = weight(qt, n, k, tame=True)
+    be = get_backend("numpy", mode, cache)
+    w = be.matmul_weight(raw, qt, (n, k), be.w16_cache_on(1 << 40))
+    load = be.take_records()
+    x = random_x(nt, k)
+    got = be.matmul(x, w)
+    recs = be.take_records()
+    assert [r.kernel for r in recs] == kernels
+    assert {r.extra["path"] for r in recs} == {path}
+    want, scale = oracle(x, w64)
+    if path.startswith("f16"):  # both operands rounded to f16, f32 sums
+        x16 = x.astype(np.float16).astype(np.float64)
+        w16 = w64.astype(np.float16).astype(np.float64)
+        want, scale = x16 @ w16.T, np.abs(x16) @ np.abs(w16).T
+        assert [r.kernel for r in load] == (["dequant_q4_k_f16"] if path == "f16-cached" else [])
+    assert np.all(np.abs(got - want) <= gamma(k) * scale)

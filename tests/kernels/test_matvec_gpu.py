@@ -1,0 +1,130 @@
+"""GPU tests of the quant path's matvec and the f16 paths (marked ``gpu``).
+
+Run on a GPU host:  python3 -m pytest -m gpu tests/kernels/test_matvec_gpu.py
+
+Oracle: x @ W.T in float64 on gguf-py's own dequantized values. The kernel's values are exact
+(the decoders are bit-equal to gguf-py) and each lane sums at most 8 * ceil(k / 256) products in
+f32, then 5 shuffle levels, so |gpu - oracle| <= gamma(8 ceil(k/256) + 6) * sum |x| |w|: tight
+enough that one value off by one code step fails (test_matvec.py's negative control). Outputs
+are poisoned with NaN before every launch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.kernels.test_matvec import TYPE_IDS, TYPES, gamma, oracle, random_x, weight
+from tracekit.kernels import matmul, matvec
+from tracekit.kernels.backend import get_backend
+from tracekit.kernels.checks import KernelInputError
+from tracekit.quants import QuantType, quant_type
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cp():
+    return pytest.importorskip("cupy")
+
+
+def poisoned(cp, shape):
+    out = cp.empty(shape, cp.float32)
+    out.view(cp.uint8).fill(0xFF)
+    return out
+
+
+def on_device_at(cp, raw: np.ndarray, offset: int):
+    buf = cp.empty(raw.size + offset, cp.uint8)
+    view = buf[offset:]
+    view.set(raw)
+    return view
+
+
+def kernel_bound(k: int, scale: np.ndarray) -> np.ndarray:
+    return gamma(8 * math.ceil(k / 256) + 6) * scale
+
+
+# rows: 1, not a multiple of ROWS_PER_BLOCK, large; k: one block, odd block counts, 4096
+CASES = [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1)]
+
+
+@pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("n, nt", CASES)
+@pytest.mark.parametrize("offset", [0, 2])
+def test_matvec_matches_the_float64_oracle(cp, qt: QuantType, n: int, nt: int, offset: int):
+    k = {1: 4096, 37: 3 * max(qt.block_size, 32), 5: qt.block_size * 9 if qt.is_quantized else 72,
+         301: 2816, 1024: 256}[n]  # fmt: skip
+    k = max(k // qt.block_size, 1) * qt.block_size
+    raw, w64 = weight(qt, n, k, seed=n + nt)
+    x = random_x(nt, k, seed=nt)
+    out = poisoned(cp, (nt, n))
+    got, rec = matvec.launch_matvec(cp.asarray(x), on_device_at(cp, raw, offset), qt, (n, k), out)
+    assert got is out
+    want, scale = oracle(x, w64)
+    err = np.abs(cp.asnumpy(got).astype(np.float64) - want)
+    assert np.all(err <= kernel_bound(k, scale)), (float(np.nanmax(err / scale)), n, k, nt)
+    assert rec.kernel == f"matvec_{qt.suffix}_n{nt}" and rec.extra["path"] == "quant"
+    assert rec.grid == matvec.geometry(n, k).grid and rec.block == matvec.geometry(n, k).block
+
+
+@pytest.mark.parametrize("unroll", [1, 2, 8])
+@pytest.mark.parametrize("rows, wpr", [(1, 1), (8, 1), (4, 2), (2, 4), (1, 8)])
+def test_matvec_configurations_agree(cp, unroll: int, rows: int, wpr: int):
+    qt = quant_type("Q4_K")
+    n, k = 70, 2304
+    raw, w64 = weight(qt, n, k, seed=5)
+    x = random_x(2, k)
+    got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (2, n)),
+                                  rows_per_block=rows, unroll=unroll, wpr=wpr)  # fmt: skip
+    want, scale = oracle(x, w64)
+    assert np.all(np.abs(cp.asnumpy(got) - want) <= kernel_bound(k, scale))
+
+
+def test_matvec_gates(cp):
+    qt = quant_type("Q8_0")
+    raw = cp.asarray(weight(qt, 4, 64)[0])
+    with pytest.raises(KernelInputError, match="1..8 tokens"):
+        matvec.launch_matvec(cp.zeros((9, 64), cp.float32), raw, qt, (4, 64))
+    with pytest.raises(KernelInputError, match="16-byte"):
+        matvec.launch_matvec(cp.zeros(65, cp.float32)[1:].reshape(1, 64), raw, qt, (4, 64))
+    with pytest.raises(KernelInputError, match="cupy array"):
+        matvec.launch_matvec(np.zeros((1, 64), np.float32), raw, qt, (4, 64))
+
+
+@pytest.mark.parametrize(
+    "mode, cache, nt, path, kernels",
+    [
+        ("quant", "auto", 2, "quant", ["matvec_q4_k_n2"]),
+        ("quant", "auto", 40, "f16-per-call",
+         ["convert_f32_f16", "dequant_q4_k_f16", "cublaslt_matmul_f16_f32"]),
+        ("f16", "off", 1, "f16-per-call",
+         ["convert_f32_f16", "dequant_q4_k_f16", "cublaslt_matmul_f16_f32"]),
+        ("f16", "on", 40, "f16-cached", ["convert_f32_f16", "cublaslt_matmul_f16_f32"]),
+    ],
+)  # fmt: skip
+def test_cupy_backend_runs_the_path_it_names(cp, mode, cache, nt, path, kernels):
+    qt = quant_type("Q4_K")
+    n, k = 96, 1024
+    raw, w64 = weight(qt, n, k, tame=True)
+    be = get_backend("cupy", mode, cache)
+    w = be.matmul_weight(cp.asarray(raw), qt, (n, k), be.w16_cache_on(1 << 40))
+    be.take_records()
+    x = random_x(nt, k)
+    got = cp.asnumpy(be.matmul(cp.asarray(x), w))
+    recs = be.take_records()
+    assert [r.kernel for r in recs] == kernels and {r.extra["path"] for r in recs} == {path}
+    cpu = get_backend("numpy", mode, cache)
+    wc = cpu.matmul_weight(raw, qt, (n, k), cpu.w16_cache_on(1 << 40))
+    ref = cpu.matmul(x, wc)
+    assert [r.extra["path"] for r in cpu.take_records()][-1] == path
+    # same operands on both (f16-rounded on the f16 paths); only summation order differs
+    assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+
+def test_w16_cache_auto_is_off_below_2_gib(cp):
+    be = get_backend("cupy", "f16")
+    assert not be.w16_cache_on(matmul.W16_CACHE_AUTO_BYTES - 1)
+    assert be.w16_cache_on(matmul.W16_CACHE_AUTO_BYTES)
