@@ -3,7 +3,7 @@
 The replays themselves run on the GPU (tests/runner/test_replay_gpu.py); here: recording nests
 nowhere, every launch is recorded with its arguments, kernel arguments convert to fixed C types
 (an untyped Python scalar is refused, not guessed), and every kernel named in ``cuda.STAMPED``
-takes ``unsigned long long* stamp`` as its last parameter and calls ``node_start_stamp`` first.
+takes ``unsigned long long* stamp`` as its last parameter and opens the ``LaunchStamp`` scope first.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_stamped_kernels_end_with_the_stamp_and_stamp_first(name: str) -> None:
     params, first = _kernel_params(name)
     last = params.split(",")[-1].split()
     assert last[:3] == ["unsigned", "long", "long*"] and last[-1] == "stamp", params
-    assert first.startswith("node_start_stamp(stamp)"), first
+    assert first.startswith("const LaunchStamp launch_stamp(stamp)"), first
 
 
 def test_no_stamp_is_a_null_pointer() -> None:
