@@ -207,7 +207,10 @@ class StampTimer:
     def __init__(self, n: int) -> None:
         import cupy
 
+        from tracekit.runner.replay import _issue, _PackedLaunch
+
         self._cupy = cupy
+        self._issue, self._packed_launch = _issue, _PackedLaunch  # a stamp: one cuLaunchKernel
         self.n = n
         self.capacity = self.LAUNCHES_PER_NODE * max(n, 1)
         self.lay = layout(self.capacity, n)
@@ -221,12 +224,10 @@ class StampTimer:
 
     # -- issuing ---------------------------------------------------------------------------
     def _stamp(self, word: int) -> None:
-        from tracekit.runner.replay import _issue, _PackedLaunch
-
         p = self._stamps.get(word)
-        if p is None or p.args[8] != self.stream:
-            p = self._stamps[word] = _PackedLaunch(stamp_entry(self.buf, word), self.stream)
-        _issue([p.args])
+        if p is None or p.args[8] != self.stream:  # args[8]: the stream it launches on
+            p = self._stamps[word] = self._packed_launch(stamp_entry(self.buf, word), self.stream)
+        self._issue([p.args])
 
     def reserve(self, how: Sequence[tuple[str, str]]) -> int:
         """Take the next ``len(how)`` slots for launches with these plans; the first's index."""
@@ -281,6 +282,7 @@ class StampTimer:
     def timing(self, ran: int) -> StepTiming:
         """The step's timing (one device-to-host copy of the stamps, after the step)."""
         if self._timing is None:
+            self._cupy.cuda.runtime.streamSynchronize(self.stream)  # the step's stream
             words = self.buf.get()
             n = self.lay
             # the buffer is laid out for `capacity` slots: the launches used, then the tail
