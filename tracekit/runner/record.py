@@ -32,9 +32,10 @@ Decode steps are replayed (``tracekit/runner/replay.py``): the warm-up's decode 
 through the whole dispatch chain, and every later decode step replays its launches (the
 statistics pass too, so a node's output is the same buffer in both passes). With
 ``cuda_graph=True`` (cupy only) each pass of a decode step is one CUDA graph launch of the
-recorded step in which each node's first kernel writes the GPU clock on entry (stamp.cuh; one
-``globaltimer_stamp`` kernel after the last node): node times are GPU times inside the graph,
-start to start (no host gaps), a node's ``host_s`` is the step's host time / the node count, the full pass's graph also holds the statistics (copies of outputs overwritten in place,
+recorded step in which every launch is timed on the GPU clock (tracekit/runner/stamps.py, the
+``graph`` plan; one ``globaltimer_stamp`` kernel after the last node): no host gaps, no kernel
+added between nodes, a node's ``host_s`` is the step's host time / the node count, the full
+pass's graph also holds the statistics (copies of outputs overwritten in place,
 then the batch's memset and two kernels), and neither pass has per-node NVTX ranges (the
 step's range only; run without ``cuda_graph`` for per-node ranges under nsys or ncu). The
 prefill always runs through the dispatch chain.
@@ -86,10 +87,10 @@ LOGIT_BINS = 32
 STATS_BATCH_BYTES = 1 << 30
 CUDA_GRAPH_NOTE = (
     "cuda_graph: each decode step's passes replayed the recorded decode step as one CUDA graph "
-    "whose node-first kernels write the GPU clock on entry (the full pass with its statistics "
-    "kernels inside); node time_s is GPU time inside the graph from the node's start to the "
-    "next node's, host_s is the step's host time / nodes, and those passes have no per-node "
-    "NVTX ranges"
+    "whose kernels write their own start and end on the GPU clock (the full pass with its "
+    "statistics kernels inside); a launch that cannot (a cuBLAS GEMM) runs from the previous "
+    "launch's end to the next one's start; node time_s is the sum of its launches' times, "
+    "host_s is the step's host time / nodes, and those passes have no per-node NVTX ranges"
 )
 #: ARGB colour per kernel family for nsys' timeline (any distinct colours would do).
 _COLORS = {
@@ -337,7 +338,7 @@ class Tracer:
         finally:
             self.ranges.pop()
         self._launches[i] = self.be.take_records()
-        if self.full:  # after the stop event: no statistics work inside the node's time
+        if self.full:  # after its launches: no statistics work inside the node's time
             self.batch.add(i, out, self.axes[i], self.copy_out[i])
         if self.dump_pass and i in self.dump_ids:  # a later node may write into it: a copy
             self._dumped[i] = out.copy() if self.copy_out[i] else out

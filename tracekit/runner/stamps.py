@@ -161,8 +161,9 @@ def read_timing(
 def stamp_entry(buf: Any, word: int) -> tuple[Any, ...]:
     """A tape entry (cuda.LaunchTape) of the ``globaltimer_stamp`` kernel writing ``buf[word]``."""
     from tracekit.kernels.cuda import kernel
+    from tracekit.kernels.elementwise import FAMILY  # its -D geometry registered first
 
-    return (kernel("elementwise", "globaltimer_stamp"), (1, 1, 1), (1, 1, 1),
+    return (kernel(FAMILY, "globaltimer_stamp"), (1, 1, 1), (1, 1, 1),
             (buf, np.int32(word)), 0)  # fmt: skip
 
 
@@ -207,9 +208,11 @@ class StampTimer:
     def __init__(self, n: int) -> None:
         import cupy
 
+        from tracekit.kernels.cuda import STAMPED
         from tracekit.runner.replay import _issue, _PackedLaunch
 
         self._cupy = cupy
+        self._stamped = STAMPED
         self._issue, self._packed_launch = _issue, _PackedLaunch  # a stamp: one cuLaunchKernel
         self.n = n
         self.capacity = self.LAUNCHES_PER_NODE * max(n, 1)
@@ -242,7 +245,7 @@ class StampTimer:
 
     def issue(self, entry: Any) -> None:
         """Launch one tape entry (a kernel tuple, or a host call taking the stream) timed."""
-        (how,) = launch_plan([entry_name(entry)], "stream")
+        (how,) = launch_plan([entry_name(entry)], "stream", self._stamped)
         k = self.reserve([how])
         for e in timed_entries(entry, k, self.buf, how):
             if isinstance(e, tuple):
