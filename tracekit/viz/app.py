@@ -366,7 +366,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
     ]
     launches = d.launch_rows(rec, trace["run"]["backend"])
     if launches:
-        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops")
+        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops", "time")
         heads = (
             "kernel",
             "grid",
@@ -375,6 +375,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             "read",
             "written",
             "flops",
+            "time",
         )
         body.append(
             md_table(
