@@ -122,6 +122,9 @@ def test_timed_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     assert e[3][:2] == ("x", "y") and slot.size == SLOT_WORDS
     assert np.shares_memory(slot, buf[SLOT_WORDS : 2 * SLOT_WORDS])
 
+    with pytest.raises(RuntimeError, match=r"launch 0 \(None\): its launcher does not pass"):
+        timed_entries(("fn", (1,), (1,), ("x", "y"), 0), 0, buf, ("kernel", "kernel"))
+
     def gemm(stream: int) -> None:
         return None
 

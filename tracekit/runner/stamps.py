@@ -181,6 +181,11 @@ def timed_entries(entry: Any, k: int, buf: Any, how: tuple[str, str]) -> list[An
         out.append(stamp_entry(buf, SLOT_WORDS * k))
     if src == "kernel":
         fn, grid, block, args, smem = entry
+        if not (args and isinstance(args[-1], np.uint64) and args[-1] == 0):
+            raise RuntimeError(
+                f"launch {k} ({entry_name(entry)}): its launcher does not pass the stamp slot "
+                "last (cuda.NO_STAMP), so no argument can be replaced by a slot"
+            )
         out.append(
             (fn, grid, block, (*args[:-1], buf[SLOT_WORDS * k : SLOT_WORDS * (k + 1)]), smem)
         )
