@@ -152,5 +152,8 @@ def test_attention_nan_value_reaches_only_queries_that_attend_it():
     clean, _ = ref_attention_f32(q, k, v, 4, 0.3)
     v[6, 0, 3] = np.nan
     out, _ = ref_attention_f32(q, k, v, 4, 0.3)  # queries at positions 4, 5, 6, 7
-    np.testing.assert_array_equal(out[:2], clean[:2])
+    # unpoisoned and equal up to f32 rounding: BLAS may take another kernel once the V block
+    # holds a NaN (OpenBLAS 0.3.31 under numpy 2.4.6: 6e-8 apart), so not bit for bit
+    assert np.isfinite(out[:2]).all()
+    np.testing.assert_allclose(out[:2], clean[:2], rtol=1e-6, atol=1e-7)
     assert np.isnan(out[2:]).any(axis=1).all()

@@ -3,7 +3,7 @@
 The replays themselves run on the GPU (tests/runner/test_replay_gpu.py); here: recording nests
 nowhere, every launch is recorded with its arguments, kernel arguments convert to fixed C types
 (an untyped Python scalar is refused, not guessed), and every kernel named in ``cuda.STAMPED``
-takes ``unsigned long long* stamp`` as its last parameter and calls ``node_start_stamp`` first.
+takes ``unsigned long long* stamp`` as its last parameter and opens the ``LaunchStamp`` scope first.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracekit.kernels import cuda
+from tracekit.kernels import cuda, matvec  # noqa: F401 (matvec registers its stamped kernels)
 from tracekit.runner.replay import _c_arg
 
 KERNELS = Path(cuda.__file__).resolve().parent
@@ -95,15 +95,16 @@ def _kernel_params(name: str) -> tuple[str, str]:
             first = re.search(r"\{\s*([^;]*;)", body)
             assert params and first
             return params.group(1), first.group(1)
-        # matvec's kernels too: MATVEC_KERNEL(suffix, T, NT) calls matvec<T, NT>(...)
+        # matvec's kernels too: MATVEC_KERNEL(suffix, T, NT) opens its scope, calls matvec<T, NT>
         if name.startswith("matvec_") and "#define MATVEC_KERNEL(" in src:
             macro = re.search(r"#define MATVEC_KERNEL\(.*?\n\n", src, re.S)
-            body = re.search(r"__forceinline__ void matvec\([^)]*\)\s*\{\s*([^;]*;)", src)
-            assert macro and body
+            assert macro
             flat = macro.group(0).replace("\\\n", "")
             params = re.search(r"matvec_##suffix##_n##NT\(([^)]*)\)", flat)
             assert params
-            return params.group(1), body.group(1)
+            first = re.search(r"\{\s*([^;]*;)", flat[params.end() :])
+            assert first
+            return params.group(1), first.group(1)
     raise AssertionError(f"kernel {name} not found in {KERNELS}/*.cu")
 
 
@@ -112,7 +113,7 @@ def test_stamped_kernels_end_with_the_stamp_and_stamp_first(name: str) -> None:
     params, first = _kernel_params(name)
     last = params.split(",")[-1].split()
     assert last[:3] == ["unsigned", "long", "long*"] and last[-1] == "stamp", params
-    assert first.startswith("node_start_stamp(stamp)"), first
+    assert first.startswith("const LaunchStamp launch_stamp(stamp)"), first
 
 
 def test_no_stamp_is_a_null_pointer() -> None:

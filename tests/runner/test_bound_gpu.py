@@ -54,12 +54,9 @@ def test_no_unflagged_efficiency_above_one(traces: dict, graph: bool) -> None:
                 assert p["flag"], rec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="per-launch kernel stamps (issue 11, part 1) are not built: without graphs a node's "
-    "time is its CUDA-event pair, which holds the host's launch latency when the GPU ran dry",
-)
 def test_graph_and_stream_node_times_agree(traces: dict) -> None:
+    # each launch timed by itself (stamps.py) in both modes: a kernel's time does not depend on
+    # who launched it
     a, b = traces[False]["steps"][-1]["nodes"], traces[True]["steps"][-1]["nodes"]
     bad = [
         (traces[False]["nodes"][x["id"]]["name"], x["time_s"] / y["time_s"])

@@ -75,6 +75,21 @@ def test_import_joins_by_range_and_divides_passes() -> None:
     assert "blk.0.ffn_up" in text and "10,112" not in text and "12,032" in text
 
 
+def test_the_tracers_stamp_kernels_are_not_a_nodes_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a traced run queues globaltimer_stamp kernels inside node ranges (tracekit/runner/stamps.py)
+    from tracekit.runner import ncu
+
+    ks = read_ncu_csv(RAW)
+    gemm = ks[2]
+    stamp = dict(gemm, kernel="globaltimer_stamp", **{"gpu__time_duration.sum": 1e-6})
+    monkeypatch.setattr(ncu, "read_ncu_csv", lambda path: [*ks, stamp, stamp])
+    t = import_ncu(_trace_with_two_launch_ffn_up(), RAW)
+    ids = {n["name"]: n["id"] for n in t["nodes"]}
+    pre = t["steps"][0]["nodes"][ids["blk.0.ffn_up"]]["ncu"]
+    assert pre["passes"] == 1 and "globaltimer_stamp" not in pre["kernels"]
+    assert pre["gpu_time_s"] == pytest.approx((2112 + 4704) * 1e-9)
+
+
 def test_details_page_long_form(tmp_path: Path) -> None:
     rows = [
         r

@@ -124,6 +124,10 @@ def test_launch_rows_show_threads_working_of_launched(small_trace):
     assert d.launch_rows(nogrid, "numpy")[0]["grid"] == "host (NumPy)"
     assert d.launch_rows(nogrid, "cupy")[0]["grid"] == "library call"
     assert d.launch_rows(nogrid)[0]["threads"] == "—"
+    untimed = {"launches": [{k: v for k, v in la.items() if k != "time_s"}]}
+    assert d.launch_rows(untimed)[0]["time"] == "—"  # a launch without its own time
+    timed = {"launches": [{**la, "time_s": 2.5e-6}]}
+    assert d.launch_rows(timed)[0]["time"] == "2.5 µs"
 
 
 @pytest.mark.parametrize("scaled", ["blk.0.attn_k", "blk.1.ffn_down", "output"])

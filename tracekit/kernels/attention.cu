@@ -18,7 +18,7 @@
 // launch tape or a CUDA graph) stays right at every later position. The host checked
 // past[0] + nt <= n_ctx before it wrote the positions.
 
-#include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
+#include "stamp.cuh"  // LaunchStamp: the stamped kernels time themselves (stamp.cuh)
 
 // ATT_THREADS (threads per block) and ATT_MAX_HD (the largest head_dim) come from
 // attention.py (kernel_defines), which builds the grid and gates head_dim with them.
@@ -35,7 +35,7 @@ extern "C" __global__ void kv_store_f32(const float* __restrict__ x, float* __re
                                         long long offset, long long n,
                                         const int* __restrict__ past, long long row,
                                         unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     if (past != nullptr) offset = (long long)past[0] * row;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)

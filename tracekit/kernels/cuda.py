@@ -9,7 +9,8 @@ semantics so the NumPy reference stays a valid oracle.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,20 +102,36 @@ class LaunchTape:
 
 _tape: LaunchTape | None = None
 
-#: The kernels whose last parameter is ``unsigned long long* stamp`` (stamp.cuh): the ones that
-#: can be the first launch of a graph node. Launchers pass NO_STAMP (null); a timed CUDA graph
-#: of a replayed step passes a slot of its timestamp buffer to each node's first kernel.
-#: The embedding gathers (one per type of the quant table) are all stamped.
-STAMPED = frozenset(
-    {
-        "add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32", "f32_bits_to_i32",
-        "convert_f32_f16", "add_bias_f32", "rms_norm_f32", "rope_f32", "kv_store_f32",
-        "softcap_f32", "slice_cols_f32",
-        *(t.embed_kernel for t in QUANT_TABLE.values()),
-    }
-) | frozenset(  # the quant path's matvec kernels, nt = 1..matvec.MAX_NT (a test checks)
-    f"matvec_{qt.suffix}_n{nt}" for qt in QUANT_TABLE.values() for nt in range(1, 9)
-)  # fmt: skip
+#: A stamped kernel's declaration: its last parameter is ``unsigned long long* stamp`` and its
+#: first statement the LaunchStamp scope (stamp.cuh), so it writes its own start and end into
+#: the slot a timed pass passes (launchers pass NO_STAMP, null).
+_STAMPED_DECL = re.compile(
+    r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\([^)]*unsigned\s+long\s+long\s*\*\s*stamp\s*\)'
+    r"[\s\\]*\{[\s\\]*const\s+LaunchStamp\s"
+)
+
+
+def _stamped_kernels() -> frozenset[str]:
+    """The stamped kernels, read off the ``.cu`` sources by :data:`_STAMPED_DECL` (a new
+    kernel declared that way is stamped: no list to keep by hand). Kernels declared by a macro
+    (the embedding gathers, one per type of the quant table) take their names from the table."""
+    names = {m.group(1) for p in _HERE.glob("*.cu") for m in _STAMPED_DECL.finditer(p.read_text())}
+    names.discard("name")  # the macro's parameter, not a kernel
+    return frozenset(names | {t.embed_kernel for t in QUANT_TABLE.values()})
+
+
+#: The kernels that time themselves when given a stamp slot (see :func:`_stamped_kernels`;
+#: families whose kernels a macro declares add theirs with :func:`register_stamped` when their
+#: launcher module loads); every other launch of a timed pass is timed by stamp kernels either
+#: side of it (tracekit/runner/stamps.py).
+STAMPED: set[str] = set(_stamped_kernels())
+
+
+def register_stamped(names: Iterable[str]) -> None:
+    """Add macro-declared stamped kernels (a family's generated names) to :data:`STAMPED`."""
+    STAMPED.update(names)
+
+
 NO_STAMP = np.uint64(0)
 
 
@@ -136,17 +153,51 @@ class recording:  # noqa: N801 (a context manager used like a function)
         _tape = None
 
 
+#: The timer of a timed pass while a node runs (tracekit.runner.stamps.StampTimer): it issues
+#: each launch with the stamps that time it. None otherwise.
+_stamper: Any = None
+
+
+def set_stamper(stamper: Any) -> None:
+    """Make ``stamper`` (or None) the one that issues launches (see :func:`launch`)."""
+    global _stamper
+    _stamper = stamper
+
+
+def stamper() -> Any:
+    """The active stamper (a timed pass's node is running), or None."""
+    return _stamper
+
+
 def launch(
     fn: Any, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared_mem=0
 ) -> None:
     """Launch ``fn`` (a CuPy ``Function``) on the current stream; recorded when taping.
 
-    Every launcher calls this, so a tape sees every kernel of a step. Scalars must be NumPy
-    scalars (their C type is what the kernel reads back); device arrays are passed as pointers.
+    Every launcher calls this, so a tape sees every kernel of a step, and a timed pass's
+    stamper times each of them (the tape keeps the launch as the launcher made it).
+    Scalars must be NumPy scalars (their C type is what the kernel reads back); device arrays
+    are passed as pointers.
     """
-    fn(grid, block, args, shared_mem=shared_mem)
+    entry = (fn, tuple(grid), tuple(block), tuple(args), int(shared_mem))
+    if _stamper is not None:
+        _stamper.issue(entry)
+    else:
+        fn(grid, block, args, shared_mem=shared_mem)
     if _tape is not None:
-        _tape.entries.append((fn, tuple(grid), tuple(block), tuple(args), int(shared_mem)))
+        _tape.entries.append(entry)
+
+
+def host_launch(call: Any) -> None:
+    """Run a host-side launch (``call(stream_ptr)``, e.g. a cuBLAS GEMM) on the current stream:
+    timed by the active stamper, recorded when taping."""
+    if _stamper is not None:
+        _stamper.issue(call)
+    else:
+        import cupy
+
+        call(cupy.cuda.get_current_stream().ptr)
+    record_host_call(call)
 
 
 def record_host_call(call: Any) -> None:

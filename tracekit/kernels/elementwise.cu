@@ -11,7 +11,7 @@
 
 #include <cuda_fp16.h>
 
-#include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
+#include "stamp.cuh"  // LaunchStamp: the stamped kernels time themselves (stamp.cuh)
 
 namespace {
 
@@ -145,41 +145,41 @@ __device__ void unary(Op op, const float* x, float* z, long long n, int vec) {
 // Reads 8 B, writes 4 B per element; 1 flop.
 extern "C" __global__ void add_f32(const float* x, const float* y, float* z, long long n, int vec,
                                     unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     binary(Add{}, x, y, z, n, vec);
 }
 
 // Reads 8 B, writes 4 B per element; 1 flop.
 extern "C" __global__ void mul_f32(const float* x, const float* y, float* z, long long n, int vec,
                                     unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     binary(Mul{}, x, y, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 3 flops (exp counted as 1).
 extern "C" __global__ void silu_f32(const float* x, float* z, long long n, int vec, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     unary(Silu{}, x, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 9 flops (tanh counted as 1).
 extern "C" __global__ void gelu_tanh_f32(const float* x, float* z, long long n, int vec,
                                           unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     unary(GeluTanh{}, x, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 1 flop.
 extern "C" __global__ void scale_f32(const float* x, float* z, long long n, int vec, float s,
                                       unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     unary(Scale{s}, x, z, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 3 flops (tanh counted as 1).
 extern "C" __global__ void softcap_f32(const float* x, float* z, long long n, int vec, float cap,
                                         unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     unary(Softcap{cap}, x, z, n, vec);
 }
 
@@ -189,7 +189,7 @@ extern "C" __global__ void softcap_f32(const float* x, float* z, long long n, in
 // Reads 4 B, writes 4 B per output element; 0 flops.
 extern "C" __global__ void slice_cols_f32(const float* x, float* y, long long rows, int cols,
                                            int start, int width, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     const long long total = rows * width;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
@@ -201,7 +201,7 @@ extern "C" __global__ void slice_cols_f32(const float* x, float* y, long long ro
 // The seed's I32-as-f32 token ids: copy the bit patterns (int4 moves when aligned).
 extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, int vec,
                                             unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
@@ -221,7 +221,7 @@ extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, 
 // n % 8 tail is done by the first threads of the grid; vec == 0 converts one at a time.
 extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long n, int vec,
                                             unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
@@ -256,7 +256,7 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
 // out may be y (in place). Reads 4 B of y per element (b stays in L2), writes 4 B; 1 flop.
 extern "C" __global__ void add_bias_f32(const float* y, const float* b, float* out, int d,
                                         long long nt, int vec, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     const long long t = blockIdx.x;
     const int i = threadIdx.x + blockIdx.y * blockDim.x;
     if (t >= nt) return;
@@ -298,9 +298,9 @@ extern "C" __global__ void spin_kernel(long long ns) {
     } while ((long long)(t - t0) < ns);
 }
 
-// Writes the global timer (ns) to t[i]: a replayed CUDA graph puts one between consecutive nodes,
-// so each node's GPU time inside the graph is t[i + 1] - t[i] (an event-record node costs ~3.4 us
-// of GPU time there, this kernel ~0.65 us).
+// Writes the global timer (ns) to t[i] when it runs: queued either side of a launch that cannot
+// time itself (a cuBLAS GEMM; tracekit/runner/stamps.py), before a node (when its work arrived)
+// and at a step's ends. ~0.65 us of GPU time each on the H200 (an event-record node ~3.4 us).
 extern "C" __global__ void globaltimer_stamp(unsigned long long* t, int i) {
     unsigned long long g;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));

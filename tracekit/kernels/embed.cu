@@ -13,7 +13,7 @@
 
 
 #include "quant_decoders.cuh"  // u8/u16/u32/i64, the block decoders, SrcF32/F16/BF16
-#include "stamp.cuh"           // node_start_stamp: every kernel here can start a graph node
+#include "stamp.cuh"           // LaunchStamp: every kernel here times itself (stamp.cuh)
 
 #define NAN_F32 __uint_as_float(0x7FC00000u)
 
@@ -80,7 +80,7 @@ __device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const in
     extern "C" __global__ void name(const u8* __restrict__ raw, const int* __restrict__ ids,  \
                                     float* __restrict__ out, int rows, int n_embd, i64 nt,   \
                                     int ts, int qk, int* err, unsigned long long* stamp) {   \
-        node_start_stamp(stamp);                                                               \
+        const LaunchStamp launch_stamp(stamp);                                                \
         embed_quant<T>(raw, ids, out, rows, n_embd, nt, ts, qk, err);                         \
     }
 
@@ -122,7 +122,7 @@ __device__ __forceinline__ void embed_float(const u8* __restrict__ raw, const in
     extern "C" __global__ void name(const u8* __restrict__ raw, const int* __restrict__ ids,  \
                                     float* __restrict__ out, int rows, int n, i64 nt, int vec, \
                                     int* err, unsigned long long* stamp) {                     \
-        node_start_stamp(stamp);                                                               \
+        const LaunchStamp launch_stamp(stamp);                                                \
         embed_float<S>(raw, ids, out, rows, n, nt, vec, err);                                  \
     }
 
@@ -131,7 +131,7 @@ __device__ __forceinline__ void embed_float(const u8* __restrict__ raw, const in
 extern "C" __global__ void gather_rows_f32(const float* __restrict__ x, const int* __restrict__ ids,
                                            float* __restrict__ out, int rows, int n, i64 nt,
                                            int vec, int* err, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     const int cpr = (n + 3) / 4;
     const i64 total = nt * cpr;
     for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < total;

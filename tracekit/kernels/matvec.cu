@@ -16,7 +16,7 @@
 // FloatBlock<Src*> below), so a type declared there with its decoder plugs in with no edit here.
 
 #include "quant_decoders.cuh"  // u8/u32/i64, T and Fast<T> decoders, SrcF32/F16/BF16
-#include "stamp.cuh"           // node_start_stamp: a matvec is a matmul node's first launch
+#include "stamp.cuh"           // LaunchStamp: every matvec kernel times itself (stamp.cuh)
 
 #ifndef MV_UNROLL
 #define MV_UNROLL 4
@@ -96,8 +96,7 @@ __device__ __forceinline__ void matvec_row(const u8* __restrict__ w, const float
 template <class T, int NT>
 __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
                                        float* __restrict__ out, int n, int k, int ts, int qk,
-                                       int fast, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+                                       int fast) {
     __shared__ float part[MV_MAX_WARPS][NT];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
         __trap();
@@ -141,7 +140,8 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
         matvec_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,       \
                                 float* __restrict__ out, int n, int k, int ts, int qk,         \
                                 int fast, unsigned long long* stamp) {                         \
-        matvec<T, NT>(raw, x, out, n, k, ts, qk, fast, stamp);                                 \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        matvec<T, NT>(raw, x, out, n, k, ts, qk, fast);                                        \
     }
 
 // One kernel per token count 1..8 (MAX_NT in matvec.py).

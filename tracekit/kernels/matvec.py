@@ -55,10 +55,13 @@ def kernel_name(qt: QuantType, nt: int) -> str:
 
 
 def kernel_names() -> frozenset[str]:
-    """Every matvec kernel name (each takes a node-start stamp: cuda.STAMPED)."""
+    """Every matvec kernel name (each times itself when given a stamp slot: cuda.STAMPED)."""
     return frozenset(
         kernel_name(qt, nt) for qt in QUANT_TABLE.values() for nt in range(1, MAX_NT + 1)
     )
+
+
+cuda.register_stamped(kernel_names())
 
 
 def warps_per_row(n: int, k: int) -> int:

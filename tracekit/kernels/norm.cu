@@ -7,7 +7,7 @@
 // reference; y = (x * scale) * w with each product rounded (__fmul_rn: no FMA contraction).
 // Reads 4 B of x (twice: the second pass mostly from L1/L2) and 4 B of w, writes 4 B per element.
 
-#include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
+#include "stamp.cuh"  // LaunchStamp: the stamped kernels time themselves (stamp.cuh)
 
 namespace {
 
@@ -32,7 +32,7 @@ __device__ double block_sum(double v, double* sh) {
 
 extern "C" __global__ void rms_norm_f32(const float* x, const float* w, float* y, long long rows,
                                         int d, double eps, int has_w, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     __shared__ double sh[32];
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* xr = x + r * d;

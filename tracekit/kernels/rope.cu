@@ -9,13 +9,13 @@
 // versions (no fast math). Products are rounded before the add/subtract (__fmul_rn).
 // Reads 8 B, writes 8 B per pair (+ 4 B position per token); 6 flops + i angle multiplies.
 
-#include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
+#include "stamp.cuh"  // LaunchStamp: the stamped kernels time themselves (stamp.cuh)
 
 extern "C" __global__ void rope_f32(const float* x, const int* pos, float* y, long long nt,
                                     int n_head, int head_dim, float theta_scale,
                                     float freq_scale, int neox, const float* freq_factors,
                                     int has_factors, unsigned long long* stamp) {
-    node_start_stamp(stamp);
+    const LaunchStamp launch_stamp(stamp);
     const int half = head_dim / 2;
     const long long total = nt * n_head * half;
     const long long stride = (long long)gridDim.x * blockDim.x;

@@ -825,6 +825,8 @@ class Model:
         )
         timer = node_timer(backend, len(cached)) if w16 else None
         load_nodes: list[dict[str, Any]] = []
+        if timer is not None:
+            timer.begin()  # one clock for the whole load phase
 
         def make(name: str, raw: Any, t: TensorSpec, shape: Any) -> Any:
             if timer is None:
@@ -832,7 +834,6 @@ class Model:
             backend.warm_dequant(t.quant)  # compiled before the clock starts
             i = len(load_nodes)
             before = len(backend.records)
-            timer.begin()
             timer.start(i)
             w = backend.matmul_weight(raw, t.quant, shape, w16)
             timer.stop(i)
@@ -855,6 +856,8 @@ class Model:
                 embed = PackedTensor(raw, t.quant, (int(shape[0]), int(shape[1])))
                 if self.config.tied_output:
                     matmul[name] = make(name, raw, t, shape)
+        if timer is not None:
+            timer.end()
         backend.synchronize()
         seconds = backend.now() - t0
         if timer is not None:

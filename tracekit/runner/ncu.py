@@ -33,6 +33,9 @@ DOMAIN = "tracekit"
 READ, WRITE, TIME = "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"
 METRICS = (READ, WRITE, TIME)
 STEP_RE = re.compile(r"^(prefill|decode [0-9]+)$")
+#: The tracer's own timing kernels (tracekit/runner/stamps.py: a node's marker, the stamps
+#: around a cuBLAS GEMM) run inside node ranges but are not the node's work: not joined.
+TIMING_KERNELS = frozenset({"globaltimer_stamp"})
 #: Fields after the range name in one stack entry (PL_Type..Msg).
 _SUFFIX_FIELDS = 6
 _BYTE_UNITS = {
@@ -187,6 +190,8 @@ def import_ncu(trace: dict[str, Any], csv_path: str | os.PathLike[str]) -> dict[
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     unmatched: set[str] = set()
     for k in kernels:
+        if k["kernel"] in TIMING_KERNELS:
+            continue
         ours = [r for d, r in k["stack"] if d == DOMAIN]
         step = next((r for r in ours if STEP_RE.match(r)), None)
         node = next((r for r in reversed(ours) if r in by_name), None)

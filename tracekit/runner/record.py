@@ -2,8 +2,10 @@
 
 Per node (the :class:`Tracer`, a ``node_hook``): an NVTX push/pop range (domain ``tracekit``,
 message = node name, category = kernel family, payload = node index) nested in the step range
-(``prefill``, ``decode 3``) and the layer range (``blk.7``), popped in ``finally``; CUDA events
-around the node's launches only (on NumPy the host clock around the call); then, in the full
+(``prefill``, ``decode 3``) and the layer range (``blk.7``), popped in ``finally``; each of the
+node's launches timed on the GPU clock (tracekit/runner/stamps.py: in-kernel start and end stamps,
+stamp kernels around a cuBLAS GEMM; a node's time is the sum of its launches'; on NumPy the host
+clock around the call); then, in the full
 pass, outside the timed region and the node's range, its output is queued in the step's
 :class:`~tracekit.kernels.stats.StatsBatch`. The statistics of every queued output are computed
 together after the step's last node (a constant number of launches and one device-to-host copy
@@ -30,9 +32,10 @@ Decode steps are replayed (``tracekit/runner/replay.py``): the warm-up's decode 
 through the whole dispatch chain, and every later decode step replays its launches (the
 statistics pass too, so a node's output is the same buffer in both passes). With
 ``cuda_graph=True`` (cupy only) each pass of a decode step is one CUDA graph launch of the
-recorded step in which each node's first kernel writes the GPU clock on entry (stamp.cuh; one
-``globaltimer_stamp`` kernel after the last node): node times are GPU times inside the graph,
-start to start (no host gaps), a node's ``host_s`` is the step's host time / the node count, the full pass's graph also holds the statistics (copies of outputs overwritten in place,
+recorded step in which every launch is timed on the GPU clock (tracekit/runner/stamps.py, the
+``graph`` plan; one ``globaltimer_stamp`` kernel after the last node): no host gaps, no kernel
+added between nodes, a node's ``host_s`` is the step's host time / the node count, the full
+pass's graph also holds the statistics (copies of outputs overwritten in place,
 then the batch's memset and two kernels), and neither pass has per-node NVTX ranges (the
 step's range only; run without ``cuda_graph`` for per-node ranges under nsys or ncu). The
 prefill always runs through the dispatch chain.
@@ -57,6 +60,7 @@ import numpy as np
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
 from tracekit.runner import perf
+from tracekit.runner.stamps import StampTimer
 from tracekit.runner.tensors import (
     DumpError,
     DumpLimitError,
@@ -83,10 +87,10 @@ LOGIT_BINS = 32
 STATS_BATCH_BYTES = 1 << 30
 CUDA_GRAPH_NOTE = (
     "cuda_graph: each decode step's passes replayed the recorded decode step as one CUDA graph "
-    "whose node-first kernels write the GPU clock on entry (the full pass with its statistics "
-    "kernels inside); node time_s is GPU time inside the graph from the node's start to the "
-    "next node's, host_s is the step's host time / nodes, and those passes have no per-node "
-    "NVTX ranges"
+    "whose kernels write their own start and end on the GPU clock (the full pass with its "
+    "statistics kernels inside); a launch that cannot (a cuBLAS GEMM) runs from the previous "
+    "launch's end to the next one's start; node time_s is the sum of its launches' times, "
+    "host_s is the step's host time / nodes, and those passes have no per-node NVTX ranges"
 )
 #: ARGB colour per kernel family for nsys' timeline (any distinct colours would do).
 _COLORS = {
@@ -197,66 +201,29 @@ class _HostTimer:
             self._span, self.end_ns[ran - 1] if ran else 0
         )
 
-
-class _EventTimer:
-    """CuPy: a CUDA event pair per node, recorded around its launches, read after the step;
-    one event at the step's begin and one at its end place the pairs on the GPU clock. A gap
-    between a node's start event and the previous stop is the GPU idle with nothing queued
-    (the start event is queued right before the node's launches), so ``queued`` = its start;
-    the pair itself still includes the host's launch latency when the GPU ran dry."""
-
-    launch_mode = "stream"
-
-    def __init__(self, n: int) -> None:
-        import cupy
-
-        self._cupy = cupy
-        self.ev = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
-        self._begin_ev, self._end_ev = cupy.cuda.Event(), cupy.cuda.Event()
-        # cudaEventRecord on raw handles: Event.record() looks the current stream up each call
-        self._record = cupy.cuda.runtime.eventRecord
-        self._starts = [a.ptr for a, _ in self.ev]
-        self._stops = [b.ptr for _, b in self.ev]
-        self.stream = 0
-
-    def begin(self) -> None:
-        self.stream = self._cupy.cuda.get_current_stream().ptr
-        self._record(self._begin_ev.ptr, self.stream)
-
-    def start(self, i: int) -> None:
-        self._record(self._starts[i], self.stream)
-
-    def stop(self, i: int) -> None:
-        self._record(self._stops[i], self.stream)
-
-    def end(self) -> None:
-        self._record(self._end_ev.ptr, self.stream)
-
-    def times(self, ran: int) -> list[float]:
-        if ran:
-            self.ev[ran - 1][1].synchronize()
-        get = self._cupy.cuda.get_elapsed_time
-        return [get(a, b) * 1e-3 for a, b in self.ev[:ran]]  # ms -> s
-
-    def intervals(self, ran: int) -> tuple[list[tuple[int, int, int | None]], int]:
-        """(per node (start_ns, end_ns, queued_ns) from the step's begin event, span in ns)."""
-        self._end_ev.synchronize()
-        get, b = self._cupy.cuda.get_elapsed_time, self._begin_ev
-
-        def ns(e: Any) -> int:
-            return max(0, round(get(b, e) * 1e6))  # ms -> ns
-
-        out = []
-        for a, z in self.ev[:ran]:
-            s0 = ns(a)
-            out.append((s0, max(s0, ns(z)), s0))
-        return out, ns(self._end_ev)
+    def launch_times(self, ran: int) -> list[list[dict[str, Any]]]:
+        """Per node, its one launch's host-clock timing (a NumPy node is one call: its launch
+        is the call). A node of several launch records (the f16 matmul's convert and GEMM are
+        one ``astype`` and one ``matmul`` inside one call) gets none: the host clock runs
+        around the call, not around each part (:func:`launch_json` then pairs nothing)."""
+        return [
+            [
+                {
+                    "time_s": _sig(self.t[i]),
+                    "start_ns": self.start_ns[i],
+                    "end_ns": self.end_ns[i],
+                    "queued_ns": self.start_ns[i],
+                }
+            ]  # fmt: skip
+            for i in range(ran)
+        ]
 
 
-def node_timer(be: Any, n: int) -> _HostTimer | _EventTimer:
-    """n node slots timed on ``be``'s clock: CUDA events on cupy, the host clock on numpy (the
-    load phase's dequant nodes use it too, ``Model._prepare``)."""
-    return _EventTimer(n) if be.name == "cupy" else _HostTimer(n)
+def node_timer(be: Any, n: int) -> _HostTimer | StampTimer:
+    """n node slots timed on ``be``'s clock: per-launch GPU stamps on cupy, the host clock on
+    numpy (the load phase's dequant nodes use it too, ``Model._prepare``): ``begin`` once,
+    ``start``/``stop`` around each node, ``end`` once, then ``times``."""
+    return StampTimer(n) if be.name == "cupy" else _HostTimer(n)
 
 
 def load_phase(weights: Any, ceilings: dict[str, Any]) -> dict[str, Any] | None:
@@ -332,7 +299,7 @@ class Tracer:
         self.copy_out = overwritten_in_place(nodes)
         #: per node (heatmap axes, overwritten later): what a full CUDA graph's statistics need
         self.stats_spec = list(zip(self.axes, self.copy_out, strict=True))
-        self.timer = _EventTimer(len(nodes)) if backend.name == "cupy" else _HostTimer(len(nodes))
+        self.timer = node_timer(backend, len(nodes))
         self.max_batch_bytes = STATS_BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
         self.batch = StatsBatch()
         self.full = False
@@ -391,7 +358,7 @@ class Tracer:
         finally:
             self.ranges.pop()
         self._launches[i] = self.be.take_records()
-        if self.full:  # after the stop event: no statistics work inside the node's time
+        if self.full:  # after its launches: no statistics work inside the node's time
             self.batch.add(i, out, self.axes[i], self.copy_out[i])
         if self.dump_pass and i in self.dump_ids:  # a later node may write into it: a copy
             self._dumped[i] = out.copy() if self.copy_out[i] else out
@@ -426,6 +393,7 @@ class Tracer:
         (host work after the pass; its seconds go to ``stats_format_s``)."""
         times = self.timer.times(self._ran)
         ivals, self.span_ns = self.timer.intervals(self._ran)
+        timed = self.timer.launch_times(self._ran)  # per node, its launches' own times
         stats: dict[int, dict[str, Any]] = {}
         if self.full:
             t0 = time.perf_counter()
@@ -437,7 +405,7 @@ class Tracer:
             {
                 "time_s": times[i],
                 "host_s": self._host[i],
-                "launches": [r.to_json() for r in self._launches[i]],
+                "launches": launch_json(self._launches[i], timed[i]),
                 "stats": stats[i] if self.full else None,
                 "shape": [int(d) for d in self._shape[i]],
                 "dtype": np.dtype(self._dtype[i]).name,
@@ -445,6 +413,18 @@ class Tracer:
             }
             for i in range(self._ran)
         ]
+
+
+def launch_json(records: Sequence[Any], timed: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A node's launch records for the trace, each with its own timing fields (``time_s``,
+    ``start_ns``, ``end_ns``, ``queued_ns``) when the timer timed each launch: one timing per
+    record, else none (a node whose records and launches do not pair up keeps its node time
+    only, rather than a time put on the wrong launch)."""
+    out = [r.to_json() for r in records]
+    if len(timed) == len(out):
+        for d, t in zip(out, timed, strict=True):
+            d.update(t)
+    return out
 
 
 def _f32(v: Any) -> Any:
@@ -990,9 +970,7 @@ def _step_record(
     if timing.get("span_ns") is not None:
         extra["span_ns"] = int(timing["span_ns"])
         extra["clock"] = (
-            "host perf_counter"
-            if mode == "host"
-            else ("GPU globaltimer stamps" if mode == "graph" else "CUDA events")
+            "host perf_counter" if mode == "host" else "GPU globaltimer stamps (per launch)"
         )
     return {
         **extra,
@@ -1157,19 +1135,18 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
     :meth:`Tracer.results` is for the other passes)."""
     replay, full, wall = session.replay, raw["full"], raw["wall_s"]
     t2 = time.perf_counter()
-    times, records = replay.node_times(raw["n_past"], raw["stamps"])
+    timing, records = replay.node_times(raw["n_past"], raw["stamps"])
     stats = {k: compact_stats(v) for k, v in raw["results"].format().items()} if full else {}
     format_s = time.perf_counter() - t2
-    host = wall / len(times)
-    # node i runs from its stamp to the next node's: contiguous intervals, all queued at the
-    # graph's launch (queued unknown: no gap between them is host wait)
-    t = raw["stamps"].astype(np.int64) - int(raw["stamps"][0])
+    host = wall / len(records)
+    # every launch timed on the GPU clock (stamps.py, graph plan); a node's time is the sum of
+    # its launches'; queued unknown: everything was queued at the graph's launch
     nodes = [
         {
-            "time_s": times[i],
-            "interval": (int(t[i]), int(t[i + 1]), None),
+            "time_s": timing.node_time_s[i],
+            "interval": timing.nodes[i],
             "host_s": host,
-            "launches": [r.to_json() for r in records[i]],
+            "launches": launch_json(records[i], timing.launch_json(i)),
             "stats": stats[i] if full else None,
             "shape": [int(d) for d in o.shape],
             "dtype": np.dtype(o.dtype).name,
@@ -1180,7 +1157,7 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
         "nodes": nodes,
         "logits": raw["logits"],
         "launch_mode": "graph",
-        "span_ns": int(t[-1]),
+        "span_ns": int(timing.span_ns),
         "dumps": raw["dumps"],
         "wall_s": wall,
         "stats_s": raw["stats_s"],

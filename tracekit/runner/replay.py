@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit.kernels.attention import attention_record
-from tracekit.kernels.cuda import LaunchTape, recording
+from tracekit.kernels.cuda import LaunchTape, recording, stamper
 from tracekit.kernels.launch import LaunchRecord
+from tracekit.runner import stamps
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -113,6 +114,15 @@ class StepReplay:
         # attention's record depends on n_past: rebuilt per step from the node's attributes
         self._attention = [(i, n.attrs) for i, n in enumerate(nodes) if n.op == "attention"]
         self._thunks = [functools.partial(self._run_node, i) for i in range(len(nodes))]
+        # per node, its launches' plans without graphs (stamps.py); the timed entries per slot
+        self._node_plan = [
+            stamps.launch_plan([stamps.entry_name(e) for e in node], "stream")
+            for node in self._node_tape
+        ]
+        self._timed: dict[tuple[int, int, int], list[Any]] = {}
+        # the graph's launches: node i's are [a, b) of the step's, in order
+        self._node_launches = [(a - slices[0][0], b - slices[0][0]) for a, b in slices]
+        self._graph_plan: list[tuple[str, str]] = []
         self._graphs: dict[str, Any] = {}
         self._staging: dict[str, tuple[Any, int]] = {}
         self._prepared: Any = None
@@ -186,9 +196,27 @@ class StepReplay:
             )
 
     def _run_node(self, i: int) -> Any:
-        _issue(self._node_entries[i])
+        st = stamper()
+        if st is None:
+            _issue(self._node_entries[i])
+        else:  # a timed pass (stamps.StampTimer): the node's launches with their stamps
+            _issue(self._timed_node(i, st))
         self.be.records.extend(self.records[i])
         return self.outs[i]
+
+    def _timed_node(self, i: int, st: Any) -> list[Any]:
+        """Node i's packed launches timed in ``stream`` mode into ``st``'s buffer (packed once
+        per buffer and slot: a node takes the same slots at every step)."""
+        k = st.reserve(self._node_plan[i])
+        key = (i, k, int(st.buf.data.ptr))
+        got = self._timed.get(key)
+        if got is None:
+            got = self._timed[key] = [
+                self._pack(e, self.stream_ptr)
+                for j, entry in enumerate(self._node_tape[i])
+                for e in stamps.timed_entries(entry, k + j, st.buf, self._node_plan[i][j])
+            ]
+        return got
 
     def set_inputs(self, token: int, n_past: int) -> None:
         """Write the step's token and position into the device input buffer (row 0), as an
@@ -242,10 +270,11 @@ class StepReplay:
     def capture_graph(self, kind: str = "plain", stats_spec: Any = None) -> Any:
         """Capture the whole step as a CUDA graph on a private stream (once per ``kind``).
 
-        Kinds: ``plain`` (the launches only); ``timed`` (each node's first kernel writes the
-        GPU clock into ``stamps[i]`` on entry, stamp.cuh, and one ``globaltimer_stamp`` kernel
-        after the last node writes ``stamps[n]``: node i's GPU time is stamps[i+1] - stamps[i],
-        start to start, with no launch added between nodes); ``full`` (timed, plus the
+        Kinds: ``plain`` (the launches only); ``timed`` (every launch timed by its ``graph``
+        plan, tracekit/runner/stamps.py: the stamped kernels write their own start and end into
+        their slots, an unstamped launch runs from the previous end to the next start, and one
+        ``globaltimer_stamp`` kernel after the last node closes the step; no launch is added
+        between nodes); ``full`` (timed, plus the
         statistics of every node's output: a device copy right after the node of each output a
         later node overwrites in place, and the statistics batch's memset and two kernels after
         the last node). ``stats_spec``: per node (heatmap axes, overwritten later), for
@@ -253,7 +282,6 @@ class StepReplay:
         """
         import cupy
 
-        from tracekit.kernels.cuda import STAMPED
         from tracekit.kernels.elementwise import launch_stamp
         from tracekit.kernels.stats import StatsBatch
 
@@ -270,8 +298,8 @@ class StepReplay:
         n = len(self.nodes)
         # timed/full: everything the pass reads back lands in one staging buffer, so the host
         # makes one device-to-host copy per step, as an untraced step does for its logits:
-        # [logits][timestamps][statistics words]
-        stamps = staging = None
+        # [logits][stamp words, stamps.layout][statistics words]
+        stamp_buf = staging = lay = None
         logits = self.outs[-1]
         lw = -(-int(logits.nbytes) // 8)  # logits' size in 8-byte words
         snaps: dict[int, Any] = {}
@@ -290,20 +318,22 @@ class StepReplay:
                 if it[1] is not snaps.get(k, self.outs[k]):
                     raise RuntimeError(f"node {self.nodes[k].name}: its output is not graphable")
         tape = [list(node) for node in self._node_tape]
-        if kind != "plain":
+        if kind != "plain":  # every launch timed by its graph plan (stamps.py)
+            flat = [e for node in tape for e in node]
+            plan = stamps.launch_plan([stamps.entry_name(e) for e in flat], "graph")
+            lay = stamps.layout(len(flat), n)
             n_stats = prepared.n_res if prepared is not None else 0
-            staging = cupy.zeros(lw + n + 1 + n_stats, cupy.uint64)
-            stamps = staging[lw : lw + n + 1]
-            for i, node in enumerate(tape):  # node i's first kernel stamps its start
-                first = node[0] if node else None
-                name = getattr(first[0], "name", None) if isinstance(first, tuple) else None
-                if name not in STAMPED:
-                    raise RuntimeError(
-                        f"node {self.nodes[i].name}: its first launch ({name or 'a host call'}) "
-                        "cannot take a timestamp slot"
-                    )
-                fn, grid, block, args, smem = first
-                node[0] = (fn, grid, block, (*args[:-1], stamps[i : i + 1]), smem)
+            staging = cupy.zeros(lw + lay["words"] + n_stats, cupy.uint64)
+            stamp_buf = staging[lw : lw + lay["words"]]
+            tape = [
+                [
+                    t
+                    for k in range(a, b)
+                    for t in stamps.timed_entries(flat[k], k, stamp_buf, plan[k])
+                ]
+                for a, b in self._node_launches
+            ]
+            self._graph_plan = plan
         entries = [[self._pack(e, stream.ptr) for e in node] for node in tape]
         self.be.synchronize()
         with stream:
@@ -316,12 +346,12 @@ class StepReplay:
                         cupy.cuda.runtime.memcpyAsync(
                             dst.data.ptr, src.data.ptr, src.nbytes, 3, stream.ptr
                         )  # 3: device to device
-                if stamps is not None:
-                    launch_stamp(stamps, n)  # the end of the last node
+                if stamp_buf is not None:
+                    launch_stamp(stamp_buf, lay["end"])  # the end of the last launch
                 if prepared is not None:
                     prepared.enqueue()
                     cupy.cuda.runtime.memcpyAsync(
-                        staging[lw + n + 1 :].data.ptr, prepared.buf.data.ptr,
+                        staging[lw + lay["words"] :].data.ptr, prepared.buf.data.ptr,
                         prepared.n_res * 8, 3, stream.ptr,
                     )  # fmt: skip
                 if staging is not None:
@@ -390,24 +420,23 @@ class StepReplay:
         ``out`` (uint64 [:meth:`staging_words`]) when given, else of a new array."""
         staging, lw = self._staging[self._last_kind]
         words = staging.get(out=out)
-        n = len(self.nodes)
         last = self.outs[-1]
         logits = words[:lw].view(np.uint8)[: last.nbytes].view(last.dtype).reshape(last.shape)
-        stamps = words[lw : lw + n + 1]
+        n_words = stamps.layout(len(self._graph_plan), len(self.nodes))["words"]
+        stamp_words = words[lw : lw + n_words]
         stats = None
         if self._last_kind == "full":
-            stats = self._prepared.read_words(words[lw + n + 1 :])
-        return logits, stamps, stats
+            stats = self._prepared.read_words(words[lw + n_words :])
+        return logits, stamp_words, stats
 
     def node_times(
-        self, n_past: int, stamps: np.ndarray
-    ) -> tuple[list[float], list[list[LaunchRecord]]]:
-        """From a timed or full graph replay's timestamps (:meth:`read_pass`): (each node's GPU
-        seconds, its launch records)."""
-        t = stamps.astype(np.int64)
+        self, n_past: int, stamp_words: np.ndarray
+    ) -> tuple[stamps.StepTiming, list[list[LaunchRecord]]]:
+        """From a timed or full graph replay's stamps (:meth:`read_pass`): (the step's timing,
+        each node's launch records)."""
         self._refresh_records(n_past)
-        times = (np.diff(t) * 1e-9).tolist()
-        return times, [list(r) for r in self.records]
+        timing = stamps.read_timing(stamp_words, self._graph_plan, self._node_launches, "graph")
+        return timing, [list(r) for r in self.records]
 
 
 def _issue(entries: list[Any]) -> None:

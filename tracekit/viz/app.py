@@ -369,7 +369,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
         body.append(html.Div(f"matmul path: {path}", className="tk-sub", id="detail-path"))
     launches = d.launch_rows(rec, trace["run"]["backend"])
     if launches:
-        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops", "path")
+        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops", "path", "time")
         heads = (
             "kernel",
             "grid",
@@ -379,6 +379,7 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
             "written",
             "flops",
             "path",
+            "time",
         )
         body.append(
             md_table(

@@ -260,6 +260,8 @@ def launch_rows(rec: Mapping[str, Any], backend: str = "cupy") -> list[dict[str,
                 "written": fmt_bytes(la["bytes_written"]),
                 "flops": fmt_num(int(la["flops"])),
                 "path": str((la.get("extra") or {}).get("path", "—")),
+                # its own device time where the trace timed each launch (v2, stamps.py)
+                "time": fmt_time(la["time_s"]) if la.get("time_s") is not None else "—",
             }
         )
     return out
