@@ -36,8 +36,9 @@ def _one_line(e: BaseException) -> str:
 
 
 class _SigintWatch:
-    """The SIGINT handler while a command runs: raises KeyboardInterrupt as Python's own does,
-    and remembers that the signal came.
+    """The SIGINT (and SIGTERM) handler while a command runs: raises KeyboardInterrupt as
+    Python's own does, and remembers that the signal came and which one (SIGTERM exits 143,
+    SIGINT 130, as a shell reports them).
 
     Python runs a signal handler wherever the main thread is, finalizers included. There the
     KeyboardInterrupt is printed as "Exception ignored in ..." and lost: a Ctrl-C that lands in
@@ -51,9 +52,11 @@ class _SigintWatch:
     def __init__(self) -> None:
         self.pending = False
         self.armed = True  # False while the interrupt is being reported: only remembered then
+        self.signum = signal.SIGINT
 
     def __call__(self, signum: int, frame: Any) -> None:
         self.pending = True
+        self.signum = signum
         if self.armed:
             raise KeyboardInterrupt
 
@@ -82,10 +85,17 @@ def _watch_sigint() -> Iterator[_SigintWatch | None]:
 
     sys.unraisablehook = hook
     signal.signal(signal.SIGINT, watch)
+    # SIGTERM (kill's default) ends the command as Ctrl-C does: completed steps saved, no temp
+    # file left (its default action killed the process mid-write). Not over a caller's handler.
+    term = signal.getsignal(signal.SIGTERM)
+    if term is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, watch)
     try:
         yield watch
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if term is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         sys.unraisablehook = default_hook
 
 
@@ -97,7 +107,7 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
         except KeyboardInterrupt as e:
             if watch is not None:
                 watch.armed = False
-            return _interrupted(e)
+            return _interrupted(e, watch.signum if watch is not None else signal.SIGINT)
         except BrokenPipeError:
             return EXIT_OK
         except Exception as e:  # every failure is one line; malformed files raise anything
@@ -113,14 +123,27 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
                 "error: interrupted as the command finished (what it wrote is complete)",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return _exit_for(watch.signum)
         return code
 
 
-def _interrupted(e: KeyboardInterrupt) -> int:
+def _exit_for(signum: int) -> int:
+    """130 for SIGINT, 143 for SIGTERM: what a shell reports for a command the signal ended."""
+    return 128 + int(signum)
+
+
+def _interrupted(e: KeyboardInterrupt, signum: int = signal.SIGINT) -> int:
+    from tracekit.runner.outpath import InterruptedAfterWrite
+
     try:
         path, steps = getattr(e, "path", None), getattr(e, "steps", None)
-        if path is not None:  # record-trace saved what it had (RecordInterrupted)
+        if isinstance(e, InterruptedAfterWrite):  # held until the final write was done
+            print(
+                f"interrupted: the signal came during the final write, which was finished: "
+                f"{path} is complete",
+                file=sys.stderr,
+            )
+        elif path is not None:  # record-trace saved what it had (RecordInterrupted)
             print(
                 f"interrupted: saved {steps} complete step(s) to {path} (marked incomplete)",
                 file=sys.stderr,
@@ -134,17 +157,19 @@ def _interrupted(e: KeyboardInterrupt) -> int:
             print("error: interrupted", file=sys.stderr)
     except BrokenPipeError:
         pass
-    return EXIT_INTERRUPTED
+    return _exit_for(signum)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     # Errors whose message already says what is wrong; others get their type name prefixed.
     from tracekit.kernels.backend import BackendUnavailable
     from tracekit.kernels.checks import KernelInputError
+    from tracekit.runner.outpath import OutputPathError
     from tracekit.runner.trace import TraceError
 
     out: list[type[BaseException]] = [
         UsageError,
+        OutputPathError,
         BackendUnavailable,
         KernelInputError,
         TraceError,
@@ -308,8 +333,10 @@ def _info(args: argparse.Namespace) -> int:
 # -- export / diff / ncu-import -------------------------------------------------------------------
 def _export(args: argparse.Namespace) -> int:
     from tracekit.runner.export import export_chrome
+    from tracekit.runner.outpath import check_output_path
     from tracekit.runner.trace import load_trace
 
+    check_output_path(args.out, inputs=[args.trace])  # before the (long) load
     out = export_chrome(load_trace(args.trace), args.out)
     print(out)
     return EXIT_OK
@@ -333,8 +360,10 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _ncu_import(args: argparse.Namespace) -> int:
     from tracekit.runner.ncu import import_ncu, summary
+    from tracekit.runner.outpath import check_output_path
     from tracekit.runner.trace import load_trace, write_trace
 
+    check_output_path(args.output or args.trace, inputs=[args.csv])  # in place is the default
     trace = import_ncu(load_trace(args.trace), args.csv)
     out = write_trace(trace, args.output or args.trace)
     print(summary(trace))

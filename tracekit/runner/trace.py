@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import itertools
 import json
 import math
@@ -373,8 +374,8 @@ def dumps_trace(trace: dict[str, Any]) -> str:
 def write_trace(trace: dict[str, Any], path: str | os.PathLike[str], validate: bool = True) -> Path:
     """Write ``trace`` to ``path`` atomically: temp file in the same folder, fsync, os.replace.
 
-    A crash at any moment leaves either the old file or the new one at ``path``, never a
-    partial one (a stray ``.NAME.tmp-PID-RAND@HOST`` beside it at worst, which the next write
+    SIGINT/SIGTERM are held until it is written. A crash at any moment leaves either the old
+    file or the new one at ``path``, never a partial one (a stray ``.NAME.tmp-PID-RAND@HOST`` beside it at worst, which the next write
     to ``path`` removes once process PID is gone).
 
     Args:
@@ -389,40 +390,74 @@ def write_trace(trace: dict[str, Any], path: str | os.PathLike[str], validate: b
         TraceError: the trace holds a NaN/Inf float, is not serialisable or fails the schema.
         OSError: the folder cannot be created or written.
     """
+    from tracekit.runner.outpath import held_signals
+
     path = Path(path)
-    text = dumps_trace(trace)
-    if validate:
-        validate_trace(json.loads(text), source=str(path))
-    return atomic_write_text(path, text)
+    with held_signals() as held:  # a Ctrl-C while a big trace is serialised: written anyway
+        text = dumps_trace(trace)
+        if validate:
+            validate_trace(json.loads(text), source=str(path))
+        held["path"] = atomic_write_text(path, text)
+    return path
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` via a temp file in the same folder, fsync and os.replace.
 
-    The temp file is ``.NAME.tmp-PID-RAND@HOST``. A process killed (SIGKILL, power loss) between
-    creating it and the rename leaves it behind; the next write to ``path`` removes such files
-    of dead writers first (:func:`remove_stale_temp_files`).
+    The temp file is ``.NAME.tmp-PID-RAND@HOST`` (NAME shortened when the whole would pass 255
+    bytes). A process killed (SIGKILL, power loss) between creating it and the rename leaves it
+    behind; the next write to ``path`` removes such files of dead writers first
+    (:func:`remove_stale_temp_files`). SIGINT/SIGTERM are held until the write is done
+    (:func:`~tracekit.runner.outpath.held_signals`). A character device or FIFO at ``path`` is
+    written straight through, never replaced.
+
+    Raises:
+        OutputPathError: the path cannot be written (checked first), or the write failed (a
+            full disk, a quota): the message names the path.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temp_files(path)
-    tmp = path.with_name(f"{_temp_prefix(path)}{os.getpid()}-{secrets.token_hex(4)}@{_host()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        os.fchmod(fd, _file_mode(path))  # created 0600; a trace is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        # KeyboardInterrupt included: never leave the temp file behind.
+    from tracekit.runner.outpath import (
+        OutputPathError,
+        check_output_path,
+        held_signals,
+        is_stream,
+        write_stream,
+    )
+
+    path = check_output_path(path)
+    with held_signals() as held:
+        if is_stream(path):
+            held["path"] = write_stream(path, text)
+            return path
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputPathError(f"cannot create folder {path.parent}: {e.strerror}") from None
+        remove_stale_temp_files(path)
+        tmp = path.with_name(f"{_temp_prefix(path)}{os.getpid()}-{secrets.token_hex(4)}@{_host()}")
+        try:
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600
+            )
+        except OSError as e:
+            raise OutputPathError(f"cannot write {path}: {e.strerror}") from None
+        try:
+            os.fchmod(fd, _file_mode(path))  # created 0600; a trace is an ordinary file
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException as e:
+            # KeyboardInterrupt included: never leave the temp file behind.
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            if isinstance(e, OSError) and e.errno is not None:  # ENOSPC, EDQUOT, EIO ...
+                raise OutputPathError(f"cannot write {path}: {e.strerror}") from e
+            raise
+        _fsync_dir(path.parent)
+        held["path"] = path
     return path
 
 
@@ -431,8 +466,22 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 STALE_TEMP_S = 24 * 3600
 
 
+#: Bytes a temp name adds after its prefix: PID (7 digits at most on Linux), "-", 8 hex, "@",
+#: host (32 at most).
+_TEMP_SUFFIX_MAX = 7 + 1 + 8 + 1 + 32
+
+
 def _temp_prefix(path: Path) -> str:
-    return f".{path.name}.tmp-"
+    """``.NAME.tmp-``; a NAME too long for the whole temp name to fit 255 bytes is cut and
+    followed by a hash of the full name (a valid 250-byte output name is not refused)."""
+    prefix = f".{path.name}.tmp-"
+    room = 255 - _TEMP_SUFFIX_MAX
+    if len(os.fsencode(prefix)) <= room:
+        return prefix
+    digest = hashlib.sha1(os.fsencode(path.name)).hexdigest()[:8]
+    keep = room - len(f"..~{digest}.tmp-")
+    cut = os.fsencode(path.name)[:keep].decode("utf-8", errors="ignore")  # whole characters
+    return f".{cut}~{digest}.tmp-"
 
 
 @functools.cache
