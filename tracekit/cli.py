@@ -425,11 +425,16 @@ def _delegate(command: str, rest: list[str]) -> int:
         else:
             from tracekit.viz.app import viz_main as entry
         try:
-            return int(entry(rest) or 0)
+            code = int(entry(rest) or 0)
+            watch = getattr(ns, "sigint_watch", None)
+            if command == "viz" and watch is not None:
+                watch.pending = False  # Ctrl-C is how a server is stopped: exit 0, no message
+            return code
         except SystemExit as e:  # their argparse: --help (0), usage errors (2)
             return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_ERROR)
 
-    return _run(go, argparse.Namespace())
+    ns = argparse.Namespace()
+    return _run(go, ns)
 
 
 def _join_token_lists(argv: list[str]) -> list[str]:
