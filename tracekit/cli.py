@@ -9,6 +9,7 @@ diverge, like diff(1).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import signal
@@ -209,14 +210,66 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
-    p.add_argument("--temperature", type=float, default=0.0, help="> 0 samples (default: greedy)")
-    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely (0: all)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=0.0,
+        help=f"> 0 samples, at least {MIN_TEMPERATURE:g} (default 0: greedy)",
+    )
+    p.add_argument(
+        "--top-k", type=_count("--top-k"), default=0, help="sample among the k most likely (0: all)"
+    )
+    p.add_argument("--seed", type=_seed, default=0, help="sampling seed, 0..2**63-1")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument(
         "--remeasure", action="store_true", help="measure the device ceilings again (else cached)"
     )
     p.add_argument("-o", "--output", help="output trace (default: traces/<model>-<backend>.json)")
+
+
+#: The smallest sampling temperature taken: below it sampling is greedy in all but name (and
+#: 1e-320 made logits / T overflow to inf before the fix in Sampling).
+MIN_TEMPERATURE = 1e-4
+
+
+def _temperature(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(t):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    if t < 0:
+        raise argparse.ArgumentTypeError(f"{t} must be >= 0")
+    if 0 < t < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(
+            f"{text} is too small: give 0 (greedy) or at least {MIN_TEMPERATURE:g}"
+        )
+    return t
+
+
+def _count(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if n < 0:
+            raise argparse.ArgumentTypeError(f"{n} must be >= 0")
+        return n
+
+    parse.__name__ = flag  # argparse names the type in "invalid ... value"
+    return parse
+
+
+def _seed(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= n < 2**63:  # numpy's generator refuses negatives; a trace stores int64
+        raise argparse.ArgumentTypeError(f"{n} must be in 0..2**63-1")
+    return n
 
 
 #: A token id as typed: ASCII digits with an optional sign. Python's int() also takes "1_0"
@@ -349,6 +402,16 @@ def _diff(args: argparse.Namespace) -> int:
     from tracekit.runner.trace import load_trace
 
     a, b = load_trace(args.a), load_trace(args.b)
+    for path, t in ((args.a, a), (args.b, b)):
+        # an interrupted run must not pass a CI diff against a golden trace
+        if not t["steps"]:
+            raise UsageError(f"{path} has no steps: nothing to compare")
+        if t["complete"] is not True and not args.allow_incomplete:
+            raise UsageError(
+                f"{path} is incomplete (complete: false, stop reason "
+                f"{t['run'].get('stop_reason')}, {len(t['steps'])} step(s)): give "
+                "--allow-incomplete to compare the steps it has"
+            )
     report = diff_traces(a, b, rtol=args.rtol, atol=args.atol)
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
@@ -405,6 +468,11 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--rtol", type=float, default=1e-3, help="relative to the tensor's absmax")
     d.add_argument("--atol", type=float, default=1e-5)
     d.add_argument("--json", action="store_true", help="the report as JSON")
+    d.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="compare a trace marked incomplete (an interrupted run) over the steps it has",
+    )
     d.set_defaults(fn=_diff)
     n = sub.add_parser("ncu-import", help="join Nsight Compute CSV metrics onto a trace's nodes")
     n.add_argument("trace")

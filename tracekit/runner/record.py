@@ -58,7 +58,7 @@ from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
 from tracekit.runner import perf
 from tracekit.runner.outpath import InterruptedAfterWrite, check_output_path, held_signals
-from tracekit.runner.trace import FORMAT, VERSION, utc_now, write_trace
+from tracekit.runner.trace import FORMAT, MAX_TRACE_STEPS, VERSION, utc_now, write_trace
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -574,6 +574,11 @@ def record_trace(
         raise GenerationError(
             f"the prompt of {len(ids)} tokens + {steps} decode steps need {len(ids) + steps} "
             f"positions, more than the model's context of {cfg.n_ctx}"
+        )
+    if steps + 1 > MAX_TRACE_STEPS:  # the trace could not be loaded again: say so now
+        raise GenerationError(
+            f"steps {steps} + the prefill make more than the {MAX_TRACE_STEPS:,} steps a trace "
+            "may hold (MAX_TRACE_STEPS)"
         )
     be = model.backend(backend)
     from tracekit.kernels.ceilings import measure_ceilings
