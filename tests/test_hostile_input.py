@@ -101,8 +101,6 @@ def test_a_long_name_is_refused_and_quoted_short(tmp_path: Path, key: str) -> No
 def test_a_name_at_the_limit_loads(tmp_path: Path) -> None:
     t = make_trace()
     t["nodes"][2]["name"] = "blk.0." + "x" * (tr.MAX_NAME_CHARS - 6)
-    for s in t["steps"]:
-        pass
     assert load_trace(_write_json(tmp_path / "t.json", t))["nodes"][2]["name"].endswith("x")
 
 
