@@ -341,6 +341,8 @@ def _fmt_bytes(n: int) -> str:
 
 def info_text(model: Any, tensors: bool = False) -> str:
     """What ``tracekit info`` prints for a loaded model."""
+    from tracekit.runner.metadata import printable
+
     c = model.config
     path = Path(model.path)
     total = sum(t.nbytes for t in model.tensors.values())
@@ -350,7 +352,8 @@ def info_text(model: Any, tensors: bool = False) -> str:
         e[0] += 1
         e[1] += t.nbytes
     lines = [
-        f"model:        {c.name or path.stem} ({path.name}, {_fmt_bytes(path.stat().st_size)})",
+        f"model:        {printable(c.name or path.stem)} ({printable(path.name)}, "
+        f"{_fmt_bytes(path.stat().st_size)})",
         f"architecture: {c.arch}",
         f"layers:       {c.n_layer}",
         f"n_embd:       {c.n_embd}    n_ff: {c.n_ff}",
@@ -369,7 +372,8 @@ def info_text(model: Any, tensors: bool = False) -> str:
         lines.append("")
         for t in model.tensors.values():
             shape = "x".join(str(s) for s in t.shape)
-            lines.append(f"  {t.name:40s} {t.qtype.name:6s} {shape:>16s} {t.nbytes:>12,d}")
+            name = printable(t.name)
+            lines.append(f"  {name:40s} {t.qtype.name:6s} {shape:>16s} {t.nbytes:>12,d}")
     return "\n".join(lines)
 
 
