@@ -292,3 +292,67 @@ def test_sigterm_saves_the_completed_steps_like_ctrl_c(tmp_path: Path) -> None:
     assert t["complete"] is False and t["run"]["stop_reason"] == "interrupted"
     assert 1 <= len(t["steps"]) < 7
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+def _on_a_terminal(argv: list[str], tmp_path: Path) -> tuple[int, str]:
+    """Run ``argv`` with stdout/stderr on a pseudo-terminal of 120 columns; (exit, output)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    m, s = pty.openpty()
+    fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen(argv, stdin=s, stdout=s, stderr=s, env=env, cwd=tmp_path)
+    os.close(s)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(m, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(m)
+    return p.wait(timeout=120), out.decode("utf-8", errors="replace")
+
+
+def _shown_lines(out: str) -> list[str]:
+    """What a terminal shows: each line's text after its last carriage return, erase-line
+    sequences dropped."""
+    lines = (ln.rstrip("\r").rsplit("\r", 1)[-1].replace("\x1b[K", "") for ln in out.split("\n"))
+    return [ln for ln in lines if ln.strip()]
+
+
+def test_record_trace_says_what_it_does_and_its_bar_stays(tmp_path: Path) -> None:
+    rc, out = _on_a_terminal(
+        [sys.executable, "-m", "tracekit", "record-trace", "--steps", "2", "--backend", "numpy",
+         "-o", str(tmp_path / "t.json")], tmp_path,
+    )  # fmt: skip
+    assert rc == 0, out
+    assert "loading the demo model ..." in out and "warm-up" in out  # before the bar
+    shown = _shown_lines(out)
+    assert "100%" in shown[0] and "3/3" in shown[0], shown  # the bar stays
+    assert shown[1].startswith("writing 3 step(s) to ") and shown[2].startswith("wrote ")
+
+
+def test_an_error_after_a_status_line_is_one_line_on_a_terminal(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 100)
+    rc, out = _on_a_terminal(
+        [sys.executable, "-m", "tracekit", "record-trace", str(bad), "-o", "t.json"], tmp_path
+    )
+    assert rc == 2
+    shown = _shown_lines(out)
+    assert len(shown) == 1 and shown[0].startswith("error: bad.gguf: "), shown
+
+
+def test_readme_outputs_leave_no_untracked_file() -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = ["traces/demo-numpy.json", "traces/demo-cupy.json", "traces/run.json",
+             "traces/run.perfetto.json", "traces/demo-local.json"]  # fmt: skip
+    r = subprocess.run(["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True)
+    assert r.stdout.split() == paths, r.stdout + r.stderr

@@ -116,7 +116,8 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
                 raise
             known = _known_errors()
             prefix = "" if isinstance(e, known) else f"{type(e).__name__}: "
-            print(f"error: {prefix}{_one_line(e)}", file=sys.stderr)
+            erase = "\r\x1b[K" if sys.stderr.isatty() else ""  # a status line of record-trace
+            print(f"{erase}error: {prefix}{_one_line(e)}", file=sys.stderr)
             return EXIT_ERROR
         if watch is not None and watch.pending:  # a Ctrl-C a finalizer swallowed
             watch.armed = False

@@ -560,6 +560,7 @@ def record_trace(
     if output is not None:  # a bad -o fails now, not after the run
         given = getattr(model_path, "path", model_path)
         check_output_path(output, inputs=[given] if isinstance(given, (str, os.PathLike)) else [])
+    _status(progress, f"loading {_model_label(model_path)} ...")
     model = _resolve_model(model_path)
     cfg = model.config
     if tokens is None:
@@ -580,13 +581,19 @@ def record_trace(
             f"steps {steps} + the prefill make more than the {MAX_TRACE_STEPS:,} steps a trace "
             "may hold (MAX_TRACE_STEPS)"
         )
+    _status(progress, f"{cfg.name or cfg.arch}: preparing the {backend} backend ...")
     be = model.backend(backend)
     from tracekit.kernels.ceilings import measure_ceilings
 
+    if ceilings is None:
+        _status(progress, f"{cfg.name or cfg.arch} [{be.name}]: device ceilings (cached) ...")
     measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
     ceil = _ceilings_json(measured)
     session = Session(model, be, n_ctx=len(ids) + steps, replay="graph" if cuda_graph else "auto")
     if warmup:
+        _status(
+            progress, f"{cfg.name or cfg.arch} [{be.name}]: warm-up (untraced prefill + step) ..."
+        )
         _warm_up(session, ids, steps)
     notes: list[str] = []
     if cuda_graph:
@@ -653,7 +660,7 @@ def record_trace(
     from tqdm import tqdm
 
     bar = tqdm(
-        total=steps + 1, unit="step", file=sys.stderr, disable=not progress, leave=False,
+        total=steps + 1, unit="step", file=sys.stderr, disable=not progress, leave=True,
         desc=f"{trace['model']['name']} [{be.name}, {capture}]",
     )  # fmt: skip
     # A step's record (node records, statistics, logit summary) is built by flush(). With CUDA
@@ -715,10 +722,29 @@ def record_trace(
         except InterruptedAfterWrite:  # a second signal during this save: it is saved anyway
             path = out_path
         raise RecordInterrupted(path, len(trace["steps"])) from None
+    except Exception:
+        bar.leave = False  # an error is one line: the bar goes (it stays after a run)
+        raise
     finally:
         bar.close()
     trace["complete"] = True
     return _write_final(trace, generated, text, model, out_path, progress)
+
+
+def _model_label(model_path: Any) -> str:
+    if model_path is None:
+        return "the demo model"
+    return Path(getattr(model_path, "path", model_path)).name
+
+
+def _status(progress: bool, text: str) -> None:
+    """What record_trace is doing before its bar starts (loading a 270M model is ~10 s), on
+    one terminal line that the next status or the bar overwrites. Only on a terminal: there
+    ``\r`` + erase-line makes it vanish under an error line too (the CLI's errors start with
+    the same erase), so an error stays one line."""
+    if progress and sys.stderr.isatty():
+        sys.stderr.write(f"\r{text}\x1b[K")
+        sys.stderr.flush()
 
 
 def _write_final(
