@@ -356,3 +356,23 @@ def test_readme_outputs_leave_no_untracked_file() -> None:
              "traces/run.perfetto.json", "traces/demo-local.json"]  # fmt: skip
     r = subprocess.run(["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True)
     assert r.stdout.split() == paths, r.stdout + r.stderr
+
+
+def test_sigterm_inside_exec_run_code_still_exits_143(tmp_path: Path) -> None:
+    """A SIGTERM whose KeyboardInterrupt is raised in code ``exec`` runs from a string (as
+    dataclasses do while gguf imports) set CPython's unhandled-interrupt flag, and under
+    ``python -m`` the process then killed itself with SIGINT (-2) instead of exiting 143."""
+    (tmp_path / "probe16.py").write_text(
+        "import argparse, sys\n"
+        "from tracekit.cli import _run\n"
+        "def go(_):\n"
+        "    exec('import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nx = 1')\n"
+        "    return 0\n"
+        "sys.exit(_run(go, argparse.Namespace()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
+    r = subprocess.run(
+        [sys.executable, "-m", "probe16"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert r.returncode == 143, (r.returncode, r.stderr)
+    assert r.stderr.strip() == "error: interrupted"

@@ -108,6 +108,7 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
         except KeyboardInterrupt as e:
             if watch is not None:
                 watch.armed = False
+            _forget_unhandled_interrupt()
             return _interrupted(e, watch.signum if watch is not None else signal.SIGINT)
         except BrokenPipeError:
             return EXIT_OK
@@ -127,6 +128,17 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
             )
             return _exit_for(watch.signum)
         return code
+
+
+def _forget_unhandled_interrupt() -> None:
+    """Clear CPython's "unhandled KeyboardInterrupt" flag after we handled one.
+
+    A KeyboardInterrupt raised inside code that ``exec`` runs from a string (dataclasses build
+    ``__init__``/``__repr__`` that way while gguf imports) sets that flag even when it is caught
+    later; under ``python -m`` the interpreter then ends by killing itself with SIGINT, so a
+    SIGTERM that came during the imports exited -2 instead of 143 (1 in 60 kill-campaign
+    runs). Running any string through ``exec`` resets the flag: a constant, no input."""
+    exec("pass")
 
 
 def _exit_for(signum: int) -> int:
