@@ -376,3 +376,23 @@ def test_sigterm_inside_exec_run_code_still_exits_143(tmp_path: Path) -> None:
     )
     assert r.returncode == 143, (r.returncode, r.stderr)
     assert r.stderr.strip() == "error: interrupted"
+
+
+def test_an_error_that_a_signal_caused_is_reported_as_the_interruption(tmp_path: Path) -> None:
+    """numpy turns a KeyboardInterrupt inside its C import into an ImportError, and a second
+    import of it fails again: a SIGTERM 0.04 s into a run printed a traceback."""
+    code = (
+        "import argparse, os, signal, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "import tracekit.cli as cli\n"
+        "def go(_):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        for _ in range(10**6): pass\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise ImportError('PyCapsule_Import could not import module datetime')\n"
+        "    return 0\n"
+        "sys.exit(cli._run(go, argparse.Namespace()))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 143 and r.stderr.strip() == "error: interrupted", r.stderr

@@ -115,6 +115,12 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
         except Exception as e:  # every failure is one line; malformed files raise anything
             if os.environ.get("TRACEKIT_DEBUG"):
                 raise
+            if watch is not None and watch.pending:
+                # the signal's fallout, not a failure of its own: numpy turns a KeyboardInterrupt
+                # inside its C import into an ImportError (a SIGTERM 0.04 s into a run)
+                watch.armed = False
+                _forget_unhandled_interrupt()
+                return _interrupted(KeyboardInterrupt(), watch.signum)
             known = _known_errors()
             prefix = "" if isinstance(e, known) else f"{type(e).__name__}: "
             erase = "\r\x1b[K" if sys.stderr.isatty() else ""  # a status line of record-trace
@@ -176,11 +182,15 @@ def _interrupted(e: KeyboardInterrupt, signum: int = signal.SIGINT) -> int:
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     # Errors whose message already says what is wrong; others get their type name prefixed.
-    from tracekit.kernels.backend import BackendUnavailable
-    from tracekit.kernels.checks import KernelInputError
-    from tracekit.runner.outpath import OutputPathError
-    from tracekit.runner.trace import TraceError
-
+    # Called while reporting an error: an import that fails here (numpy half-imported) must
+    # not turn the one line into a traceback.
+    try:
+        from tracekit.kernels.backend import BackendUnavailable
+        from tracekit.kernels.checks import KernelInputError
+        from tracekit.runner.outpath import OutputPathError
+        from tracekit.runner.trace import TraceError
+    except Exception:
+        return (UsageError,)
     out: list[type[BaseException]] = [
         UsageError,
         OutputPathError,
@@ -198,7 +208,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     ):
         try:
             out.append(getattr(__import__(mod, fromlist=[name]), name))
-        except (ImportError, AttributeError):
+        except Exception:  # ImportError, AttributeError, or a half-imported dependency
             pass
     return tuple(out)
 
