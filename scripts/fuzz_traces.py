@@ -220,7 +220,7 @@ def m_huge_number(rng: random.Random, obj: Any, data: bytes) -> Mutant:
     return Mutant(0, "", f"{_jpath(path)} = {token[:30]}", _dump(obj, raw), path)
 
 
-_VERSIONS: list[Any] = [2, 3, 1000, 2**31, 10**30, 1.0, 1.5, "1", "2", True, None, 0, -1, [], {}]
+_VERSIONS: list[Any] = [3, 4, 1000, 2**31, 10**30, 1.0, 1.5, "1", "2", True, None, 0, -1, [], {}]
 _FORMATS: list[Any] = ["tracekit-trace-v2", "", None, "chrome-trace", 1, ["tracekit-trace"]]
 
 
@@ -232,10 +232,10 @@ def m_newer_version(rng: random.Random, obj: Any, data: bytes) -> Mutant:
     if r < 0.25:
         obj["format"] = rng.choice(_FORMATS)
         return Mutant(0, "", f"$.format = {json.dumps(obj['format'])}", _dump(obj), ("format",))
-    if r < 0.35:  # a newer version with the rest changed too, as a v2 might
-        obj["version"] = rng.choice([2, 3])
-        obj["steps"] = {"v2": obj["steps"]}
-        return Mutant(0, "", "$.version = 2 and $.steps reshaped", _dump(obj), ("version",))
+    if r < 0.35:  # a newer version with the rest changed too, as a v3 might
+        obj["version"] = rng.choice([3, 4])
+        obj["steps"] = {"v3": obj["steps"]}
+        return Mutant(0, "", "$.version = 3 and $.steps reshaped", _dump(obj), ("version",))
     obj["version"] = rng.choice(_VERSIONS)
     return Mutant(0, "", f"$.version = {json.dumps(obj['version'])}", _dump(obj), ("version",))
 

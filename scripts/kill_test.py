@@ -111,8 +111,15 @@ class Run:
     stderr: str = ""
 
 
+#: ``--dump REGEX``: every run also writes a tensor sidecar (``--dump REGEX --save-logits``);
+#: the checks then hold for the pair (tracekit/runner/tensors.py) and kill-write aims at the
+#: sidecar's write, the first of the two.
+DUMP_ARGS: list[str] = []
+
+
 def _record_args(out: Path, steps: int) -> list[str]:
-    return ["--backend", "numpy", "--steps", str(steps), "--no-progress", "-o", str(out)]
+    return ["--backend", "numpy", "--steps", str(steps), "--no-progress", "-o", str(out),
+            *DUMP_ARGS]  # fmt: skip
 
 
 def _command(out: Path, steps: int, instrumented: bool) -> list[str]:
@@ -122,6 +129,14 @@ def _command(out: Path, steps: int, instrumented: bool) -> list[str]:
     return [sys.executable, "-m", "tracekit", "record-trace", *_record_args(out, steps)]
 
 
+def replace_after_w(fd: int, real_replace: Callable[[Any, Any], None]) -> Any:
+    def replace(src: Any, dst: Any) -> None:  # a rename: "R" just before it
+        os.write(fd, b"R")
+        real_replace(src, dst)
+
+    return replace
+
+
 def child_main(argv: list[str]) -> int:
     """--child: record-trace with the final write reported on fd $KILL_TEST_FD ("W" ... "E")."""
     import tracekit.runner.record as record_mod
@@ -129,6 +144,20 @@ def child_main(argv: list[str]) -> int:
 
     fd = int(os.environ["KILL_TEST_FD"])
     real, real_replace = record_mod.write_trace, os.replace
+    if "--dump" in argv:  # the sidecar's write is the one announced
+        import tracekit.runner.tensors as tensors_mod
+
+        real_bytes = tensors_mod.atomic_write_bytes
+
+        def announced_bytes(path: Any, data: bytes) -> Path:
+            os.write(fd, b"W")
+            out = real_bytes(path, data)
+            os.write(fd, b"E")
+            return out
+
+        tensors_mod.atomic_write_bytes = announced_bytes
+        os.replace = replace_after_w(fd, real_replace)
+        return record_trace_main(argv)
 
     def announced(trace: Any, path: Any, **kw: Any) -> Path:
         os.write(fd, b"W")
@@ -156,7 +185,7 @@ def prepare(workdir: Path, steps: int) -> Setup:
         "demo_model_path(); measure_ceilings('numpy')\n"
     )
     subprocess.run([sys.executable, "-c", warm], env=env, check=True, cwd=REPO, timeout=300)
-    seed = workdir / "seed.json"
+    seed = workdir / "seed" / "t.json"  # the run's own name: a sidecar is named after it
     subprocess.run(
         [sys.executable, "-m", "tracekit", "record-trace", *_record_args(seed, 1)],
         env=env, check=True, cwd=REPO, timeout=300, capture_output=True,
@@ -227,7 +256,32 @@ def _clip(err: str) -> str:
 
 
 def _strays(folder: Path, out: Path) -> list[Path]:
-    return sorted(folder.glob(f".{out.name}.tmp-*"))
+    sidecars = folder.glob(f".{out.stem}.*.safetensors.tmp-*")
+    return sorted([*folder.glob(f".{out.name}.tmp-*"), *sidecars])
+
+
+def _check_sidecars(folder: Path, out: Path, trace: Any) -> str | None:
+    """With --dump: the trace at the path names a sidecar that is there and matches its
+    checksum, and every sidecar in the folder is a complete safetensors file (a killed run may
+    leave the new one orphaned, never a partial one). None when all holds."""
+    from safetensors.numpy import load_file
+
+    from tracekit.runner.tensors import load_tensors
+    from tracekit.runner.trace import TraceError
+
+    if trace is not None:
+        if not trace.get("tensors"):
+            return "the trace at the path names no sidecar"
+        try:
+            load_tensors(trace, out)
+        except TraceError as e:
+            return str(e)
+    for f in folder.glob(f"{out.stem}.*.safetensors"):
+        try:
+            load_file(f)
+        except Exception as e:
+            return f"partial sidecar {f.name}: {e}"
+    return None
 
 
 def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]:
@@ -248,6 +302,13 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
                 return False, "partial-file", f"{len(raw)} bytes at the output path: {e}"
     if run.preseeded and state == "absent":
         return False, "previous-lost", "the pre-seeded trace is gone and nothing replaced it"
+    if DUMP_ARGS:
+        from tracekit.runner.trace import load_trace
+
+        at_path = trace if state == "new" else load_trace(out) if state == "previous" else None
+        bad = _check_sidecars(out.parent, out, at_path)
+        if bad is not None:
+            return False, "bad-sidecar", bad
     unchanged = state in ("absent", "previous")
     if "Traceback" in err or "Fatal Python error" in err:
         if str(REPO / "tracekit") in err or not (run.mode == "sigint" and unchanged):
@@ -279,7 +340,7 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
     name = signal.Signals(sig).name
     if run.stray_tmp:
         return False, "stray-after-signal", f"{run.stray_tmp} temp file(s) left after {name}"
-    lines = err.strip().splitlines()
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("tensor sidecar: ")]
     if rc == -sig:  # no Python handler: not yet installed, or already removed
         if unchanged:
             return True, f"killed by {name} before the handler: path as it was", ""
@@ -327,7 +388,8 @@ def run_one(setup: Setup, run: Run) -> Run:
     folder.mkdir(parents=True)
     out = folder / "t.json"
     if run.preseeded:
-        shutil.copyfile(setup.seed_trace, out)
+        for f in setup.seed_trace.parent.iterdir():  # the trace and its sidecar, if any
+            shutil.copyfile(f, folder / f.name)
     sig = SIGNALS[run.mode]
     instrumented = run.mode.endswith("-write")
     t0 = time.monotonic()
@@ -363,6 +425,13 @@ def run_one(setup: Setup, run: Run) -> Run:
     ):  # (only after a SIGKILL: _check fails a stray after SIGINT/SIGTERM)  # the next write to the path removes what the killed writer left
         from tracekit.runner.trace import atomic_write_text
 
+        if DUMP_ARGS:  # a sidecar's temp files: removed by the next sidecar write
+            import numpy as np
+
+            from tracekit.runner.tensors import write_sidecar
+
+            made = write_sidecar(out, {"x": np.zeros(1, np.float32)}, {})
+            (folder / made["file"]).unlink()
         atomic_write_text(out, setup.seed_bytes.decode("utf-8"))
         left = _strays(folder, out)
         run.strays_removed = not left
@@ -401,6 +470,7 @@ def campaign(
     sigterms: int = 0,
     write_sigints: int = 0,
     write_sigterms: int = 0,
+    dump: str | None = None,
 ) -> dict[str, Any]:
     """Run the campaign in ``workdir``; returns the report (``failures`` empty when all held).
 
@@ -413,8 +483,10 @@ def campaign(
         steps: decode steps per run (12 takes ~2 s on 2 cores).
         jobs: runs at once.
         log: progress lines (None: quiet).
+        dump: record with ``--dump DUMP --save-logits`` (:data:`DUMP_ARGS`).
     """
     t_start = time.monotonic()
+    DUMP_ARGS[:] = ["--dump", dump, "--save-logits"] if dump else []
     # A shell starts background jobs (`cmd &`, nohup) with SIGINT ignored, and children inherit
     # an ignored signal: Python would then never see the SIGINTs. A handled signal is reset to
     # the default at exec, so the children get Python's usual Ctrl-C behaviour.
@@ -455,6 +527,7 @@ def campaign(
             "seed": seed,
             "steps": steps,
             "jobs": jobs,
+            "dump": dump,
             "command": " ".join(_command(Path("OUT"), steps, False)),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
@@ -520,10 +593,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="runs at once")
     p.add_argument("--workdir", type=Path, help="scratch folder (default: a new temp folder)")
     p.add_argument("--json", type=Path, help="write the report here")
+    p.add_argument("--dump", metavar="REGEX", help="record with --dump REGEX --save-logits")
     a = p.parse_args(argv)
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="kill-test-"))
     report = campaign(
-        workdir, a.kills, a.write_kills, a.sigints, a.seed, a.steps, a.jobs,
+        workdir, a.kills, a.write_kills, a.sigints, a.seed, a.steps, a.jobs, dump=a.dump,
         sigterms=a.sigterms, write_sigints=a.write_sigints, write_sigterms=a.write_sigterms,
     )  # fmt: skip
     print(summary(report))

@@ -72,6 +72,11 @@ def main() -> int:
         check(f"silu n={n}", gpu.silu_f32(gx), cpu.silu_f32(x), 1e-5)
         check(f"gelu n={n}", gpu.gelu_tanh_f32(gx), cpu.gelu_tanh_f32(x), 1e-5)
         check(f"scale n={n}", gpu.scale_f32(gx, 0.5), cpu.scale_f32(x, 0.5))
+        check(f"softcap n={n}", gpu.softcap_f32(gx, 0.7), cpu.softcap_f32(x, 0.7), 1e-5)
+        w = max(1, n // 3)
+        check(
+            f"slice_cols n={n}", gpu.slice_cols_f32(gx, n - w, w), cpu.slice_cols_f32(x, n - w, w)
+        )
         check(f"convert n={n}", gpu.convert_f32_f16(gx), cpu.convert_f32_f16(x))
         check(f"bits n={n}", gpu.f32_bits_to_i32(gx), cpu.f32_bits_to_i32(x))
         b = rng.standard_normal(n, dtype=np.float32)
@@ -105,6 +110,13 @@ def main() -> int:
                 f"rope hd={hd} neox={neox}",
                 gpu.rope_f32(gpu.asarray(q), gpu.asarray(pos), 1e4, neox),
                 cpu.rope_f32(q, pos, 1e4, neox),
+                1e-4,
+            )
+            ff = rng.uniform(1.0, 8.0, hd // 2).astype(np.float32)
+            check(
+                f"rope hd={hd} neox={neox} freq_factors",
+                gpu.rope_f32(gpu.asarray(q), gpu.asarray(pos), 5e5, neox, 1.0, gpu.asarray(ff)),
+                cpu.rope_f32(q, pos, 5e5, neox, 1.0, ff),
                 1e-4,
             )
         kc, vc = np.zeros((16, 2, hd), np.float32), np.zeros((16, 2, hd), np.float32)

@@ -20,7 +20,7 @@ import time
 import cupy as cp
 import numpy as np
 
-from tracekit.kernels import dequant
+from tracekit.kernels import cuda, dequant
 from tracekit.kernels.ceilings import gpu_times, median
 from tracekit.quants import QUANTIZED_TYPES
 
@@ -42,9 +42,18 @@ def copy_gbps() -> float:
     return 2 * a.nbytes / t / 1e9
 
 
+_built: list[tuple[int, int]] = []
+
+
 def set_config(variant: int, block: int, chunks: int) -> None:
     for t in dequant.CONFIG:
         dequant.CONFIG[t] = dequant.KernelConfig(variant, block, chunks)
+    # the instantiations are generated from CONFIG: a new (variant, chunks) is a new build
+    # (the block size is a launch parameter: no rebuild)
+    if _built[-1:] != [(variant, chunks)]:
+        _built.append((variant, chunks))
+        cuda.module.cache_clear()
+        cuda.kernel.cache_clear()
 
 
 def fits(qt, cfg: dequant.KernelConfig) -> bool:
@@ -131,6 +140,8 @@ for variant, chunks in itertools.product(VARIANT_IDS, CHUNKS):
                 best[name] = (pct, cfg)
         print(f"{vname:7s} block {block:3d} chunks {chunks:2d}: " + "  ".join(cells), flush=True)
 dequant.CONFIG.update(base)
+cuda.module.cache_clear()
+cuda.kernel.cache_clear()
 
 print("best exact configuration per type (! = not exact, excluded):")
 for name, (pct, cfg) in best.items():

@@ -31,12 +31,11 @@ except Exception as e:  # torch absent: ratios against nothing
     print("torch unavailable:", e)
     t_add = float("nan")
 print(f"torch.add {t_add:.0f} GB/s")
-base_options = cuda._OPTIONS
 for unroll, hints in itertools.product((1, 2, 4), (0, 1)):
-    cuda._OPTIONS = (*base_options, f"-DUNROLL={unroll}", f"-DSTREAM_HINTS={hints}")
+    # the kernels read both from elementwise.kernel_defines(), the grids from the same values
+    elementwise.STREAM_UNROLL, elementwise.STREAM_HINTS = unroll, hints
     cuda.module.cache_clear()
     cuda.kernel.cache_clear()
-    elementwise.STREAM_UNROLL = unroll
     for bps in (8, 16, 32, 64, 100000):
         elementwise.BLOCKS_PER_SM = bps
         add = gbps(

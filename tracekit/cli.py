@@ -3,7 +3,8 @@
 Every error a user can cause (a bad path, a malformed or unsupported model, a bad trace, an
 unusable backend, bad token ids) ends as ONE line on stderr, ``error: ...``, and exit code 2;
 no traceback (set ``TRACEKIT_DEBUG=1`` to see one). ``tracekit diff`` exits 1 when the traces
-diverge, like diff(1).
+diverge, like diff(1); ``tracekit check`` exits 1 when it finds a bad block or a shape/type
+that disagrees with the metadata.
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         FileNotFoundError,
     ]
     for mod, name in (
+        ("tracekit.runner.tensors", "DumpError"),
         ("tracekit.runner.model", "ModelError"),
         ("tracekit.runner.ops", "OpError"),
         ("tracekit.runner.ncu", "NcuError"),
@@ -248,6 +250,22 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         "--remeasure", action="store_true", help="measure the device ceilings again (else cached)"
     )
     p.add_argument("-o", "--output", help="output trace (default: traces/<model>-<backend>.json)")
+    p.add_argument(
+        "--dump",
+        metavar="REGEX",
+        help="keep the whole output of every node whose name matches REGEX (e.g. 'blk\\.0\\..*'), "
+        "every step, in a safetensors sidecar next to the trace",
+    )
+    p.add_argument(
+        "--save-logits",
+        action="store_true",
+        help="keep each step's logits and the token ids in the sidecar",
+    )
+    p.add_argument(
+        "--dump-limit",
+        metavar="SIZE",
+        help="refuse to start when the sidecar's estimated size exceeds SIZE (e.g. 500M, 2G)",
+    )
 
 
 #: The smallest sampling temperature taken: below it sampling is greedy in all but name (and
@@ -328,6 +346,16 @@ def _record(args: argparse.Namespace) -> int:
     if args.model is not None and not Path(args.model).is_file():
         what = "is a folder" if Path(args.model).is_dir() else "does not exist"
         raise UsageError(f"model {args.model} {what}")
+    dump_limit = None
+    if args.dump_limit is not None:
+        from tracekit.runner.tensors import parse_size
+
+        try:
+            dump_limit = parse_size(args.dump_limit)
+        except ValueError as e:
+            raise UsageError(f"--dump-limit: {e}") from None
+        if args.dump is None and not args.save_logits:
+            raise UsageError("--dump-limit needs --dump or --save-logits")
     sampling: dict[str, Any] = {"mode": "greedy"}
     if args.temperature > 0:
         sampling = {
@@ -350,9 +378,23 @@ def _record(args: argparse.Namespace) -> int:
         sampling=sampling,
         remeasure=args.remeasure,
         on_step=getattr(args, "sigint_watch", None) and args.sigint_watch.reraise_lost,
+        dump=args.dump,
+        save_logits=args.save_logits,
+        dump_limit=dump_limit,
+        on_dump_estimate=_print_dump_estimate,
     )
     print(out)
     return EXIT_OK
+
+
+def _print_dump_estimate(plan: Any) -> None:
+    what = f"{len(plan.nodes)} node(s)" if plan.nodes else "no nodes"
+    print(
+        f"tensor sidecar: {what}, {plan.count} tensors, {_fmt_bytes(plan.bytes)} "
+        f"({plan.bytes:,} bytes) if every step runs",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 # -- info ---------------------------------------------------------------------------------------
@@ -365,6 +407,7 @@ def _fmt_bytes(n: int) -> str:
 def info_text(model: Any, tensors: bool = False) -> str:
     """What ``tracekit info`` prints for a loaded model."""
     from tracekit.runner.metadata import printable
+    from tracekit.runner.model import describe_arch
 
     c = model.config
     path = Path(model.path)
@@ -382,7 +425,8 @@ def info_text(model: Any, tensors: bool = False) -> str:
         f"n_embd:       {c.n_embd}    n_ff: {c.n_ff}",
         f"heads:        {c.n_head} (kv {c.n_head_kv}), head_dim {c.head_dim}",
         f"vocab:        {c.n_vocab}    context: {c.n_ctx}",
-        f"rope:         base {c.rope_base:g}, {'neox' if c.rope_neox else 'normal'} pairs",
+        *(f"{label + ':':13s} {text}" for label, text in describe_arch(c.summary())),
+        *(f"note:         {n}" for n in c.notes),
         f"output:       {'tied to token_embd' if c.tied_output else 'output.weight'}",
         f"graph nodes:  {len(model.graph)} per step",
         f"tensors:      {len(model.tensors)}, {_fmt_bytes(total)} ({total:,} bytes)",
@@ -410,14 +454,33 @@ def _info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check(args: argparse.Namespace) -> int:
+    import json
+
+    from tracekit.runner.check import check_model
+
+    report = check_model(args.model)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1))
+    else:
+        print(report.text())
+    return EXIT_DIFFERENT if report.found else EXIT_OK
+
+
 # -- export / diff / ncu-import -------------------------------------------------------------------
 def _export(args: argparse.Namespace) -> int:
-    from tracekit.runner.export import export_chrome
+    from tracekit.runner.export import export_chrome, export_logits
     from tracekit.runner.outpath import check_output_path
     from tracekit.runner.trace import load_trace
 
-    check_output_path(args.out, inputs=[args.trace])  # before the (long) load
-    out = export_chrome(load_trace(args.trace), args.out)
+    if args.format != "logits":  # the logits export writes its own files (export_logits)
+        check_output_path(args.out, inputs=[args.trace])  # before the (long) load
+    trace = load_trace(args.trace)
+    if args.format == "logits":
+        for path in export_logits(trace, args.trace, args.out):
+            print(path)
+        return EXIT_OK
+    out = export_chrome(trace, args.out)
     print(out)
     return EXIT_OK
 
@@ -426,6 +489,7 @@ def _diff(args: argparse.Namespace) -> int:
     import json
 
     from tracekit.runner.diff import diff_traces
+    from tracekit.runner.tensors import load_tensors
     from tracekit.runner.trace import load_trace
 
     a, b = load_trace(args.a), load_trace(args.b)
@@ -439,7 +503,13 @@ def _diff(args: argparse.Namespace) -> int:
                 f"{t['run'].get('stop_reason')}, {len(t['steps'])} step(s)): give "
                 "--allow-incomplete to compare the steps it has"
             )
-    report = diff_traces(a, b, rtol=args.rtol, atol=args.atol)
+    ta = tb = None
+    if not args.no_tensors:
+        ta, tb = load_tensors(a, args.a), load_tensors(b, args.b)
+    report = diff_traces(
+        a, b, rtol=args.rtol, atol=args.atol, tensors_a=ta, tensors_b=tb,
+        tensor_rtol=args.tensor_rtol,
+    )  # fmt: skip
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
     else:
@@ -480,9 +550,21 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("model")
     i.add_argument("--tensors", action="store_true", help="also list every tensor")
     i.set_defaults(fn=_info)
+    c = sub.add_parser(
+        "check",
+        help="scan every tensor of a GGUF file for non-finite scales/values, all-zero blocks "
+        "and shapes/types against the metadata (exit 1 if anything is found, 2 if unreadable)",
+    )
+    c.add_argument("model")
+    c.add_argument("--json", action="store_true", help="the report as JSON")
+    c.set_defaults(fn=_check)
     e = sub.add_parser("export", help="export a trace for another viewer")
     e.add_argument(
-        "--format", choices=("chrome",), default="chrome", help="Chrome Trace Event JSON"
+        "--format",
+        choices=("chrome", "logits"),
+        default="chrome",
+        help="chrome: Chrome Trace Event JSON; logits: the saved logits (record with "
+        "--save-logits) as OUT.npy, f32 [steps, n_vocab], and the chosen ids as OUT.tokens.npy",
     )
     e.add_argument("trace")
     e.add_argument("out")
@@ -492,8 +574,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("a")
     d.add_argument("b")
-    d.add_argument("--rtol", type=float, default=1e-3, help="relative to the tensor's absmax")
-    d.add_argument("--atol", type=float, default=1e-5)
+    d.add_argument(
+        "--rtol",
+        type=float,
+        default=None,
+        help="statistics tolerance relative to the tensor's absmax (default: calibrated for the "
+        "runs' numerical path, stated in the report)",
+    )
+    d.add_argument("--atol", type=float, default=None, help="(default: calibrated)")
+    d.add_argument(
+        "--tensor-rtol",
+        type=float,
+        default=None,
+        help="with dumps on both sides: a node output's max |a - b| / max |a|,|b| tolerance "
+        "(default: calibrated)",
+    )
+    d.add_argument(
+        "--no-tensors", action="store_true", help="ignore tensor sidecars: statistics only"
+    )
     d.add_argument("--json", action="store_true", help="the report as JSON")
     d.add_argument(
         "--allow-incomplete",

@@ -1,29 +1,100 @@
-"""The one table of tensor types tracekit knows.
+"""The one declaration of every tensor type tracekit knows (in the spirit of gguf-py's quants.py).
 
-Every dequant and embed dispatcher, every byte count and every test reads this table.
-Block and byte sizes come from ``gguf.GGML_QUANT_SIZES`` (never retyped here) and dispatch
-is keyed by ``gguf.GGMLQuantizationType`` (never by a bare integer): the seed's §2.1 trap
-was two dispatch tables with two numberings.
+A type is one class, registered in :data:`QUANT_TABLE` when it is defined. Its docstring is an
+ASCII drawing of its block layout; its class arguments name its GGUF enum, the byte offsets of
+its f16 fields, its one CUDA block decoder (a ``struct`` of ``kernels/quant_decoders.cuh``
+named exactly as GGML names the type) and the dequant kernel's tuning; its ``decode`` is the
+fast CPU decoder. Everything else is derived from it: block and byte sizes come from
+``gguf.GGML_QUANT_SIZES`` (never retyped, and passed to the CUDA structs as -D defines by
+:func:`cuda_defines`); kernel names from the GGML name; the dequant and embed kernels'
+instantiations, the stamp list and the CPU dispatch from this table. Dispatch is keyed by
+``gguf.GGMLQuantizationType`` (never by a bare integer): the seed's §2.1 trap was two dispatch
+tables with two numberings.
+
+Adding a type: one class here and one ``struct`` in quant_decoders.cuh.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
+_T = GGMLQuantizationType
 
-@dataclass(frozen=True)
+
+class DequantConfig(NamedTuple):
+    """How ``dequant_<suffix>_f16`` runs (``kernels/dequant.py`` names the variants)."""
+
+    variant: int  #: dequant.VARIANTS: staged tile, staged + word-wise, direct
+    block: int  #: threads per block
+    chunks: int  #: 16-byte output chunks per thread per tile
+
+
+#: The tuning of a type nobody has swept yet: the direct variant (it won for every swept type).
+UNSWEPT = DequantConfig(2, 128, 4)
+
+#: The table: GGUF enum -> its declaration, in declaration (display) order.
+QUANT_TABLE: dict[GGMLQuantizationType, QuantType] = {}
+
+
 class QuantType:
-    """One tensor type: its GGUF enum and the suffix of its kernels (``dequant_<suffix>_f16``)."""
+    """One tensor type. Subclass it once per type (see the module docstring); the table holds
+    the one instance of each subclass.
 
-    qtype: GGMLQuantizationType
-    suffix: str
+    Class arguments:
+        qtype: its ``gguf.GGMLQuantizationType``.
+        f16_fields: byte offsets of the f16 fields of a block (scales, mins; F16: the value).
+        device: the CUDA decoder struct (quant types: the GGML name, in quant_decoders.cuh;
+            float types: the ``Src*`` reader).
+        dequant: its :class:`DequantConfig` (quant types; :data:`UNSWEPT` if not given).
+    """
+
+    qtype: ClassVar[GGMLQuantizationType]
+    f16_fields: ClassVar[tuple[int, ...]]
+    device: ClassVar[str]
+    dequant: ClassVar[DequantConfig | None]
+
+    def __init_subclass__(
+        cls,
+        *,
+        qtype: GGMLQuantizationType,
+        f16_fields: tuple[int, ...] = (),
+        device: str | None = None,
+        dequant: DequantConfig | None = None,
+    ) -> None:
+        super().__init_subclass__()
+        if cls.__name__ != qtype.name:
+            raise TypeError(
+                f"quant class {cls.__name__} must be named as GGML names it: {qtype.name}"
+            )
+        if qtype in QUANT_TABLE:
+            raise TypeError(f"{qtype.name} is declared twice")
+        cls.qtype = qtype
+        cls.f16_fields = tuple(f16_fields)
+        quantized = GGML_QUANT_SIZES[qtype][0] > 1
+        cls.device = device or qtype.name
+        cls.dequant = (dequant or UNSWEPT) if quantized else None
+        QUANT_TABLE[qtype] = cls()
+
+    def __repr__(self) -> str:
+        return f"QuantType({self.name})"
 
     @property
     def name(self) -> str:
         return self.qtype.name
+
+    @property
+    def suffix(self) -> str:
+        """The kernels' name part: ``dequant_<suffix>_f16``, ``embed_rows_<suffix>``."""
+        return self.qtype.name.lower()
+
+    @property
+    def layout(self) -> str:
+        """The ASCII drawing of a block (the class docstring)."""
+        return self.__doc__ or ""
 
     @property
     def block_size(self) -> int:
@@ -38,6 +109,21 @@ class QuantType:
     @property
     def is_quantized(self) -> bool:
         return self.block_size > 1
+
+    @property
+    def dequant_kernel(self) -> str:
+        """The GPU dequant kernel (``dequant.cu``, instantiated from this declaration)."""
+        return f"dequant_{self.suffix}_f16"
+
+    @property
+    def embed_kernel(self) -> str:
+        """The GPU embedding gather (``embed.cu``); an F32 table is gathered as plain f32 rows."""
+        return "gather_rows_f32" if self.qtype == _T.F32 else f"embed_rows_{self.suffix}"
+
+    def decode(self, blocks: np.ndarray, out: np.ndarray) -> None:
+        """Decode blocks uint8 [n, type_size] into out f32 [n, block_size], bit-equal to
+        ``gguf.quants.dequantize`` (the same products, in the same order, rounded alike)."""
+        raise NotImplementedError(f"{self.name} declares no CPU decoder")
 
     def row_bytes(self, row_len: int) -> int:
         """Bytes of one row of ``row_len`` elements; raises if the row does not fill whole blocks."""
@@ -60,25 +146,480 @@ class QuantType:
         return rows * self.row_bytes(shape[-1])
 
 
-_T = GGMLQuantizationType
+# -- helpers of the CPU decoders (each type's decode writes f32 into out[n_blocks, block_size]) -
+# NumPy pays ~8 ns per inner loop, so a loop over 16-byte rows costs more than the arithmetic.
+# The decoders therefore keep every loop long: byte fields are gathered into contiguous arrays
+# with one void-dtype copy (``_cols``), nibbles and high bits are split eight at a time on
+# uint64 words, codes are laid out in output order with void-dtype copies or (K-quants, Q6_K)
+# by repeating each packed run once per sub-block it feeds (one ``np.repeat`` of 32/64-byte
+# items) and shifting every word by its own amount from a tiled table (no Python loop over
+# sub-blocks), cast to f32 in one pass and scaled (and offset) by per-block factors repeated
+# to full length, scale and offset in one repeat. The arithmetic (which products, in which
+# order, rounded where) is exactly gguf-py's.
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)  # the low nibble of every byte of a word
+_M2 = np.uint64(0x0303030303030303)  # bits 0-1 of every byte
+_B80 = np.uint64(0x8080808080808080)
+#: Every f16 bit pattern -> its f32 value (256 KB; NumPy's own f16 -> f32 cast is scalar, ~3 ns).
+_F16_TO_F32 = (
+    np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+)
+#: A qh byte -> 8 bytes, byte i = (bit i of the qh byte) << 4: Q5_0/Q5_1's 5th bits in place.
+_QH_SPREAD = np.array(
+    [sum(((v >> i) & 1) << (8 * i + 4) for i in range(8)) for v in range(256)], np.uint64
+)
 
-#: The table. Order is the display order; the key is the GGUF enum.
-QUANT_TABLE: dict[GGMLQuantizationType, QuantType] = {
-    t.qtype: t
-    for t in (
-        QuantType(_T.F32, "f32"),
-        QuantType(_T.F16, "f16"),
-        QuantType(_T.BF16, "bf16"),
-        QuantType(_T.Q8_0, "q8_0"),
-        QuantType(_T.Q4_0, "q4_0"),
-        QuantType(_T.Q4_1, "q4_1"),
-        QuantType(_T.Q5_0, "q5_0"),
-        QuantType(_T.Q5_1, "q5_1"),
-        QuantType(_T.Q4_K, "q4_k"),
-        QuantType(_T.Q5_K, "q5_k"),
-        QuantType(_T.Q6_K, "q6_k"),
-    )
-}
+
+def _cols(b: np.ndarray, start: int, width: int) -> np.ndarray:
+    """Bytes ``[start, start + width)`` of every block, as a contiguous uint8 [n, width]."""
+    out = np.empty((b.shape[0], width), np.uint8)
+    out.view(f"V{width}")[...] = b[:, start : start + width].view(f"V{width}")
+    return out
+
+
+def _f16(b: np.ndarray, offset: int, count: int = 1) -> np.ndarray:
+    """The ``count`` f16 fields from byte ``offset`` of every block, as f32 [count, n]."""
+    return np.take(_F16_TO_F32, _cols(b, offset, 2 * count).view(np.uint16).T)
+
+
+def _nibble_codes(q: np.ndarray, group: int) -> np.ndarray:
+    """4-bit codes of the bytes q [n, w] in gguf's order: for each run of ``group`` bytes, the
+    low nibbles, then the high nibbles. Returns uint8 [n, 2 w]."""
+    n, w = q.shape
+    q64 = q.view(np.uint64)
+    codes = np.empty((n, 2 * w), np.uint8)
+    cv = codes.view(f"V{group}")  # [n, 2 w / group]: runs of lo, hi, lo, hi, ...
+    lo = q64 & _M4
+    cv[:, 0::2] = lo.view(f"V{group}")
+    np.right_shift(q64, np.uint64(4), out=lo)
+    lo &= _M4
+    cv[:, 1::2] = lo.view(f"V{group}")
+    return codes
+
+
+def _to_signed(codes: np.ndarray, offset: int) -> np.ndarray:
+    """uint8 codes in [0, 2 offset) minus ``offset``, as int8 (eight bytes per uint64 op: adding
+    0x80 - offset never carries out of a byte, and flipping bit 7 recentres it)."""
+    c64 = codes.view(np.uint64)
+    c64 += np.uint64((0x80 - offset) * 0x0101010101010101)
+    c64 ^= _B80
+    return codes.view(np.int8)
+
+
+def _scale(o: np.ndarray, s: np.ndarray, run: int) -> None:
+    """o (flat order) *= each value of s repeated ``run`` times."""
+    np.multiply(o.reshape(-1), np.repeat(s.reshape(-1), run), out=o.reshape(-1))
+
+
+def _affine(o: np.ndarray, codes: np.ndarray, f: np.ndarray, run: int, sign: int) -> None:
+    """o (flat order) = codes * f[0] +/- f[1], each value of f [2, k] repeated ``run`` times
+    (one repeat for both rows); the product and the sum rounded as gguf-py's."""
+    of = o.reshape(-1)
+    np.copyto(of, codes.reshape(-1), casting="unsafe")
+    r = np.repeat(f.reshape(-1), run).reshape(2, -1)
+    of *= r[0]
+    (np.add if sign > 0 else np.subtract)(of, r[1], out=of)
+
+
+_M1 = np.uint64(0x0101010101010101)  # bit 0 of every byte
+#: IQ4_NL/IQ4_XS's 16 non-linear levels (gguf-py's IQ4_NL.kvalues), as f32 for one np.take.
+_IQ4_LEVELS = np.array(
+    (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113), np.float32
+)
+
+
+def _q5_codes(b: np.ndarray, qh_at: int, qs_at: int) -> np.ndarray:
+    # 5-bit codes [n, 32]: low 4 bits from the nibbles of qs, bit 4 = bit j of the u32 qh
+    codes = _nibble_codes(_cols(b, qs_at, 16), 16)
+    hi = np.take(_QH_SPREAD, _cols(b, qh_at, 4))  # [n, 4] uint64 = [n, 32] bytes, 0 or 16
+    codes.view(np.uint64)[...] |= hi
+    return codes
+
+
+def _take(lut: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
+    # mode="wrap" skips NumPy's buffered bounds check (every index is < len(lut))
+    np.take(lut, idx, out=out, mode="wrap")
+
+
+#: Per u64 word of a K-quant block's 256 codes (8 sub-blocks j of 4 words): the right shift
+#: that brings sub-block j's nibble to bits 0-3 (0 for even j, 4 for odd), and the left then
+#: right shift that brings bit j of a qh byte to bit 4 (Q5_K).
+_KJ = np.repeat(np.arange(8), 4)
+_K_SHIFTS = (4 * (_KJ % 2), np.maximum(4 - _KJ, 0), np.maximum(_KJ - 4, 0))
+_M16 = np.uint64(0x1010101010101010)  # bit 4 of every byte
+_M63 = np.uint64(0x3F3F3F3F3F3F3F3F)  # bits 0-5 of every byte
+_M48 = np.uint64(0x3030303030303030)  # bits 4-5 of every byte
+_LO32 = np.uint64(0xFFFFFFFF)
+_HI32 = np.uint64(0xFFFFFFFF00000000)
+
+
+@functools.lru_cache(maxsize=4)
+def _k_shifts(n: int) -> tuple[np.ndarray, ...]:
+    """:data:`_K_SHIFTS` tiled over ``n`` blocks (uint64 [32 n] each, read-only)."""
+    out = tuple(np.tile(s.astype(np.uint64), n) for s in _K_SHIFTS)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _q6_shifts(n: int) -> tuple[np.ndarray, ...]:
+    """Q6_K's per-word shifts over ``n`` blocks (uint64 [32 n] each, read-only): nibble
+    (0 or 4 for each 64-byte run), then left and right shifts taking bits 2s, 2s + 1 of the
+    qh copy s to bits 4, 5."""
+    s = np.repeat(np.arange(4), 4)  # copy s of a 32-byte qh half: 4 words
+    pats = (np.repeat([0, 4, 0, 4], 8), np.tile(np.maximum(4 - 2 * s, 0), 2))
+    pats += (np.tile(np.maximum(2 * s - 4, 0), 2),)
+    out = tuple(np.tile(p.astype(np.uint64), n) for p in pats)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _k_codes(b: np.ndarray) -> np.ndarray:
+    """Q4_K/Q5_K's 4-bit codes in output order, as uint64 [32 n] (= uint8 [n, 256]).
+
+    Sub-block j is nibble j % 2 of the 32-byte run j // 2 of qs: each run is repeated twice
+    (one long ``np.repeat`` of 32-byte items) and every word shifted by its sub-block's amount.
+    """
+    n = b.shape[0]
+    shn = _k_shifts(n)[0]
+    q = np.repeat(_cols(b, b.shape[1] - 128, 128).view("V32").reshape(-1), 2).view(np.uint64)
+    q >>= shn
+    q &= _M4
+    return q
+
+
+def _k_scales(b: np.ndarray) -> np.ndarray:
+    """f32 [2, 8 n]: d * sc[j] (row 0) and dmin * m[j] (row 1) of every sub-block, in order.
+
+    The 6-bit scales/mins packed in bytes 4..16: bytes 0-3 hold sc[0..3] (low 6 bits) and the
+    top 2 bits of sc[4..7]; bytes 4-7 the same for the mins; bytes 8-11 the low 4 bits of
+    sc[4..7] (low nibble) and m[4..7] (high nibble). Worked on as uint64 words, eight 6-bit
+    fields at a time, into one [2, n] word array of sc[0..7] / m[0..7] bytes.
+    """
+    n = b.shape[0]
+    a = _cols(b, 4, 8).view(np.uint64).reshape(n)  # sc[0..3] | m[0..3] << 32 (low 6 bits)
+    hi = np.empty(n, np.uint64)
+    np.copyto(hi, _cols(b, 12, 4).view(np.uint32).reshape(n))
+    lo = a & _M63
+    t = hi << np.uint64(28)  # the high nibbles of bytes 8-11 -> low nibbles of bytes 4-7
+    hi |= t
+    hi &= _M4
+    a >>= np.uint64(2)
+    a &= _M48
+    hi |= a  # sc[4..7] | m[4..7] << 32
+    s = np.empty((2, n), np.uint64)
+    np.left_shift(hi, np.uint64(32), out=t)
+    np.bitwise_and(lo, _LO32, out=s[0])
+    s[0] |= t  # sc[0..7]
+    lo >>= np.uint64(32)
+    hi &= _HI32
+    np.bitwise_or(lo, hi, out=s[1])  # m[0..7]
+    f = s.view(np.uint8).astype(np.float32)  # [2, 8 n]
+    f *= np.repeat(_f16(b, 0, 2).reshape(-1), 8).reshape(2, -1)  # d, dmin
+    return f
+
+
+@functools.lru_cache(maxsize=4)
+def _k2_shifts(n: int) -> tuple[np.ndarray, ...]:
+    """Q2_K/Q3_K's per-word shifts over ``n`` blocks (uint64 [32 n] each, read-only). A block's
+    codes are 8 copies c = 4 h + s of a 32-byte run (4 words each): the 2-bit field s of run
+    h of qs is at bits 2 s, and Q3_K's high bit of copy c is bit c of hmask."""
+    c = np.repeat(np.arange(8), 4)
+    out = tuple(np.tile(s.astype(np.uint64), n) for s in (2 * (c % 4), c))
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _runs(b: np.ndarray, start: int, width: int, run: int, copies: int) -> np.ndarray:
+    """Bytes [start, start + width) of every block as runs of ``run`` bytes, each repeated
+    ``copies`` times (one long ``np.repeat``), as uint64 words."""
+    q = _cols(b, start, width).view(f"V{run}").reshape(-1)
+    return np.repeat(q, copies).view(np.uint64)
+
+
+# -- the declarations ---------------------------------------------------------------------------
+# Drawings: byte offsets under the fields; x = the decoded f32 value, in gguf-py's arithmetic.
+
+
+class F32(QuantType, qtype=_T.F32, device="SrcF32"):
+    """F32: 1 value in 4 bytes (IEEE binary32, little-endian).
+
+    +-----+
+    | f32 |
+    +-----+
+    0     4
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        o[...] = b.view(np.float32)
+
+
+class F16(QuantType, qtype=_T.F16, f16_fields=(0,), device="SrcF16"):
+    """F16: 1 value in 2 bytes (IEEE binary16).
+
+    +-----+
+    | f16 |
+    +-----+
+    0     2
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _take(_F16_TO_F32, b.view(np.uint16), o)
+
+
+class BF16(QuantType, qtype=_T.BF16, device="SrcBF16"):
+    """BF16: 1 value in 2 bytes (the top half of an f32).
+
+    +------+
+    | bf16 |
+    +------+
+    0      2
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        ob = o.view(np.uint32)  # widen the bits, shift up 16
+        ob[...] = b.view(np.uint16)
+        ob <<= np.uint32(16)
+
+
+class Q8_0(QuantType, qtype=_T.Q8_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4)):
+    """Q8_0: 32 values in 34 bytes;  x[j] = qs[j] * d.
+
+    +-------+--------------+
+    | d f16 | qs[32] int8  |
+    +-------+--------------+
+    0       2              34
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        np.copyto(o, b[:, 2:34].view(np.int8), casting="unsafe")  # cast straight from the blocks
+        _scale(o, _f16(b, 0), 32)
+
+
+class Q4_0(QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4)):
+    """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
+
+    +-------+----------------------------------------------------+
+    | d f16 | qs[16]: q[j] = low nibble of qs[j], q[j+16] = high |
+    +-------+----------------------------------------------------+
+    0       2                                                    18
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        np.copyto(o, _to_signed(_nibble_codes(_cols(b, 2, 16), 16), 8), casting="unsafe")
+        _scale(o, _f16(b, 0), 32)
+
+
+class Q4_1(QuantType, qtype=_T.Q4_1, f16_fields=(0, 2), dequant=DequantConfig(2, 256, 4)):
+    """Q4_1: 32 values in 20 bytes;  x = d * q + m.
+
+    +-------+-------+------------------------------+
+    | d f16 | m f16 | qs[16]: nibbles as Q4_0      |
+    +-------+-------+------------------------------+
+    0       2       4                              20
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _affine(o, _nibble_codes(_cols(b, 4, 16), 16), _f16(b, 0, 2), 32, +1)
+
+
+class Q5_0(QuantType, qtype=_T.Q5_0, f16_fields=(0,), dequant=DequantConfig(2, 128, 2)):
+    """Q5_0: 32 values in 22 bytes;  x = d * (q - 16), bit 4 of q[j] = bit j of qh.
+
+    +-------+----------+--------------------------+
+    | d f16 | qh u32   | qs[16]: nibbles as Q4_0  |
+    +-------+----------+--------------------------+
+    0       2          6                          22
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        np.copyto(o, _to_signed(_q5_codes(b, 2, 6), 16), casting="unsafe")
+        _scale(o, _f16(b, 0), 32)
+
+
+class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
+    """Q5_1: 32 values in 24 bytes;  x = d * q + m, the 5-bit q as Q5_0's.
+
+    +-------+-------+--------+-------------------------+
+    | d f16 | m f16 | qh u32 | qs[16]: nibbles as Q4_0 |
+    +-------+-------+--------+-------------------------+
+    0       2       4        8                         24
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _affine(o, _q5_codes(b, 4, 8), _f16(b, 0, 2), 32, +1)
+
+
+class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82)):
+    """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
+
+    +-------------------------+-------------------------------+-------+----------+
+    | scales[16]: sc[j] = low | qs[64]: value 128h + 32s + l  | d f16 | dmin f16 |
+    | nibble, m[j] = high     | = bits 2s, 2s+1 of qs[32h+l]  |       |          |
+    +-------------------------+-------------------------------+-------+----------+
+    0                         16                              80      82         84
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        n = b.shape[0]
+        q = _runs(b, 16, 64, 32, 4)
+        q >>= _k2_shifts(n)[0]
+        q &= _M2
+        sc = _cols(b, 0, 16)
+        f = np.empty((2, n, 16), np.float32)
+        np.copyto(f[0], sc & np.uint8(15), casting="unsafe")
+        np.copyto(f[1], sc >> np.uint8(4), casting="unsafe")
+        f *= _f16(b, 80, 2)[:, :, None]  # d * sc[j], dmin * m[j]: exact
+        _affine(o, q.view(np.uint8), f, 16, -1)
+
+
+class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,)):
+    """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
+
+    +---------------------+-------------------+----------------------+-------+
+    | hmask[32]: bit 2 of | qs[64]: bits 0-1, | scales[12]: 6-bit    |       |
+    | value 32c+l = bit c | as Q2_K's qs      | sc[j]: low 4 bits in | d f16 |
+    | of hmask[l]         |                   | 0-7, high 2 in 8-11  |       |
+    +---------------------+-------------------+----------------------+-------+
+    0                     32                  96                     108     110
+
+    scales (gguf-py's drawing): bytes 0-7 hold sc[0..7] in the low and sc[8..15] in the high
+    nibbles; byte 8 + (j % 4) holds bits 4-5 of sc[j] at bit 2 (j // 4).
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        n = b.shape[0]
+        sq, sh = _k2_shifts(n)
+        q = _runs(b, 32, 64, 32, 4)
+        q >>= sq
+        q &= _M2
+        h = _runs(b, 0, 32, 32, 8)  # hmask once per copy c, its bit c moved to bit 2
+        h >>= sh
+        h &= _M1
+        h <<= np.uint64(2)
+        q |= h
+        np.copyto(o.reshape(-1), _to_signed(q.view(np.uint8), 4), casting="unsafe")
+        s = _cols(b, 96, 12)
+        sc = np.empty((n, 2, 8), np.uint8)
+        np.bitwise_and(s[:, :8], np.uint8(15), out=sc[:, 0])
+        np.right_shift(s[:, :8], np.uint8(4), out=sc[:, 1])
+        hi = (s[:, None, 8:12] >> np.array([0, 2, 4, 6], np.uint8)[:, None]) & np.uint8(3)
+        sc = sc.reshape(n, 16) | (hi.reshape(n, 16) << np.uint8(4))
+        dl = sc.astype(np.float32)
+        dl -= np.float32(32)
+        dl *= _f16(b, 108).reshape(n, 1)
+        _scale(o, dl, 16)
+
+
+class Q4_K(QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
+    """Q4_K: 256 values in 144 bytes, 8 sub-blocks j of 32;  x = (d sc[j]) q - dmin m[j].
+
+    +-------+----------+---------------------------+-------------------------------------+
+    | d f16 | dmin f16 | scales[12]: 6-bit sc[j],  | qs[128]: sub-block j = nibble j % 2 |
+    |       |          | m[j] (get_scale_min_k4)   | of qs[32 (j // 2) ..]               |
+    +-------+----------+---------------------------+-------------------------------------+
+    0       2          4                           16                                    144
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _affine(o, _k_codes(b).view(np.uint8), _k_scales(b), 32, -1)
+
+
+class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
+    """Q5_K: 256 values in 176 bytes;  Q4_K's with a 5th bit: bit 4 of value l of sub-block j
+    is bit j of qh[l].
+
+    +-------+----------+------------+--------+-------------------+
+    | d f16 | dmin f16 | scales[12] | qh[32] | qs[128] as Q4_K's |
+    +-------+----------+------------+--------+-------------------+
+    0       2          4            16       48                  176
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        # qh (32 bytes) is repeated once per sub-block and each copy's bit j moved to bit 4
+        n = b.shape[0]
+        _, sl, sr = _k_shifts(n)
+        q = _k_codes(b)
+        h = _runs(b, 16, 32, 32, 8)
+        h <<= sl
+        h >>= sr
+        h &= _M16
+        q |= h
+        _affine(o, q.view(np.uint8), _k_scales(b), 32, -1)
+
+
+class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2, 128, 1)):
+    """Q6_K: 256 values in 210 bytes;  x = (d scales[e // 16]) (q - 32).
+
+    +---------------------------+----------------------------+------------+-------+
+    | ql[128]: low 4 bits of    | qh[64]: bits 4-5 of        | scales[16] | d f16 |
+    | value 128h+r = nibble     | value 128h+r = bits        | int8       |       |
+    | r // 64 of ql[64h + r%64] | 2 (r//32) of qh[32h+r%32]  |            |       |
+    +---------------------------+----------------------------+------------+-------+
+    0                           128                          192          208     210
+    """
+
+    # (4 chunks per thread swept at 87.1% of copy; 1 chunk: 92.4%)
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        n = b.shape[0]
+        shn, sl, sr = _q6_shifts(n)
+        q = _runs(b, 0, 128, 64, 2)  # each 64-byte half of ql twice (low, then high nibbles)
+        q >>= shn
+        q &= _M4
+        h = _runs(b, 128, 64, 32, 4)  # each 32-byte half of qh 4 times, bits 2s, 2s+1 -> 4, 5
+        h <<= sl
+        h >>= sr
+        h &= _M48
+        q |= h
+        np.copyto(o.reshape(-1), _to_signed(q.view(np.uint8), 32), casting="unsafe")
+        dsc = _cols(b, 192, 16).view(np.int8).astype(np.float32).reshape(-1)
+        dsc *= np.repeat(_f16(b, 208).reshape(-1), 16)
+        _scale(o, dsc, 16)
+
+
+class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,)):
+    """IQ4_NL: 32 values in 18 bytes;  x = d * LEVELS[q], the nibbles laid out as Q4_0's.
+
+    +-------+----------------------------------------------------+
+    | d f16 | qs[16]: q[j] = low nibble of qs[j], q[j+16] = high |
+    +-------+----------------------------------------------------+
+    0       2                                                    18
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _take(_IQ4_LEVELS, _nibble_codes(_cols(b, 2, 16), 16), o)
+        _scale(o, _f16(b, 0), 32)
+
+
+class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,)):
+    """IQ4_XS: 256 values in 136 bytes, 8 sub-blocks j of 32;  x = (d (ls[j] - 32)) LEVELS[q].
+
+    +-------+---------------+---------------+-----------------------------------+
+    | d f16 | scales_h u16: | scales_l[4]:  | qs[128]: sub-block j = 16 bytes,  |
+    |       | bits 4-5 of   | bits 0-3 of   | low nibbles then high (as IQ4_NL) |
+    |       | ls[j] at 2j   | ls[j]: nibble |                                   |
+    |       |               | j%2 of [j//2] |                                   |
+    +-------+---------------+---------------+-----------------------------------+
+    0       2               4               8                                   136
+    """
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        n = b.shape[0]
+        _take(_IQ4_LEVELS, _nibble_codes(_cols(b, 8, 128), 16), o)
+        sl = _cols(b, 4, 4)
+        ls = np.empty((n, 4, 2), np.uint8)
+        np.bitwise_and(sl, np.uint8(15), out=ls[:, :, 0])
+        np.right_shift(sl, np.uint8(4), out=ls[:, :, 1])
+        hi = (_cols(b, 2, 2).view(np.uint16) >> np.arange(0, 16, 2, dtype=np.uint16)) & 3
+        ls = ls.reshape(n, 8) | (hi.astype(np.uint8) << np.uint8(4))
+        dl = ls.astype(np.float32)
+        dl -= np.float32(32)
+        dl *= _f16(b, 0).reshape(n, 1)
+        _scale(o, dl, 32)
+
 
 #: The block-quantized types (everything but the float pass-through types).
 QUANTIZED_TYPES: tuple[QuantType, ...] = tuple(t for t in QUANT_TABLE.values() if t.is_quantized)
@@ -113,3 +654,18 @@ def quant_type(qtype: QuantType | GGMLQuantizationType | str) -> QuantType:
 
 def supported_names() -> list[str]:
     return [t.name for t in QUANT_TABLE.values()]
+
+
+def cuda_defines() -> tuple[str, ...]:
+    """The block sizes of every quant type's CUDA struct, from ``GGML_QUANT_SIZES``:
+    ``-DTK_<NAME>_QK=<values> -DTK_<NAME>_TS=<bytes>`` (quant_decoders.cuh's QUANT_SIZES)."""
+    out = ["-DTK_QUANT_SIZES"]
+    for t in QUANTIZED_TYPES:
+        out += [f"-DTK_{t.device}_QK={t.block_size}", f"-DTK_{t.device}_TS={t.type_size}"]
+    return tuple(out)
+
+
+if (
+    __name__ == "__main__"
+):  # nvcc flags for a local compile check: nvcc $(python -m tracekit.quants)
+    print(" ".join(cuda_defines()))

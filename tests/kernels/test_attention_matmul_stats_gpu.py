@@ -393,5 +393,12 @@ def test_ceilings_are_sane(tmp_path, monkeypatch):
     assert 1e-7 < c["launch_overhead_s"] < 1e-3
     assert 1e12 < c["peak_flops"] < 1e16
     assert c["ridge_flop_per_byte"] == pytest.approx(c["peak_flops"] / c["copy_bandwidth_Bps"])
+    floors, peaks = c["launch_floor_s"], c["peak_flops_by_path"]
+    # a kernel in a busy stream or a graph costs the device ~1 µs, far under the host's
+    # launch latency that one event pair around an idle launch sees
+    assert 1e-8 < floors["graph"] < 1e-5 and 1e-8 < floors["stream"] < 1e-5
+    assert floors["stream"] < c["launch_overhead_s"]
+    assert peaks["f16_tensor_core"] == c["peak_flops"] > peaks["f32_cuda_core"] > 1e12
+    assert peaks["int8_tensor_core"] is None  # the slot, until the quantized matmul exists
     assert list(tmp_path.glob("ceilings-*.json"))
     assert measure_ceilings(CupyBackend()) == c  # cached

@@ -23,6 +23,8 @@ def test_numpy_ceilings_measured_and_cached(cache):
     assert c["copy_bandwidth_Bps"] > 0 and c["launch_overhead_s"] > 0 and c["peak_flops"] > 0
     assert c["ridge_flop_per_byte"] == pytest.approx(c["peak_flops"] / c["copy_bandwidth_Bps"])
     assert c["device"] == b.device_name() and c["backend"] == "numpy"
+    assert c["launch_floor_s"] == {"host": c["launch_overhead_s"]}
+    assert c["peak_flops_by_path"] == {"f32_matmul": c["peak_flops"]}
     assert isinstance(c["method"], str) and "np.copyto" in c["method"]
     path = cache_path(b)
     assert path.parent == cache and path.name.startswith("ceilings-numpy-")

@@ -75,16 +75,21 @@ def test_kernel_arguments_convert_to_fixed_c_types() -> None:
 
 
 def _kernel_params(name: str) -> tuple[str, str]:
-    """(parameter list, body start) of ``name``'s definition in the family sources."""
+    """(parameter list, body start) of ``name``'s definition in the family sources (each .cu
+    with its generated instantiations, as it is compiled)."""
+    import tracekit.kernels.dequant
+    import tracekit.kernels.embed  # noqa: F401 (they register their generated instantiations)
+
     for cu in KERNELS.glob("*.cu"):
-        src = cu.read_text()
+        src = cuda.source(cu.stem)
         m = re.search(rf"void {name}\s*\(([^)]*)\)\s*\{{\s*([^;]*;)", src)
         if m:
             return m.group(1), m.group(2)
-        # embed's quant kernels come from a macro: EMBED_KERNEL(name, T)
-        if re.search(rf"EMBED_KERNEL\({name},", src):
-            m = re.search(r"#define EMBED_KERNEL\(name, T\)(.*?)\n\n", src, re.S)
-            assert m is not None
+        # instantiated from a macro: MACRO(name, ...) and #define MACRO(name, ...) body
+        use = re.search(rf"^(\w+)\({name},", src, re.M)
+        if use:
+            m = re.search(rf"#define {use.group(1)}\(name[^)]*\)(.*?)\n\n", src, re.S)
+            assert m is not None, use.group(1)
             body = m.group(1).replace("\\\n", "\n")
             params = re.search(r"void name\(([^)]*)\)", body)
             first = re.search(r"\{\s*([^;]*;)", body)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
@@ -14,13 +13,7 @@ from tracekit.kernels.backend import NumpyBackend
 from tracekit.runner.demo import DEMO_FILENAME, demo_model_path, write_demo_model
 from tracekit.runner.execute import Session
 from tracekit.runner.model import load_model
-from tracekit.runner.synthetic import (
-    byte_level_vocab,
-    quantize_q4_k,
-    quantize_q5_k,
-    quantize_q6_k,
-    write_synthetic_model,
-)
+from tracekit.runner.synthetic import write_synthetic_model
 
 
 @pytest.fixture(scope="module")
@@ -95,39 +88,3 @@ def test_demo_runs_prefill_and_decode_well_scaled(demo: Path) -> None:
         assert r.logits.std() > 1.0 and p.max() > 0.05  # peaked, not flat
     assert len(set(out)) > 1
     assert isinstance(m.detokenize(out), str)
-
-
-def test_byte_level_vocab() -> None:
-    v = byte_level_vocab(40)
-    assert len(v.tokens) == 256 + 40 + 3 and len(v.merges) == 40
-    assert v.tokens[ord("A")] == "A" and v.tokens[ord(" ")] == "Ġ"
-    assert v.token_types[-3:] == [3, 3, 3] and v.bos_id == v.eos_id == 296
-    for m in v.merges:  # every merge's parts exist before its result
-        a, b = m.split(" ")
-        assert v.tokens.index(a) < v.tokens.index(a + b) and v.tokens.index(b) < v.tokens.index(
-            a + b
-        )
-    assert byte_level_vocab(40) == v
-
-
-@pytest.mark.parametrize(
-    ("quantize", "qtype", "bits"),
-    [(quantize_q4_k, T.Q4_K, 4), (quantize_q5_k, T.Q5_K, 5), (quantize_q6_k, T.Q6_K, 6)],
-)
-def test_k_quant_packers_decode_close(quantize, qtype: T, bits: int) -> None:
-    """The packed blocks decode (with gguf-py, the independent decoder) close to the input."""
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((3, 512)).astype(np.float32)
-    x[1, :256] = 0.0  # an all-zero block: d = 0 must not produce NaN
-    q = quantize(x)
-    assert q.dtype == np.uint8 and q.shape == (3, 2 * gguf.GGML_QUANT_SIZES[qtype][1])
-    y = gguf.quants.dequantize(q, qtype)
-    assert np.isfinite(y).all() and np.array_equal(y[1, :256], np.zeros(256, np.float32))
-    # error within about one step of the sub-block range (x spans ~±3.5)
-    assert np.abs(y - x).max() < 8.0 / 2**bits
-    assert np.corrcoef(x.ravel(), y.ravel())[0, 1] > 0.99
-
-
-def test_k_quant_packers_reject_short_rows() -> None:
-    with pytest.raises(ValueError, match="row length 128 is not a multiple of 256"):
-        quantize_q4_k(np.zeros((2, 128), np.float32))

@@ -27,7 +27,7 @@ def test_planted_divergence_is_found_with_its_numbers() -> None:
     rec = b["steps"][1]["nodes"][4]
     rec["stats"]["mean"] += 0.01 * rec["stats"]["absmax"]  # 1% of the tensor's magnitude
     b["steps"][2]["nodes"][2]["stats"]["max"] += 1.0  # a later one must not be reported first
-    r = diff_traces(a, b, rtol=1e-3)
+    r = diff_traces(a, b, rtol=1e-3, atol=1e-5)
     d = r.first_divergence
     assert r.diverged and d is not None
     assert (d.step, d.node, d.metric) == ("decode 1", a["nodes"][4]["name"], "mean")
@@ -102,3 +102,52 @@ def test_timing_traces_are_noted() -> None:
 def test_negative_tolerance_is_refused() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         diff_traces(make_trace(), make_trace(), rtol=-1)
+
+
+# -- calibrated tolerances and the largest deviation (issue 15) --------------------------------
+def test_tolerance_is_calibrated_per_path() -> None:
+    from tracekit.runner.diff import PATHS, run_path
+
+    cpu = make_trace()
+    gpu = copy.deepcopy(cpu)
+    gpu["run"]["backend"] = "cupy"
+    assert run_path(cpu) == "f32-cpu" and run_path(gpu) == "f16-gemm-gpu"
+    r = diff_traces(cpu, copy.deepcopy(cpu))
+    assert (r.rtol, r.atol, r.path.name) == (
+        PATHS["f32-cpu"].rtol,
+        PATHS["f32-cpu"].atol,
+        "f32-cpu",
+    )
+    r = diff_traces(gpu, cpu)  # the looser path of the pair
+    assert r.path.name == "f16-gemm-gpu" and r.rtol == PATHS["f16-gemm-gpu"].rtol
+    assert r.text().startswith("path: f16-gemm-gpu (calibration: ")
+    q = copy.deepcopy(gpu)
+    q["run"]["matmul"] = "quant"  # the quantized-activation slot: not calibrated yet
+    with pytest.raises(ValueError, match="no calibrated tolerance for the quant-act-gpu path"):
+        diff_traces(q, cpu)
+    assert diff_traces(q, cpu, rtol=1e-2).path.name == "quant-act-gpu"
+
+
+def test_largest_deviation_is_always_reported() -> None:
+    a = make_trace()
+    b = copy.deepcopy(a)
+    rec = b["steps"][2]["nodes"][5]
+    rec["stats"]["std"] += 0.3e-3 * rec["stats"]["absmax"]  # within rtol 1e-3: no divergence
+    r = diff_traces(a, b, rtol=1e-3, atol=1e-5)
+    assert not r.diverged and r.largest is not None
+    assert (r.largest.step, r.largest.node, r.largest.metric) == (
+        b["steps"][2]["name"], a["nodes"][5]["name"], "std"
+    )  # fmt: skip
+    assert 0.25 < r.largest.fraction < 0.35
+    assert f"largest deviation: {b['steps'][2]['name']} / {a['nodes'][5]['name']}: std" in r.text()
+    same = diff_traces(a, copy.deepcopy(a))
+    assert same.largest is None and "largest deviation: none" in same.text()
+    # past the first divergence the largest is still looked for
+    b["steps"][0]["nodes"][1]["stats"]["mean"] += (
+        0.01 * b["steps"][0]["nodes"][1]["stats"]["absmax"]
+    )
+    rec["stats"]["std"] += 0.5 * rec["stats"]["absmax"]
+    r = diff_traces(a, b, rtol=1e-3, atol=1e-5)
+    assert (
+        r.first_divergence.node == a["nodes"][1]["name"] and r.largest.node == a["nodes"][5]["name"]
+    )

@@ -75,3 +75,30 @@ def test_timing_trace_exports_without_counters() -> None:
     events = chrome_events(make_trace(stats=False))["traceEvents"]
     assert not [e for e in events if e["ph"] == "C"]
     assert [e for e in events if e["ph"] == "X"]
+
+
+def test_device_intervals_place_slices_and_gaps_show() -> None:
+    """v2: each node slice sits at its recorded start; a host wait is a gap on the node thread
+    and a slice of the wait thread, ending where the node starts."""
+    from tracekit.runner.perf import derive_trace
+
+    t = make_trace(n_layer=1, n_decode=0)
+    step = t["steps"][0]
+    clock = 0
+    for i, rec in enumerate(step["nodes"]):
+        clock += 3000 if i == 2 else 0  # the device idles 3 µs before node 2, nothing queued
+        rec["start_ns"], rec["end_ns"], rec["queued_ns"] = clock, clock + 1000, clock
+        clock += 1000
+    step["span_ns"] = clock + 500
+    derive_trace(t)
+    events = chrome_events(t)["traceEvents"]
+    xs = [e for e in events if e["ph"] == "X"]
+    nodes = [e for e in xs if e["tid"] == 1 and e["cat"] not in ("step", "layer")]
+    assert [n["ts"] for n in nodes[:4]] == [0.0, 1.0, 5.0, 6.0]  # µs: the 3 µs gap stays
+    waits = [e for e in xs if e["cat"] == "idle"]
+    assert len(waits) == 1 and waits[0]["ts"] == 2.0 and waits[0]["dur"] == 3.0
+    assert waits[0]["args"]["before"] == t["nodes"][2]["name"]
+    stepx = next(e for e in xs if e["cat"] == "step")
+    assert stepx["dur"] == pytest.approx(clock / 1000 + 0.5)
+    assert stepx["args"]["host_wait_us"] == pytest.approx(3.0)
+    assert stepx["args"]["kernel_us"] == pytest.approx(len(nodes))

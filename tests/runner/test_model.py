@@ -149,7 +149,9 @@ def test_not_a_gguf(tmp_path: Path) -> None:
 def test_unsupported_architecture(synth: dict[str, Path], tmp_path: Path) -> None:
     p = rewrite(synth["llama"], tmp_path / "bert.gguf", arch="bert")
     (msg,) = problems_of(p)
-    assert msg == "unsupported architecture 'bert' (supported: llama, qwen2, gemma3)"
+    assert msg == (
+        "unsupported architecture 'bert' (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)"
+    )
 
 
 def test_truncated_file_names_the_tensors(synth: dict[str, Path], tmp_path: Path) -> None:
@@ -169,9 +171,10 @@ def test_all_problems_listed_together(synth: dict[str, Path], tmp_path: Path) ->
         drop=("blk.1.attn_k.weight", "output_norm.weight"),
         tensors={
             "blk.0.attn_q.weight": (bad_q, T.F32),
-            # Q2_K: 84 bytes per 256 values, one block per row of 256
-            "blk.2.ffn_down.weight": (np.zeros((128, 84), dtype=np.uint8), T.Q2_K),
-            "rope_freqs.weight": (np.ones(16, dtype=np.float32), T.F32),
+            # IQ2_XXS: 66 bytes per 256 values, one block per row of 256
+            "blk.2.ffn_down.weight": (np.zeros((128, 66), dtype=np.uint8), T.IQ2_XXS),
+            # llama 3's rope factors, one per rotated pair: 16 pairs here, not 3
+            "rope_freqs.weight": (np.ones(3, dtype=np.float32), T.F32),
         },
     )
     probs = problems_of(p)
@@ -180,8 +183,8 @@ def test_all_problems_listed_together(synth: dict[str, Path], tmp_path: Path) ->
     assert "tensor blk.1.attn_k.weight is missing" in text
     assert "tensor output_norm.weight is missing" in text
     assert "tensor blk.0.attn_q.weight has shape [128, 64], expected [128, 128]" in text
-    assert "tensor blk.2.ffn_down.weight has type Q2_K, not supported" in text
-    assert "tensor rope_freqs.weight (rope frequency factors) is not supported" in text
+    assert "tensor blk.2.ffn_down.weight has type IQ2_XXS, not supported" in text
+    assert "tensor rope_freqs.weight has shape [3], expected [16]" in text
 
 
 def test_bad_metadata(synth: dict[str, Path], tmp_path: Path) -> None:

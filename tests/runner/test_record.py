@@ -89,7 +89,34 @@ def test_full_capture_trace(demo: Any, tmp_path: Path) -> None:
     assert t["run"]["generated_tokens"] == [s["logits"]["chosen"]["id"] for s in t["steps"]]
     assert t["run"]["generated_text"] == demo.detokenize(t["run"]["generated_tokens"])
     assert t["steps"][1]["input_tokens"] == [t["steps"][0]["logits"]["chosen"]["id"]]
-    assert t["classification"]["rule"].startswith("launch-bound if")
+    assert t["classification"]["rule"].startswith("per launch T* = max(")
+
+
+def test_cpu_trace_has_device_intervals_and_a_breakdown(demo: Any, tmp_path: Path) -> None:
+    """v2 measurements of a NumPy run: node intervals on the step's host clock, in order and
+    inside the step; the breakdown adds up to the span; verdicts say CPU time."""
+    t = _record(demo, tmp_path / "t.json")
+    assert t["version"] == 2 and t["derived"] == {
+        "time_label": "CPU time", "legacy": False, "note": None
+    }  # fmt: skip
+    assert t["classification"]["launch_floor_s"].keys() >= {"host"}
+    for s in t["steps"]:
+        assert s["launch_mode"] == "host" and s["span_ns"] > 0
+        prev = 0
+        for rec in s["nodes"]:
+            assert prev <= rec["start_ns"] <= rec["end_ns"] <= s["span_ns"]
+            assert rec["queued_ns"] == rec["start_ns"]
+            # the interval is the node's timer reading, to the ns (time_s keeps 5 digits)
+            assert (rec["end_ns"] - rec["start_ns"]) * 1e-9 == pytest.approx(rec["time_s"], 1e-4)
+            prev = rec["end_ns"]
+            p = rec["perf"]
+            assert p["fraction_of_ceiling"] is None or p["fraction_of_ceiling"] <= 1.0
+            assert p["flag"] is None or p["efficiency"] > 1.0
+        b = s["breakdown"]
+        assert b["within_tolerance"] and b["residual_s"] == 0
+        assert b["kernel_s"] == pytest.approx(sum(r["time_s"] for r in s["nodes"]), 1e-3)
+        assert b["host_wait_s"] > 0  # the tracer's own work between nodes shows as gaps
+        assert sum(r["host_wait_s"] for r in s["nodes"]) == pytest.approx(b["host_wait_s"])
 
 
 def _outputs(model: Any, steps: list[list[int]]) -> list[dict[str, np.ndarray]]:
@@ -282,11 +309,11 @@ def test_ctrl_c_mid_step_saves_earlier_steps_and_pops_ranges(demo: Any, tmp_path
 
 
 def _strip_times(t: dict[str, Any]) -> list[Any]:
-    """A trace's steps without what varies run to run: times (``*_s``) and what derives from
-    them (a node's perf verdict and capture cost)."""
+    """A trace's steps without what varies run to run: times (``*_s``, ``*_ns``) and what
+    derives from them (a node's perf verdict and capture cost, a step's breakdown)."""
 
     def keep(k: str) -> bool:
-        return not k.endswith("_s") and k not in ("perf", "capture_cost")
+        return not k.endswith(("_s", "_ns")) and k not in ("perf", "capture_cost", "breakdown")
 
     return [
         {k: [{a: b for a, b in n.items() if keep(a)} for n in v] if k == "nodes" else v

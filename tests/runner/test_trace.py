@@ -1,4 +1,4 @@
-"""Trace file v1: round trip, atomic writes, schema rejects with readable messages, goldens."""
+"""Trace file v2 (and v1): round trip, atomic writes, schema rejects with readable messages, goldens."""
 
 from __future__ import annotations
 
@@ -132,7 +132,8 @@ def make_trace(
 def test_round_trip(tmp_path: Path) -> None:
     t = make_trace()
     p = write_trace(t, tmp_path / "sub" / "t.json")
-    assert load_trace(p) == json.loads(json.dumps(t))  # histograms come back as edges
+    # histograms come back as edges; verdicts are derived on load, not stored
+    assert load_trace(p) == perf.derive_trace(json.loads(json.dumps(t)))
     assert not [f for f in p.parent.iterdir() if f.name != "t.json"]  # no temp file left
 
 
@@ -214,8 +215,8 @@ def _rejects(t: Any, tmp_path: Path, *patterns: str) -> str:
 
 def test_rejects_missing_key(tmp_path: Path) -> None:
     t = make_trace()
-    del t["steps"][1]["nodes"][2]["perf"]
-    _rejects(t, tmp_path, "$.steps[1].nodes[2]", "'perf' is a required property")
+    del t["steps"][1]["nodes"][2]["launches"]  # a measurement (perf is derived, not stored)
+    _rejects(t, tmp_path, "$.steps[1].nodes[2]", "'launches' is a required property")
     t = make_trace()
     del t["ceilings"]
     _rejects(t, tmp_path, "'ceilings' is a required property")
@@ -257,10 +258,12 @@ def test_rejects_bad_references(tmp_path: Path) -> None:
 
 def test_rejects_newer_version_clearly(tmp_path: Path) -> None:
     t = make_trace()
-    t["version"] = 2
+    t["version"] = VERSION + 1
     t["something_new"] = {}
     del t["steps"]  # a newer file may differ in anything: the version is checked first
-    _rejects(t, tmp_path, "version 2 is newer", "version 1", "upgrade tracekit")
+    _rejects(
+        t, tmp_path, f"version {VERSION + 1} is newer", f"version {VERSION}", "upgrade tracekit"
+    )
 
 
 def test_rejects_not_a_trace(tmp_path: Path) -> None:
@@ -504,3 +507,27 @@ def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) 
     assert _temp_files(tmp_path) == [tmp.name]
     write_trace(make_trace(seed=2), out)
     assert _temp_files(tmp_path) == [] and load_trace(out)["complete"]
+
+
+def test_v1_golden_is_judged_by_the_current_model_and_marked_legacy() -> None:
+    t = load_trace(GOLDEN / "trace-v1-demo-numpy.json")
+    assert t["version"] == 1 and t["derived"]["legacy"] and "v1" in t["derived"]["note"]
+    assert t["derived"]["time_label"] == "CPU time"
+    assert t["classification"]["rule"] == perf.RULE
+    raw = json.loads((GOLDEN / "trace-v1-demo-numpy.json").read_text())
+    for step, raw_step in zip(t["steps"], raw["steps"], strict=True):
+        assert step["breakdown"] is None  # v1 steps carry no device intervals
+        for rec, old in zip(step["nodes"], raw_step["nodes"], strict=True):
+            p = rec["perf"]
+            assert p == perf.annotate(old["launches"], old["time_s"], raw["ceilings"], "host")
+            assert p["fraction_of_ceiling"] is None or p["fraction_of_ceiling"] <= 1.0
+
+
+def test_v2_golden_stores_measurements_only() -> None:
+    raw = json.loads((GOLDEN / "trace-v2-demo-numpy.json").read_text())
+    assert raw["version"] == 2 and "classification" not in raw
+    rec = raw["steps"][1]["nodes"][3]
+    assert "perf" not in rec and {"start_ns", "end_ns", "queued_ns"} <= rec.keys()
+    assert raw["steps"][1]["launch_mode"] == "host" and raw["steps"][1]["span_ns"] > 0
+    t = load_trace(GOLDEN / "trace-v2-demo-numpy.json")
+    assert not t["derived"]["legacy"] and all(s["breakdown"] for s in t["steps"])

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 
 from tracekit.viz import data as d
 from tracekit.viz.app import create_app
@@ -239,6 +240,18 @@ def test_tabs_render_timeline_roofline_tokens_overview(
     tab = next(e for e in dash_duo.find_elements(".tab") if e.text == "Tokens")
     tab.click()
     dash_duo.wait_for_contains_text("#gen-text", text.strip() or "text", timeout=TIMEOUT)
+    # the top-k title is not under Plotly's toolbar (the toolbar shows on hover)
+    title = dash_duo.wait_for_element("#topk .gtitle", timeout=TIMEOUT)
+    ActionChains(dash_duo.driver).move_to_element(title).perform()
+    bar = dash_duo.wait_for_element("#topk .modebar", timeout=TIMEOUT)
+    t, b = title.rect, bar.rect
+    apart = (
+        t["x"] + t["width"] <= b["x"]
+        or b["x"] + b["width"] <= t["x"]
+        or t["y"] + t["height"] <= b["y"]
+        or b["y"] + b["height"] <= t["y"]
+    )
+    assert apart, (t, b)
     assert dash_duo.get_logs() == []
 
 
@@ -271,7 +284,7 @@ def test_corrupt_trace_shows_a_readable_error_and_the_server_stays_up(
     else:
         t = json.loads(raw)
         if damage == "newer":
-            t["version"] = 2
+            t["version"] = 99  # newer than any reader
             want = "newer"
         else:
             t["steps"][0]["nodes"][3]["time_s"] = "fast"

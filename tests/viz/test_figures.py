@@ -299,9 +299,32 @@ def test_compare_figure_flags_divergence_from_the_scaled_node_on():
 
 def test_compare_figure_identical_traces_all_within_tolerance():
     a, b = make_trace(seed=4), make_trace(seed=4)
-    fig = f.compare_figure(d.compare_step(a, b, 0))
-    assert set(fig.data[0].marker.color) == {"#4c72b0"}
+    deltas = d.compare_step(a, b, 0)
+    fig = f.compare_figure(deltas)
     assert np.allclose(fig.data[1].y, 1.0)
+    # bit-identical nodes: a trace of their own, hovered as such, never as the floor value
+    assert all(x.rel_diff == 0 for x in deltas)
+    assert all(y is None for y in fig.data[0].y)
+    same = fig.data[2]
+    assert len(same.x) == len(deltas) and "bit-identical" in same.hovertemplate
+    assert "%{y" not in same.hovertemplate
+
+
+def test_nonfinite_colour_scale_has_both_ends() -> None:
+    # a healthy trace (no NaN/Inf anywhere) is painted at the scale's bottom, not mid-red
+    _, spec = f._colour_spec("nonfinite", np.zeros(5))
+    assert spec["zmin"] == 0 and spec["zmax"] == 1
+    _, spec = f._colour_spec("nonfinite", np.array([0.0, 7.0, np.nan]))
+    assert spec["zmax"] == 7
+
+
+def test_roofline_ticks_are_rates(small_trace) -> None:
+    fig = f.roofline_figure(small_trace, 0)
+    text = list(fig.layout.yaxis.ticktext)
+    assert text and all(t.endswith("flop/s") for t in text)
+    assert any(t.startswith("10 ") or t.startswith("100 ") or t.startswith("1 ") for t in text)
+    vals = list(fig.layout.yaxis.tickvals)
+    assert all(np.log10(v) == round(np.log10(v)) for v in vals)
 
 
 def test_shared_range_spans_both_heatmaps(small_trace):

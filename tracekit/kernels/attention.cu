@@ -20,9 +20,13 @@
 
 #include "stamp.cuh"  // node_start_stamp: the last parameter of the node-first kernels
 
-#define ATT_THREADS 128
+// ATT_THREADS (threads per block) and ATT_MAX_HD (the largest head_dim) come from
+// attention.py (kernel_defines), which builds the grid and gates head_dim with them.
+#if !defined(ATT_THREADS) || !defined(ATT_MAX_HD)
+#error "compile with attention.kernel_defines(): -DATT_THREADS, -DATT_MAX_HD"
+#endif
+static_assert(ATT_THREADS % 32 == 0 && ATT_MAX_HD % 32 == 0, "whole warps, whole lanes");
 #define ATT_WARPS (ATT_THREADS / 32)
-#define ATT_MAX_HD 256
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
 // -inf without <math.h> (NVRTC has no INFINITY macro).
 #define NEG_INF __int_as_float(0xff800000)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array
 from tracekit.kernels.launch import Geometry, LaunchRecord
 
@@ -204,9 +205,18 @@ def ref_attention_f32(
 
 
 # -- launchers -------------------------------------------------------------------------------
-#: Threads per attention block (4 warps; must match ATT_THREADS in attention.cu).
+#: Threads per attention block (4 warps; attention.cu's ATT_THREADS, passed as a define).
 ATT_THREADS = 128
 KV_BLOCK = 256
+
+
+def kernel_defines() -> tuple[str, ...]:
+    """The block size and head_dim bound attention.cu's bodies assume (shared arrays, loops),
+    from the constants the grid and the gate use."""
+    return (f"-DATT_THREADS={ATT_THREADS}", f"-DATT_MAX_HD={MAX_HEAD_DIM}")
+
+
+cuda.defines("attention", kernel_defines)
 
 
 def _past_pointer(positions: Any, what: str) -> Any:

@@ -122,6 +122,12 @@ class Backend:
     def scale_f32(self, x: Any, s: float) -> Any:
         raise NotImplementedError
 
+    def softcap_f32(self, x: Any, cap: float) -> Any:
+        raise NotImplementedError
+
+    def slice_cols_f32(self, x: Any, start: int, width: int) -> Any:
+        raise NotImplementedError
+
     def f32_bits_to_i32(self, x: Any) -> Any:
         raise NotImplementedError
 
@@ -150,7 +156,13 @@ class Backend:
         raise NotImplementedError
 
     def rope_f32(
-        self, x: Any, positions: Any, base: float, neox: bool, freq_scale: float = 1.0
+        self,
+        x: Any,
+        positions: Any,
+        base: float,
+        neox: bool,
+        freq_scale: float = 1.0,
+        freq_factors: Any = None,
     ) -> Any:
         raise NotImplementedError
 
@@ -234,6 +246,12 @@ class NumpyBackend(Backend):
     def scale_f32(self, x, s):
         return self._emit(elementwise.ref_scale_f32(x, s))
 
+    def softcap_f32(self, x, cap):
+        return self._emit(elementwise.ref_softcap_f32(x, cap))
+
+    def slice_cols_f32(self, x, start, width):
+        return self._emit(elementwise.ref_slice_cols_f32(x, start, width))
+
     def f32_bits_to_i32(self, x):
         return self._emit(elementwise.ref_f32_bits_to_i32(x))
 
@@ -252,8 +270,8 @@ class NumpyBackend(Backend):
     def rms_norm_f32(self, x, w, eps):
         return self._emit(norm.ref_rms_norm_f32(x, w, eps))
 
-    def rope_f32(self, x, positions, base, neox, freq_scale=1.0):
-        return self._emit(rope.ref_rope_f32(x, positions, base, neox, freq_scale))
+    def rope_f32(self, x, positions, base, neox, freq_scale=1.0, freq_factors=None):
+        return self._emit(rope.ref_rope_f32(x, positions, base, neox, freq_scale, freq_factors))
 
     def kv_store_f32(self, cache, x, start, positions=None):
         _same_start(positions, start, "KV store")
@@ -323,6 +341,12 @@ class CupyBackend(Backend):
     def scale_f32(self, x, s):
         return self._emit(elementwise.launch_scale_f32(x, s))
 
+    def softcap_f32(self, x, cap):
+        return self._emit(elementwise.launch_softcap_f32(x, cap))
+
+    def slice_cols_f32(self, x, start, width):
+        return self._emit(elementwise.launch_slice_cols_f32(x, start, width))
+
     def f32_bits_to_i32(self, x):
         return self._emit(elementwise.launch_f32_bits_to_i32(x))
 
@@ -345,8 +369,8 @@ class CupyBackend(Backend):
     def rms_norm_f32(self, x, w, eps):
         return self._emit(norm.launch_rms_norm_f32(x, w, eps))
 
-    def rope_f32(self, x, positions, base, neox, freq_scale=1.0):
-        return self._emit(rope.launch_rope_f32(x, positions, base, neox, freq_scale))
+    def rope_f32(self, x, positions, base, neox, freq_scale=1.0, freq_factors=None):
+        return self._emit(rope.launch_rope_f32(x, positions, base, neox, freq_scale, freq_factors))
 
     def kv_store_f32(self, cache, x, start, positions=None):
         return self._emit(attention.launch_kv_store_f32(cache, x, start, positions))

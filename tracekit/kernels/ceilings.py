@@ -1,10 +1,17 @@
 """Device ceilings, measured (never hard-coded) once per device and cached as JSON.
 
     copy_bandwidth_Bps   a large device-to-device copy: bytes read + bytes written per second
-    launch_overhead_s    the CUDA-event time of one empty kernel (what a node's event time
-                         shows for a kernel that does nothing); on NumPy, one tiny ufunc call
-    peak_flops           an f16 GEMM with f32 accumulation through cuBLAS, 8192^3; on NumPy an
-                         f32 matmul
+    launch_overhead_s    the CUDA-event time of one empty kernel from an idle device (the
+                         host's launch latency, kept for reference); on NumPy, one tiny ufunc
+    peak_flops           the highest of peak_flops_by_path
+    peak_flops_by_path   flop/s per math path: ``f16_tensor_core`` (an f16 GEMM with f32
+                         accumulation through cuBLASLt, 8192^3), ``f32_cuda_core`` (cupy's
+                         f32 matmul: cuBLAS SGEMM, no TF32), ``int8_tensor_core`` (null: the
+                         slot for the quantized matmul's path); on NumPy ``f32_matmul``
+    launch_floor_s       the device cost of a minimal kernel per launch mode: ``stream`` (empty
+                         kernels back to back in a busy stream, queued behind a spin kernel
+                         so the host's launch rate does not show) and ``graph`` (empty kernels
+                         as the nodes of one CUDA graph); on NumPy ``host`` (one tiny ufunc)
     ridge_flop_per_byte  peak_flops / copy_bandwidth_Bps: the roofline's ridge point
 
 The cache lives in ``$TRACEKIT_CACHE`` (else ``~/.cache/tracekit``) as
@@ -30,6 +37,8 @@ REQUIRED_KEYS = (
     "copy_bandwidth_Bps",
     "launch_overhead_s",
     "peak_flops",
+    "peak_flops_by_path",
+    "launch_floor_s",
     "ridge_flop_per_byte",
     "measured_at",
     "device",
@@ -154,27 +163,61 @@ def _measure_cupy() -> dict[str, Any]:
     host = median(host_times(lambda i: [launch_empty() for _ in range(burst)], 1, 5)) / burst
     cupy.cuda.get_current_stream().synchronize()
 
+    stream_floor = median(gpu_times_queued(lambda i: launch_empty(), launches=200, reps=5))
+    graph_floor = _graph_node_floor(launch_empty, nodes=GRAPH_FLOOR_NODES)
+
     m = GPU_GEMM_N
     a16 = (cupy.random.standard_normal((m, m), dtype=cupy.float32) * 0.01).astype(cupy.float16)
     b16 = (cupy.random.standard_normal((m, m), dtype=cupy.float32) * 0.01).astype(cupy.float16)
     c32 = cupy.empty((m, m), dtype=cupy.float32)
     gemm_s = median(gpu_times(lambda i: gemm_f16_f32(a16, b16, c32), warmup=3, iters=10))
     peak = 2 * m**3 / gemm_s
+    a32, b32 = a16.astype(cupy.float32), b16.astype(cupy.float32)
+    sgemm_s = median(gpu_times(lambda i: cupy.matmul(a32, b32, out=c32), warmup=2, iters=5))
+    peaks = {"f16_tensor_core": peak, "f32_cuda_core": 2 * m**3 / sgemm_s}
+    peaks["int8_tensor_core"] = None  # the quantized matmul's path: measured once it exists
     return dict(
         copy_bandwidth_Bps=copy_bps,
         launch_overhead_s=single,
         launch_back_to_back_s=b2b,
         launch_host_s=host,
-        peak_flops=peak,
+        launch_floor_s={"stream": stream_floor, "graph": graph_floor},
+        peak_flops=max(v for v in peaks.values() if v),
+        peak_flops_by_path=peaks,
         method=(
             f"copy: cudaMemcpyAsync of {GPU_COPY_BYTES // 2**20} MiB device-to-device, bytes read + "
             "written / median CUDA-event time of 20 after 3 warm-up; launch: median CUDA-event "
             "time around one empty-kernel launch (200 after 20 warm-up), also back-to-back per "
             f"launch (launch_back_to_back_s, bursts of {burst}) and host time per launch "
-            f"(launch_host_s); peak: cuBLASLt matmul f16 in, f32 accumulate/out, {m}^3, "
-            "2*n^3 / median CUDA-event time of 10 after 3 warm-up"
+            f"(launch_host_s); launch_floor_s.stream: 200 empty kernels queued behind a spin "
+            "kernel, event time / 200, median of 5; launch_floor_s.graph: one CUDA graph of "
+            f"{GRAPH_FLOOR_NODES} empty-kernel nodes, event time / nodes, median of 10; peak: "
+            f"cuBLASLt matmul f16 in, f32 accumulate/out, {m}^3, 2*n^3 / median CUDA-event "
+            f"time of 10 after 3 warm-up; f32_cuda_core: cupy.matmul f32 (SGEMM) {m}^3, median of 5"
         ),
     )
+
+
+#: Empty-kernel nodes in the graph that measures a graph node's launch floor.
+GRAPH_FLOOR_NODES = 1000
+
+
+def _graph_node_floor(launch: Callable[[], Any], nodes: int) -> float:
+    """Seconds per node of a CUDA graph of ``nodes`` back-to-back ``launch()`` kernels."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            for _ in range(nodes):
+                launch()
+        finally:
+            graph = stream.end_capture()
+        graph.launch(stream)  # upload and warm
+        stream.synchronize()
+        times = gpu_times(lambda i: graph.launch(stream), warmup=2, iters=10)
+    return median(times) / nodes
 
 
 def _measure_numpy() -> dict[str, Any]:
@@ -201,7 +244,9 @@ def _measure_numpy() -> dict[str, Any]:
     return dict(
         copy_bandwidth_Bps=copy_bps,
         launch_overhead_s=op_s,
+        launch_floor_s={"host": op_s},
         peak_flops=2 * m**3 / mm_s,
+        peak_flops_by_path={"f32_matmul": 2 * m**3 / mm_s},
         method=(
             f"copy: np.copyto of {CPU_COPY_BYTES // 2**20} MiB, bytes read + written / median "
             f"host time of 7 after 2 warm-up; launch: one np.add on 1-element arrays (the cost "
@@ -243,9 +288,15 @@ def measure_ceilings(backend: Any, force: bool = False) -> dict[str, Any]:
     c["measured_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     c["device"] = backend.device_name()
     c["backend"] = backend.name
-    c = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in c.items()}
+    c = {k: _floats(v) for k, v in c.items()}
     _write_atomic(path, c)
     return c
+
+
+def _floats(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _floats(x) for k, x in v.items()}
+    return float(v) if isinstance(v, (float, np.floating)) else v
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -134,26 +134,14 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __res
     }
 }
 
-// dequant.py passes -DDQ_V_<type>=<variant> -DDQ_C_<type>=<chunks per thread> from CONFIG.
-#if !defined(DQ_V_Q8_0) || !defined(DQ_V_Q4_0) || !defined(DQ_V_Q4_1) || !defined(DQ_V_Q5_0) || \
-    !defined(DQ_V_Q5_1) || !defined(DQ_V_Q4_K) || !defined(DQ_V_Q5_K) || !defined(DQ_V_Q6_K)
-#error "compile with -DDQ_V_<type>=<variant> -DDQ_C_<type>=<chunks> per quant type (dequant.py)"
-#endif
-
-#define DEQUANT_KERNEL(name, T)                                                                \
+// dequant.py generates one line per quant type of the table (tracekit/quants.py), its variant
+// and chunks per thread from the type's declared tuning:
+//   DEQUANT_KERNEL(dequant_q4_0_f16, Q4_0, 2, 4)
+#define DEQUANT_KERNEL(name, T, V, CPT)                                                        \
     extern "C" __global__ void name(const u8* __restrict__ raw, uint4* __restrict__ out,      \
                                     i64 nblocks, int ts, int qk) {                           \
-        dequant<T, DQ_V_##T, DQ_C_##T>(raw, out, nblocks, ts, qk);                            \
+        dequant<T, V, CPT>(raw, out, nblocks, ts, qk);                                        \
     }
-
-DEQUANT_KERNEL(dequant_q8_0_f16, Q8_0)
-DEQUANT_KERNEL(dequant_q4_0_f16, Q4_0)
-DEQUANT_KERNEL(dequant_q4_1_f16, Q4_1)
-DEQUANT_KERNEL(dequant_q5_0_f16, Q5_0)
-DEQUANT_KERNEL(dequant_q5_1_f16, Q5_1)
-DEQUANT_KERNEL(dequant_q4_k_f16, Q4_K)
-DEQUANT_KERNEL(dequant_q5_k_f16, Q5_K)
-DEQUANT_KERNEL(dequant_q6_k_f16, Q6_K)
 
 // ---- F32 / F16 / BF16 -> f16: 8 elements per thread, one 16-byte store -----------------------
 // vec: the source is 16-byte aligned, so whole chunks load as 16-byte words; otherwise every
@@ -181,17 +169,9 @@ __device__ __forceinline__ void float_to_f16(const u8* __restrict__ raw, __half*
     }
 }
 
-extern "C" __global__ void dequant_f32_f16(const u8* __restrict__ raw, __half* __restrict__ out,
-                                           i64 n, int vec) {
-    float_to_f16<SrcF32>(raw, out, n, vec);
-}
-
-extern "C" __global__ void dequant_f16_f16(const u8* __restrict__ raw, __half* __restrict__ out,
-                                           i64 n, int vec) {
-    float_to_f16<SrcF16>(raw, out, n, vec);
-}
-
-extern "C" __global__ void dequant_bf16_f16(const u8* __restrict__ raw, __half* __restrict__ out,
-                                            i64 n, int vec) {
-    float_to_f16<SrcBF16>(raw, out, n, vec);
-}
+// ... and one per float type:  FLOAT_DEQUANT_KERNEL(dequant_f16_f16, SrcF16)
+#define FLOAT_DEQUANT_KERNEL(name, S)                                                          \
+    extern "C" __global__ void name(const u8* __restrict__ raw, __half* __restrict__ out, i64 n, \
+                                    int vec) {                                                 \
+        float_to_f16<S>(raw, out, n, vec);                                                     \
+    }

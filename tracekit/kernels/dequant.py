@@ -16,15 +16,20 @@ store, so a warp writes 512 contiguous bytes per instruction. Tiles are walked b
 grid-stride loop over 64-bit indices, so a grid clamped by :func:`grid_1d` drops no work.
 F32/F16/BF16 use a plain 8-elements-per-thread kernel.
 
-CPU references. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more than the arithmetic
-of a 16-byte row, so the decoders keep every loop long (see the section comment below) and
-work a chunk of :data:`CPU_CHUNK_ELEMS` values at a time, chunks spread over the CPU cores:
+CPU references. Each type's block decoder is its ``decode`` in ``tracekit/quants.py`` (its
+declaration); here they are driven. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more
+than the arithmetic of a 16-byte row, so the decoders keep every loop long (see the helpers'
+comment in quants.py) and are given a chunk of :data:`CPU_CHUNK_ELEMS` values at a time,
+chunks spread over the CPU cores:
 f32 output ran 3.2-5.8x the throughput of ``gguf.quants.dequantize`` on the 2-core CI VM
 (:func:`cpu_speedup_vs_gguf`; 16 MB tensors, load average 5-6 from other jobs; 0.46-0.92 ns
 a value a chunk on one core; BENCHMARKS.md). First writes to a fresh output cost ~0.3 ns a value there (page
 faults), a floor both pay. The f16 output adds the rounding, which NumPy's cast does in
 scalar code (~2.5-3.7 ns a value in its x86-64 baseline build); :func:`f32_to_f16` does it in
 ~1.2 ns in per-thread scratch, so f16 runs at ~1.3-3.8x gguf-py's f32 throughput there.
+
+The GPU kernels are instantiated from the declarations (:func:`instantiations`, one line per
+type, its variant and chunks from :data:`CONFIG`), not listed in dequant.cu.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from gguf import GGMLQuantizationType
@@ -44,9 +49,7 @@ from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array, require_contiguous
 from tracekit.kernels.cuda import is_device_array
 from tracekit.kernels.launch import MAX_GRID_X, Geometry, LaunchRecord, ceil_div, grid_1d
-from tracekit.quants import QuantType, quant_type
-
-_T = GGMLQuantizationType
+from tracekit.quants import QUANT_TABLE, QUANTIZED_TYPES, DequantConfig, QuantType, quant_type
 
 FAMILY = "dequant"
 #: Threads per block of the F32/F16/BF16 kernels, and of the quant kernels unless CONFIG says.
@@ -57,31 +60,16 @@ CHUNK_ELEMS = 8
 CHUNKS_PER_THREAD = 8
 
 
-class KernelConfig(NamedTuple):
-    """How ``dequant_<suffix>_f16`` runs for one quant type (``dequant.cu``'s variants)."""
-
-    variant: int  #: one of VARIANTS
-    block: int  #: threads per block
-    chunks: int  #: 16-byte output chunks per thread per tile
-
-
-#: dequant.cu's DQ_* variants: staged tile + byte-wise decoders; staged tile + word-wise decoders
+#: A type's kernel configuration (variant, block, chunks), declared with the type in quants.py.
+KernelConfig = DequantConfig
+#: dequant.cu's variants: staged tile + byte-wise decoders; staged tile + word-wise decoders
 #: (when raw % 16 == 0); no shared memory, word-wise decoders straight from global memory.
 VARIANTS = {0: "stage", 1: "stage_w", 2: "direct"}
-#: The one table of per-type kernel configurations, read by geometry, shared memory size,
-#: compile options and launch. Chosen by scripts/sweep_dequant.py on the H200 (2026-11-30,
-#: % of copy bandwidth, 256 MB packed): the direct variant won for every type (staged tiles
-#: peaked at 58-94%, their __syncthreads phases starving the loads).
-CONFIG: dict[GGMLQuantizationType, KernelConfig] = {
-    _T.Q8_0: KernelConfig(2, 256, 4),  # 93.3%
-    _T.Q4_0: KernelConfig(2, 256, 4),  # 93.3%
-    _T.Q4_1: KernelConfig(2, 256, 4),  # 93.9%
-    _T.Q5_0: KernelConfig(2, 128, 2),  # 92.5%
-    _T.Q5_1: KernelConfig(2, 128, 4),  # 93.5%
-    _T.Q4_K: KernelConfig(2, 128, 4),  # 92.7%
-    _T.Q5_K: KernelConfig(2, 128, 4),  # 92.3%
-    _T.Q6_K: KernelConfig(2, 128, 1),  # 92.4% (4 chunks per thread: 87.1%)
-}
+#: Per-type kernel configurations, read by geometry, shared memory size, the generated
+#: instantiations and launch. Built from the declarations (quants.py, where each swept type
+#: carries its winner: scripts/sweep_dequant.py on the H200, 2026-11-30, % of copy bandwidth at
+#: 256 MB packed; the direct variant won for every type); the sweep script rewrites it in place.
+CONFIG: dict[GGMLQuantizationType, KernelConfig] = {t.qtype: t.dequant for t in QUANTIZED_TYPES}
 #: Flops per output element recorded in launch records (a multiply and an add/subtract).
 FLOPS_PER_ELEMENT = 2
 #: Elements the CPU reference decodes per step: large enough that the ~1.5 µs of Python per
@@ -121,274 +109,6 @@ def _check_host(a: Any, what: str) -> None:
 
 def _shape(shape: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
-
-
-# -- NumPy references: one decoder per type, writing f32 into out[n_blocks, block_size] -------
-# NumPy pays ~8 ns per inner loop, so a loop over 16-byte rows costs more than the arithmetic.
-# The decoders therefore keep every loop long: byte fields are gathered into contiguous arrays
-# with one void-dtype copy (``_cols``), nibbles and high bits are split eight at a time on
-# uint64 words, codes are laid out in output order with void-dtype copies or (K-quants, Q6_K)
-# by repeating each packed run once per sub-block it feeds (one ``np.repeat`` of 32/64-byte
-# items) and shifting every word by its own amount from a tiled table (no Python loop over
-# sub-blocks), cast to f32 in one pass and scaled (and offset) by per-block factors repeated
-# to full length, scale and offset in one repeat. The arithmetic (which products, in which
-# order, rounded where) is exactly gguf-py's.
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)  # the low nibble of every byte of a word
-_M2 = np.uint64(0x0303030303030303)  # bits 0-1 of every byte
-_B80 = np.uint64(0x8080808080808080)
-#: Every f16 bit pattern -> its f32 value (256 KB; NumPy's own f16 -> f32 cast is scalar, ~3 ns).
-_F16_TO_F32 = (
-    np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-)
-#: A qh byte -> 8 bytes, byte i = (bit i of the qh byte) << 4: Q5_0/Q5_1's 5th bits in place.
-_QH_SPREAD = np.array(
-    [sum(((v >> i) & 1) << (8 * i + 4) for i in range(8)) for v in range(256)], np.uint64
-)
-
-
-def _cols(b: np.ndarray, start: int, width: int) -> np.ndarray:
-    """Bytes ``[start, start + width)`` of every block, as a contiguous uint8 [n, width]."""
-    out = np.empty((b.shape[0], width), np.uint8)
-    out.view(f"V{width}")[...] = b[:, start : start + width].view(f"V{width}")
-    return out
-
-
-def _f16(b: np.ndarray, offset: int, count: int = 1) -> np.ndarray:
-    """The ``count`` f16 fields from byte ``offset`` of every block, as f32 [count, n]."""
-    return np.take(_F16_TO_F32, _cols(b, offset, 2 * count).view(np.uint16).T)
-
-
-def _nibble_codes(q: np.ndarray, group: int) -> np.ndarray:
-    """4-bit codes of the bytes q [n, w] in gguf's order: for each run of ``group`` bytes, the
-    low nibbles, then the high nibbles. Returns uint8 [n, 2 w]."""
-    n, w = q.shape
-    q64 = q.view(np.uint64)
-    codes = np.empty((n, 2 * w), np.uint8)
-    cv = codes.view(f"V{group}")  # [n, 2 w / group]: runs of lo, hi, lo, hi, ...
-    lo = q64 & _M4
-    cv[:, 0::2] = lo.view(f"V{group}")
-    np.right_shift(q64, np.uint64(4), out=lo)
-    lo &= _M4
-    cv[:, 1::2] = lo.view(f"V{group}")
-    return codes
-
-
-def _to_signed(codes: np.ndarray, offset: int) -> np.ndarray:
-    """uint8 codes in [0, 2 offset) minus ``offset``, as int8 (eight bytes per uint64 op: adding
-    0x80 - offset never carries out of a byte, and flipping bit 7 recentres it)."""
-    c64 = codes.view(np.uint64)
-    c64 += np.uint64((0x80 - offset) * 0x0101010101010101)
-    c64 ^= _B80
-    return codes.view(np.int8)
-
-
-def _scale(o: np.ndarray, s: np.ndarray, run: int) -> None:
-    """o (flat order) *= each value of s repeated ``run`` times."""
-    np.multiply(o.reshape(-1), np.repeat(s.reshape(-1), run), out=o.reshape(-1))
-
-
-def _affine(o: np.ndarray, codes: np.ndarray, f: np.ndarray, run: int, sign: int) -> None:
-    """o (flat order) = codes * f[0] +/- f[1], each value of f [2, k] repeated ``run`` times
-    (one repeat for both rows); the product and the sum rounded as gguf-py's."""
-    of = o.reshape(-1)
-    np.copyto(of, codes.reshape(-1), casting="unsafe")
-    r = np.repeat(f.reshape(-1), run).reshape(2, -1)
-    of *= r[0]
-    (np.add if sign > 0 else np.subtract)(of, r[1], out=of)
-
-
-def _dec_q8_0(b: np.ndarray, o: np.ndarray) -> None:
-    # d (f16) | qs[32] int8;  x = q * d
-    np.copyto(o, b[:, 2:34].view(np.int8), casting="unsafe")  # cast straight from the blocks
-    _scale(o, _f16(b, 0), 32)
-
-
-def _dec_q4_0(b: np.ndarray, o: np.ndarray) -> None:
-    # d (f16) | qs[16]; element j = low nibble of qs[j], j + 16 = high nibble;  x = d * (q - 8)
-    np.copyto(o, _to_signed(_nibble_codes(_cols(b, 2, 16), 16), 8), casting="unsafe")
-    _scale(o, _f16(b, 0), 32)
-
-
-def _dec_q4_1(b: np.ndarray, o: np.ndarray) -> None:
-    # d (f16) | m (f16) | qs[16];  x = d * q + m
-    _affine(o, _nibble_codes(_cols(b, 4, 16), 16), _f16(b, 0, 2), 32, +1)
-
-
-def _q5_codes(b: np.ndarray, qh_at: int, qs_at: int) -> np.ndarray:
-    # 5-bit codes [n, 32]: low 4 bits from the nibbles of qs, bit 4 = bit j of the u32 qh
-    codes = _nibble_codes(_cols(b, qs_at, 16), 16)
-    hi = np.take(_QH_SPREAD, _cols(b, qh_at, 4))  # [n, 4] uint64 = [n, 32] bytes, 0 or 16
-    codes.view(np.uint64)[...] |= hi
-    return codes
-
-
-def _dec_q5_0(b: np.ndarray, o: np.ndarray) -> None:
-    # d (f16) | qh (u32) | qs[16];  x = d * (q - 16)
-    np.copyto(o, _to_signed(_q5_codes(b, 2, 6), 16), casting="unsafe")
-    _scale(o, _f16(b, 0), 32)
-
-
-def _dec_q5_1(b: np.ndarray, o: np.ndarray) -> None:
-    # d (f16) | m (f16) | qh (u32) | qs[16];  x = d * q + m
-    _affine(o, _q5_codes(b, 4, 8), _f16(b, 0, 2), 32, +1)
-
-
-#: Per u64 word of a K-quant block's 256 codes (8 sub-blocks j of 4 words): the right shift
-#: that brings sub-block j's nibble to bits 0-3 (0 for even j, 4 for odd), and the left then
-#: right shift that brings bit j of a qh byte to bit 4 (Q5_K).
-_KJ = np.repeat(np.arange(8), 4)
-_K_SHIFTS = (4 * (_KJ % 2), np.maximum(4 - _KJ, 0), np.maximum(_KJ - 4, 0))
-_M16 = np.uint64(0x1010101010101010)  # bit 4 of every byte
-_M63 = np.uint64(0x3F3F3F3F3F3F3F3F)  # bits 0-5 of every byte
-_M48 = np.uint64(0x3030303030303030)  # bits 4-5 of every byte
-_LO32 = np.uint64(0xFFFFFFFF)
-_HI32 = np.uint64(0xFFFFFFFF00000000)
-
-
-@functools.lru_cache(maxsize=4)
-def _k_shifts(n: int) -> tuple[np.ndarray, ...]:
-    """:data:`_K_SHIFTS` tiled over ``n`` blocks (uint64 [32 n] each, read-only)."""
-    out = tuple(np.tile(s.astype(np.uint64), n) for s in _K_SHIFTS)
-    for a in out:
-        a.flags.writeable = False
-    return out
-
-
-@functools.lru_cache(maxsize=4)
-def _q6_shifts(n: int) -> tuple[np.ndarray, ...]:
-    """Q6_K's per-word shifts over ``n`` blocks (uint64 [32 n] each, read-only): nibble
-    (0 or 4 for each 64-byte run), then left and right shifts taking bits 2s, 2s + 1 of the
-    qh copy s to bits 4, 5."""
-    s = np.repeat(np.arange(4), 4)  # copy s of a 32-byte qh half: 4 words
-    pats = (np.repeat([0, 4, 0, 4], 8), np.tile(np.maximum(4 - 2 * s, 0), 2))
-    pats += (np.tile(np.maximum(2 * s - 4, 0), 2),)
-    out = tuple(np.tile(p.astype(np.uint64), n) for p in pats)
-    for a in out:
-        a.flags.writeable = False
-    return out
-
-
-def _k_codes(b: np.ndarray) -> np.ndarray:
-    """Q4_K/Q5_K's 4-bit codes in output order, as uint64 [32 n] (= uint8 [n, 256]).
-
-    Sub-block j is nibble j % 2 of the 32-byte run j // 2 of qs: each run is repeated twice
-    (one long ``np.repeat`` of 32-byte items) and every word shifted by its sub-block's amount.
-    """
-    n = b.shape[0]
-    shn = _k_shifts(n)[0]
-    q = np.repeat(_cols(b, b.shape[1] - 128, 128).view("V32").reshape(-1), 2).view(np.uint64)
-    q >>= shn
-    q &= _M4
-    return q
-
-
-def _k_scales(b: np.ndarray) -> np.ndarray:
-    """f32 [2, 8 n]: d * sc[j] (row 0) and dmin * m[j] (row 1) of every sub-block, in order.
-
-    The 6-bit scales/mins packed in bytes 4..16: bytes 0-3 hold sc[0..3] (low 6 bits) and the
-    top 2 bits of sc[4..7]; bytes 4-7 the same for the mins; bytes 8-11 the low 4 bits of
-    sc[4..7] (low nibble) and m[4..7] (high nibble). Worked on as uint64 words, eight 6-bit
-    fields at a time, into one [2, n] word array of sc[0..7] / m[0..7] bytes.
-    """
-    n = b.shape[0]
-    a = _cols(b, 4, 8).view(np.uint64).reshape(n)  # sc[0..3] | m[0..3] << 32 (low 6 bits)
-    hi = np.empty(n, np.uint64)
-    np.copyto(hi, _cols(b, 12, 4).view(np.uint32).reshape(n))
-    lo = a & _M63
-    t = hi << np.uint64(28)  # the high nibbles of bytes 8-11 -> low nibbles of bytes 4-7
-    hi |= t
-    hi &= _M4
-    a >>= np.uint64(2)
-    a &= _M48
-    hi |= a  # sc[4..7] | m[4..7] << 32
-    s = np.empty((2, n), np.uint64)
-    np.left_shift(hi, np.uint64(32), out=t)
-    np.bitwise_and(lo, _LO32, out=s[0])
-    s[0] |= t  # sc[0..7]
-    lo >>= np.uint64(32)
-    hi &= _HI32
-    np.bitwise_or(lo, hi, out=s[1])  # m[0..7]
-    f = s.view(np.uint8).astype(np.float32)  # [2, 8 n]
-    f *= np.repeat(_f16(b, 0, 2).reshape(-1), 8).reshape(2, -1)  # d, dmin
-    return f
-
-
-def _dec_q4_k(b: np.ndarray, o: np.ndarray) -> None:
-    # d | dmin | scales[12] | qs[128]; sub-block j (32 values) = nibble j % 2 of qs[32 (j//2) ..]
-    # x = (d * sc[j]) * q - dmin * m[j]
-    _affine(o, _k_codes(b).view(np.uint8), _k_scales(b), 32, -1)
-
-
-def _dec_q5_k(b: np.ndarray, o: np.ndarray) -> None:
-    # d | dmin | scales[12] | qh[32] | qs[128]; bit 4 of value l of sub-block j = bit j of qh[l].
-    # qh (32 bytes) is repeated once per sub-block and each copy's bit j moved to bit 4.
-    n = b.shape[0]
-    _, sl, sr = _k_shifts(n)
-    q = _k_codes(b)
-    h = np.repeat(_cols(b, 16, 32).view("V32").reshape(-1), 8).view(np.uint64)
-    h <<= sl
-    h >>= sr
-    h &= _M16
-    q |= h
-    _affine(o, q.view(np.uint8), _k_scales(b), 32, -1)
-
-
-def _dec_q6_k(b: np.ndarray, o: np.ndarray) -> None:
-    # ql[128] | qh[64] | scales[16] int8 | d (f16).  Value e = 128 h + r of the block:
-    # low 4 bits = nibble r // 64 of ql[64 h + r % 64], bits 4-5 = bits 2 (r // 32) of
-    # qh[32 h + r % 32];  x = (d * scales[e // 16]) * (q - 32)
-    n = b.shape[0]
-    shn, sl, sr = _q6_shifts(n)
-    # low bits: each 64-byte half of ql twice (low nibbles, then high nibbles)
-    q = np.repeat(_cols(b, 0, 128).view("V64").reshape(-1), 2).view(np.uint64)
-    q >>= shn
-    q &= _M4
-    # high bits: each 32-byte half of qh four times, copy s's bits 2s, 2s + 1 moved to 4, 5
-    h = np.repeat(_cols(b, 128, 64).view("V32").reshape(-1), 4).view(np.uint64)
-    h <<= sl
-    h >>= sr
-    h &= _M48
-    q |= h
-    np.copyto(o.reshape(-1), _to_signed(q.view(np.uint8), 32), casting="unsafe")
-    dsc = _cols(b, 192, 16).view(np.int8).astype(np.float32).reshape(-1)
-    dsc *= np.repeat(_f16(b, 208).reshape(-1), 16)
-    _scale(o, dsc, 16)
-
-
-def _dec_f32(b: np.ndarray, o: np.ndarray) -> None:
-    o[...] = b.view(np.float32)
-
-
-def _dec_f16(b: np.ndarray, o: np.ndarray) -> None:
-    _take(_F16_TO_F32, b.view(np.uint16), o)
-
-
-def _take(lut: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
-    # mode="wrap" skips NumPy's buffered bounds check (every index is < len(lut))
-    np.take(lut, idx, out=out, mode="wrap")
-
-
-def _dec_bf16(b: np.ndarray, o: np.ndarray) -> None:
-    # bf16 is the top half of an f32: widen the bits, shift up 16
-    ob = o.view(np.uint32)
-    ob[...] = b.view(np.uint16)
-    ob <<= np.uint32(16)
-
-
-#: Decoder per type: (blocks uint8 [n, type_size], out f32 [n, block_size]) -> None.
-_DECODERS: dict[GGMLQuantizationType, Callable[[np.ndarray, np.ndarray], None]] = {
-    _T.F32: _dec_f32,
-    _T.F16: _dec_f16,
-    _T.BF16: _dec_bf16,
-    _T.Q8_0: _dec_q8_0,
-    _T.Q4_0: _dec_q4_0,
-    _T.Q4_1: _dec_q4_1,
-    _T.Q5_0: _dec_q5_0,
-    _T.Q5_1: _dec_q5_1,
-    _T.Q4_K: _dec_q4_k,
-    _T.Q5_K: _dec_q5_k,
-    _T.Q6_K: _dec_q6_k,
-}
 
 
 _U = np.uint32
@@ -478,7 +198,7 @@ def decode_into(raw: np.ndarray, qt: QuantType, out: np.ndarray) -> None:
     :data:`CPU_THREADS` threads; an f16 ``out`` gets the exact f32 value rounded once (to
     nearest even). NaN/Inf scales are data, not errors: no warnings.
     """
-    dec = _DECODERS[qt.qtype]
+    dec = qt.decode
     ts, qk = qt.type_size, qt.block_size
     blocks = raw.reshape(-1, ts)
     o = out.reshape(-1, qk)
@@ -565,31 +285,28 @@ def config(qt: QuantType) -> KernelConfig:
     return CONFIG.get(qt.qtype, KernelConfig(-1, BLOCK, 1))
 
 
-def compile_defines() -> tuple[str, ...]:
-    """``-DDQ_V_<type>=<variant> -DDQ_C_<type>=<chunks>`` for every type in CONFIG."""
-    out: list[str] = []
-    for t, c in CONFIG.items():
-        out += [f"-DDQ_V_{t.name}={c.variant}", f"-DDQ_C_{t.name}={c.chunks}"]
-    return tuple(out)
+def instantiations() -> str:
+    """The kernels dequant.cu compiles, one line per type of the quant table, the variant and
+    chunks per thread from :data:`CONFIG` (:func:`cuda.source` appends them to dequant.cu)."""
+    lines = []
+    for t in QUANT_TABLE.values():
+        if t.is_quantized:
+            c = CONFIG[t.qtype]
+            lines.append(f"DEQUANT_KERNEL({t.dequant_kernel}, {t.device}, {c.variant}, {c.chunks})")
+        else:
+            lines.append(f"FLOAT_DEQUANT_KERNEL({t.dequant_kernel}, {t.device})")
+    return "\n".join(lines)
 
 
-@functools.cache
-def _module(defines: tuple[str, ...]) -> Any:
-    # compiled once per CONFIG (the sweep changes it; cuda.module caches one per family)
-    import cupy
-
-    from tracekit.kernels import cuda
-
-    src = (cuda._HERE / f"{FAMILY}.cu").read_text()
-    return cupy.RawModule(code=src, options=(*cuda._OPTIONS, *defines))
+cuda.generate(FAMILY, instantiations)
 
 
 def _kernel(name: str) -> Any:
-    return _module(compile_defines()).get_function(name)
+    return cuda.kernel(FAMILY, name)
 
 
 def kernel_name(qt: QuantType) -> str:
-    return f"dequant_{qt.suffix}_f16"
+    return qt.dequant_kernel
 
 
 def geometry(qt: QuantType, n_elements: int, max_grid: int = MAX_GRID_X) -> Geometry:
@@ -711,21 +428,8 @@ def random_blocks(qt: QuantType, n_blocks: int, rng: np.random.Generator) -> np.
 
 
 def f16_field_offsets(qt: QuantType) -> tuple[int, ...]:
-    """Byte offsets of a block's f16 fields (for F16, the whole element)."""
-    return _F16_FIELDS.get(qt.qtype, ())
-
-
-_F16_FIELDS: dict[GGMLQuantizationType, tuple[int, ...]] = {
-    _T.F16: (0,),
-    _T.Q8_0: (0,),
-    _T.Q4_0: (0,),
-    _T.Q4_1: (0, 2),
-    _T.Q5_0: (0,),
-    _T.Q5_1: (0, 2),
-    _T.Q4_K: (0, 2),
-    _T.Q5_K: (0, 2),
-    _T.Q6_K: (208,),
-}
+    """Byte offsets of a block's f16 fields (for F16, the whole element): the declaration's."""
+    return qt.f16_fields
 
 
 def _seconds(fn: Callable[[], Any]) -> float:

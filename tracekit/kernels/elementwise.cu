@@ -38,6 +38,11 @@ struct Scale {
     float s;
     __device__ float operator()(float a) const { return a * s; }
 };
+struct Softcap {
+    // gemma2's cap * tanh(x / cap), in HF's order: IEEE division, tanhf, one rounded product.
+    float cap;
+    __device__ float operator()(float a) const { return __fmul_rn(cap, tanhf(__fdiv_rn(a, cap))); }
+};
 
 template <class Op>
 __device__ __forceinline__ float4 map4(Op op, float4 a, float4 b) {
@@ -51,13 +56,13 @@ __device__ __forceinline__ float4 map4(Op op, float4 a) {
 
 // UNROLL float4s per input in flight per thread (all loads before any store); STREAM_HINTS
 // uses evict-first loads/stores (__ldcs/__stcs) so a streamed tensor does not push reused data
-// out of L2. Both are compile-time knobs that scripts/sweep_elementwise.py measures.
-#ifndef UNROLL
-#define UNROLL 2
+// out of L2; CONVERT_ELEMS values per convert_f32_f16 work item. elementwise.py passes all
+// three from the constants its grids are computed with (kernel_defines); the sweep varies them.
+#if !defined(UNROLL) || !defined(STREAM_HINTS) || !defined(CONVERT_ELEMS)
+#error "compile with elementwise.kernel_defines(): -DUNROLL, -DSTREAM_HINTS, -DCONVERT_ELEMS"
 #endif
-#ifndef STREAM_HINTS
-#define STREAM_HINTS 0
-#endif
+static_assert(UNROLL >= 1 && UNROLL <= 16, "UNROLL float4s per thread out of range");
+static_assert(CONVERT_ELEMS == 8, "convert_f32_f16 writes one 16-byte store of 8 f16 per item");
 
 __device__ __forceinline__ float4 load4(const float4* p) {
 #if STREAM_HINTS
@@ -171,6 +176,28 @@ extern "C" __global__ void scale_f32(const float* x, float* z, long long n, int 
     unary(Scale{s}, x, z, n, vec);
 }
 
+// Reads 4 B, writes 4 B per element; 3 flops (tanh counted as 1).
+extern "C" __global__ void softcap_f32(const float* x, float* z, long long n, int vec, float cap,
+                                        unsigned long long* stamp) {
+    node_start_stamp(stamp);
+    unary(Softcap{cap}, x, z, n, vec);
+}
+
+// Columns [start, start + width) of a row-major [rows, cols] x into a contiguous [rows, width]
+// y: phi3's fused qkv and gate/up outputs split into their parts. One thread per output element,
+// grid-stride over a 64-bit index; the launcher checked start + width <= cols.
+// Reads 4 B, writes 4 B per output element; 0 flops.
+extern "C" __global__ void slice_cols_f32(const float* x, float* y, long long rows, int cols,
+                                           int start, int width, unsigned long long* stamp) {
+    node_start_stamp(stamp);
+    const long long total = rows * width;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
+        const long long r = k / width;
+        y[k] = x[r * cols + start + (k - r * width)];
+    }
+}
+
 // The seed's I32-as-f32 token ids: copy the bit patterns (int4 moves when aligned).
 extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, int vec,
                                             unsigned long long* stamp) {
@@ -198,7 +225,7 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
     if (vec) {
-        const long long n8 = n >> 3;
+        const long long n8 = (long long)((unsigned long long)n / CONVERT_ELEMS);  // n >= 0
         const float4* x4 = reinterpret_cast<const float4*>(x);
         uint4* z8 = reinterpret_cast<uint4*>(z);
         for (long long i = tid; i < n8; i += stride) {
@@ -214,7 +241,7 @@ extern "C" __global__ void convert_f32_f16(const float* x, __half* z, long long 
             v.w = *reinterpret_cast<unsigned int*>(&h3);
             z8[i] = v;
         }
-        const long long t = (n8 << 3) + tid;
+        const long long t = n8 * CONVERT_ELEMS + tid;
         if (t < n) z[t] = __float2half_rn(x[t]);
     } else {
         for (long long i = tid; i < n; i += stride) z[i] = __float2half_rn(x[i]);

@@ -6,6 +6,8 @@
     silu_f32(x)            x / (1 + exp(-x))               3 flops/element (exp counted as 1)
     gelu_tanh_f32(x)       0.5 x (1 + tanh(c (x + 0.044715 x^3)))   9 flops/element (tanh as 1)
     scale_f32(x, s)        x * s                           1 flop/element
+    softcap_f32(x, cap)    cap * tanh(x / cap)  (gemma2)   3 flops/element (tanh as 1)
+    slice_cols_f32(x, a, w)  x[:, a:a+w] made contiguous (phi3's fused outputs), 0 flops
     f32_bits_to_i32(x)     the I32-as-f32 id bit patterns reinterpreted as int32, 0 flops
     convert_f32_f16(x)     round to nearest even f16 (__float2half_rn), 0 flops
 
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.kernels import cuda
 from tracekit.kernels.checks import (
     KernelInputError,
     require_array,
@@ -55,10 +58,38 @@ BIAS_BLOCK = 128
 #: per SM cost 2-6% against one uncapped wave of short-lived blocks (add 1.004x torch.add), so
 #: the cap is only the grid's x limit.
 BLOCKS_PER_SM = 2**31 // 132
-#: float4s per input each thread has in flight in add/mul/silu/gelu/scale (= UNROLL in
-#: elementwise.cu; scripts/sweep_elementwise.py measures the choice against torch.add).
+#: float4s per input each thread has in flight in add/mul/silu/gelu/scale (UNROLL in
+#: elementwise.cu, passed as -DUNROLL; scripts/sweep_elementwise.py measures the choice against
+#: torch.add).
 STREAM_UNROLL = 2
-_UNROLLED = frozenset({"add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32"})
+#: Evict-first loads/stores in the streaming kernels (-DSTREAM_HINTS; swept as above).
+STREAM_HINTS = 0
+_UNROLLED = frozenset(
+    {"add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32", "softcap_f32"}
+)
+#: f16 values convert_f32_f16 writes per work item: one 16-byte store (-DCONVERT_ELEMS).
+CONVERT_ELEMS = 8
+
+
+def kernel_defines() -> tuple[str, ...]:
+    """The geometry constants elementwise.cu's bodies read, from the values above."""
+    return (
+        f"-DUNROLL={STREAM_UNROLL}",
+        f"-DSTREAM_HINTS={STREAM_HINTS}",
+        f"-DCONVERT_ELEMS={CONVERT_ELEMS}",
+    )
+
+
+cuda.defines(FAMILY, kernel_defines)
+
+
+def elems_per_item(name: str) -> int:
+    """Elements one work item of the streaming kernel ``name`` covers when vectorized (the
+    kernel's loop step, from the same constants as :func:`kernel_defines`)."""
+    if name == "convert_f32_f16":
+        return CONVERT_ELEMS
+    return 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
+
 
 #: Flops per element of each op (transcendentals counted as 1), for the launch records.
 FLOPS_PER_ELEMENT = {
@@ -68,6 +99,8 @@ FLOPS_PER_ELEMENT = {
     "silu_f32": 3,  # exp, add, divide
     "gelu_tanh_f32": 9,  # x^3 (2), fma-like (2), scale, tanh, add, 2 muls
     "scale_f32": 1,
+    "softcap_f32": 3,  # divide, tanh, multiply
+    "slice_cols_f32": 0,
     "f32_bits_to_i32": 0,
     "convert_f32_f16": 0,
 }
@@ -165,6 +198,41 @@ def ref_scale_f32(x: np.ndarray, s: float) -> tuple[np.ndarray, LaunchRecord]:
     return z, _record("scale_f32", None, (x,), (z,), z.size)
 
 
+def _check_softcap(cap: float) -> None:
+    if not (np.isfinite(cap) and cap > 0):
+        raise KernelInputError(f"softcap cap {cap} must be finite and > 0")
+
+
+def ref_softcap_f32(x: np.ndarray, cap: float) -> tuple[np.ndarray, LaunchRecord]:
+    """z = cap * tanh(x / cap) in float32 (HF gemma2's order), cap rounded to float32 first."""
+    _check_unary(x, "softcap_f32 x")
+    _check_softcap(cap)
+    c = np.float32(cap)
+    z = c * np.tanh(x / c)
+    return z, _record("softcap_f32", None, (x,), (z,), z.size)
+
+
+def _check_slice(x: Any, start: int, width: int) -> tuple[int, int]:
+    """Returns (rows, cols) of x."""
+    require_array(x, np.float32, "slice_cols x", ndim=2)
+    require_nonempty(x, "slice_cols x")
+    rows, cols = (int(s) for s in x.shape)
+    if width < 1 or start < 0 or start + width > cols:
+        raise KernelInputError(
+            f"slice_cols columns [{start}, {start + width}) are not inside the {cols} columns "
+            f"of x {tuple(x.shape)}"
+        )
+    return rows, cols
+
+
+def ref_slice_cols_f32(x: np.ndarray, start: int, width: int) -> tuple[np.ndarray, LaunchRecord]:
+    """Columns [start, start + width) of x [rows, cols] as a new contiguous [rows, width]."""
+    rows, cols = _check_slice(x, int(start), int(width))
+    z = np.ascontiguousarray(x[:, start : start + width])
+    rec = _record("slice_cols_f32", None, (x,), (z,), z.size, bytes_read=z.nbytes, cols=cols)
+    return z, rec
+
+
 def ref_f32_bits_to_i32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
     """The seed's I32-as-f32 token ids: the float32 bit patterns reinterpreted as int32."""
     _check_unary(x, "f32_bits_to_i32 x")
@@ -229,9 +297,8 @@ def _launch_stream(
     x = ins[0]
     n = int(x.size)
     z = device_out(out, tuple(x.shape), out_dtype, f"{name} out")
-    per_thread = 8 if name == "convert_f32_f16" else 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
     vec = _aligned(*ins, z)
-    geo = stream_geometry(n, per_thread, vec)
+    geo = stream_geometry(n, elems_per_item(name), vec)
     args = (*ins, z, np.int64(n), np.int32(vec), *scalars, NO_STAMP)
     launch(kernel(FAMILY, name), geo.grid, geo.block, args)
     return z, _record(name, geo, ins, (z,), n, vectorized=vec)
@@ -275,6 +342,34 @@ def launch_gelu_tanh_f32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
 def launch_scale_f32(x: Any, s: float, out: Any = None) -> tuple[Any, LaunchRecord]:
     """z = x * float32(s) on the device."""
     return _launch_unary("scale_f32", x, out, scalars=(np.float32(s),))
+
+
+def launch_softcap_f32(x: Any, cap: float, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """z = cap * tanh(x / cap) on the device (IEEE division and tanhf)."""
+    _check_softcap(cap)
+    return _launch_unary("softcap_f32", x, out, scalars=(np.float32(cap),))
+
+
+def launch_slice_cols_f32(
+    x: Any, start: int, width: int, out: Any = None
+) -> tuple[Any, LaunchRecord]:
+    """x[:, start:start + width] into a contiguous [rows, width] on the device: one thread per
+    output element, grid-stride (grid_1d over rows * width, block 256)."""
+    from tracekit.kernels.cuda import kernel, launch
+
+    rows, cols = _check_slice(x, int(start), int(width))
+    require_device(x, "slice_cols x")
+    z = device_out(out, (rows, int(width)), np.float32, "slice_cols out")
+    geo = grid_1d(rows * int(width), BLOCK)
+    launch(
+        kernel(FAMILY, "slice_cols_f32"),
+        geo.grid,
+        geo.block,
+        (x, z, np.int64(rows), np.int32(cols), np.int32(start), np.int32(width), NO_STAMP),
+    )
+    # bytes read: the slice's elements only (each read once), as the reference counts them
+    rec = _record("slice_cols_f32", geo, (x,), (z,), int(z.size), bytes_read=z.nbytes, cols=cols)
+    return z, rec
 
 
 def launch_f32_bits_to_i32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:

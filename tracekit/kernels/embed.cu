@@ -74,6 +74,8 @@ __device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const in
         gather_quant<T>(raw, ids, out, rows, n_embd, nt, err);
 }
 
+// embed.py generates one line per quant type of the table (tracekit/quants.py):
+//   EMBED_KERNEL(embed_rows_q4_0, Q4_0)
 #define EMBED_KERNEL(name, T)                                                                  \
     extern "C" __global__ void name(const u8* __restrict__ raw, const int* __restrict__ ids,  \
                                     float* __restrict__ out, int rows, int n_embd, i64 nt,   \
@@ -81,15 +83,6 @@ __device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const in
         node_start_stamp(stamp);                                                               \
         embed_quant<T>(raw, ids, out, rows, n_embd, nt, ts, qk, err);                         \
     }
-
-EMBED_KERNEL(embed_rows_q8_0, Q8_0)
-EMBED_KERNEL(embed_rows_q4_0, Q4_0)
-EMBED_KERNEL(embed_rows_q4_1, Q4_1)
-EMBED_KERNEL(embed_rows_q5_0, Q5_0)
-EMBED_KERNEL(embed_rows_q5_1, Q5_1)
-EMBED_KERNEL(embed_rows_q4_k, Q4_K)
-EMBED_KERNEL(embed_rows_q5_k, Q5_K)
-EMBED_KERNEL(embed_rows_q6_k, Q6_K)
 
 // F16/BF16 tables: one thread per 8 values of a row. vec: n % 8 == 0 and the table is 16-byte
 // aligned, so a chunk is one 16-byte load and two 16-byte stores; otherwise element by element
@@ -124,19 +117,14 @@ __device__ __forceinline__ void embed_float(const u8* __restrict__ raw, const in
     }
 }
 
-extern "C" __global__ void embed_rows_f16(const u8* __restrict__ raw, const int* __restrict__ ids,
-                                          float* __restrict__ out, int rows, int n, i64 nt, int vec,
-                                          int* err, unsigned long long* stamp) {
-    node_start_stamp(stamp);
-    embed_float<SrcF16>(raw, ids, out, rows, n, nt, vec, err);
-}
-
-extern "C" __global__ void embed_rows_bf16(const u8* __restrict__ raw, const int* __restrict__ ids,
-                                           float* __restrict__ out, int rows, int n, i64 nt,
-                                           int vec, int* err, unsigned long long* stamp) {
-    node_start_stamp(stamp);
-    embed_float<SrcBF16>(raw, ids, out, rows, n, nt, vec, err);
-}
+// ... and one per F16/BF16 type:  FLOAT_EMBED_KERNEL(embed_rows_f16, SrcF16)
+#define FLOAT_EMBED_KERNEL(name, S)                                                            \
+    extern "C" __global__ void name(const u8* __restrict__ raw, const int* __restrict__ ids,  \
+                                    float* __restrict__ out, int rows, int n, i64 nt, int vec, \
+                                    int* err, unsigned long long* stamp) {                     \
+        node_start_stamp(stamp);                                                               \
+        embed_float<S>(raw, ids, out, rows, n, nt, vec, err);                                  \
+    }
 
 // The plain f32 row gather (seed: get_rows, out[t, :] = x[ids[t], :]): one thread per 4 values
 // of a row. vec: n % 4 == 0 and x is 16-byte aligned, so each thread moves one float4.

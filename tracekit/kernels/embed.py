@@ -33,7 +33,7 @@ from tracekit.kernels.checks import (
 )
 from tracekit.kernels.cuda import is_device_array
 from tracekit.kernels.launch import MAX_GRID_X, Geometry, LaunchRecord, ceil_div, grid_1d
-from tracekit.quants import QuantType, quant_type
+from tracekit.quants import QUANT_TABLE, QuantType, quant_type
 
 FAMILY = "embed"
 #: Threads per block of every embed kernel.
@@ -129,7 +129,7 @@ def ref_embed_rows(
     out = np.empty((nt, n_embd), np.float32)
     dequant.decode_into(picked, qt, out)
     rec = LaunchRecord.of(
-        f"embed_rows_{qt.suffix}",
+        qt.embed_kernel,
         None,
         bytes_read=picked.nbytes + ids.nbytes,
         bytes_written=out.nbytes,
@@ -139,9 +139,22 @@ def ref_embed_rows(
 
 
 # -- GPU launchers -----------------------------------------------------------------------------
-def _kernel(name: str) -> Any:
-    from tracekit.kernels import cuda
+def instantiations() -> str:
+    """The gathers embed.cu compiles, one line per type of the quant table (an F32 table goes
+    through ``gather_rows_f32``; :func:`cuda.source` appends them to embed.cu)."""
+    lines = []
+    for t in QUANT_TABLE.values():
+        if t.is_quantized:
+            lines.append(f"EMBED_KERNEL({t.embed_kernel}, {t.device})")
+        elif t.qtype != GGMLQuantizationType.F32:
+            lines.append(f"FLOAT_EMBED_KERNEL({t.embed_kernel}, {t.device})")
+    return "\n".join(lines)
 
+
+cuda.generate(FAMILY, instantiations)
+
+
+def _kernel(name: str) -> Any:
     return cuda.kernel(FAMILY, name)
 
 
@@ -276,7 +289,7 @@ def launch_embed_rows(
         dequant.check_out(out, (nt, n_embd), np.float32)
     err = _null_or_flag(device_ids and not ids_checked)
     geo = embed_geometry(qt, nt, n_embd, max_grid)
-    name = f"embed_rows_{qt.suffix}"
+    name = qt.embed_kernel
     head = (raw_d, ids_d, out, np.int32(rows), np.int32(n_embd), np.int64(nt))
     if qt.is_quantized:
         args = (*head, np.int32(qt.type_size), np.int32(qt.block_size), err, cuda.NO_STAMP)

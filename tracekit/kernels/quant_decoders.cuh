@@ -1,6 +1,12 @@
-// GGUF block decoders shared by dequant.cu and embed.cu (included by both; the launchers pass
-// "-I<this folder>" to NVRTC). Each decoder writes elements [8c, 8c + 8) of one block as f32,
-// in gguf-py's arithmetic order (see dequant.cu's header for why that is bit-exact).
+// GGUF block decoders shared by dequant.cu and embed.cu (and the quantized matmuls), one struct
+// per quant type, named as GGML names it and declared once in tracekit/quants.py (its decoder
+// struct, sizes and kernel instantiations come from that declaration). Each struct has
+//   QK, TS     values and bytes per block, from gguf.GGML_QUANT_SIZES (QUANT_SIZES below)
+//   dec8       elements [8c, 8c + 8) of the block at b as f32, at any alignment
+//   ALIGN, dec8_w (optional) the same values with word loads, for a block at a multiple of
+//              ALIGN bytes; Fast<T> picks dec8_w where a type has one, else dec8
+// in gguf-py's arithmetic order (see dequant.cu's header for why that is bit-exact). The
+// launchers pass "-I<this folder>" and tracekit.quants.cuda_defines() to NVRTC.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -42,141 +48,19 @@ __device__ __forceinline__ float code_f(u32 code, float bias) {
     return __fsub_rn(__uint_as_float(0x4B000000u | code), 8388608.0f + bias);
 }
 
-// Every decoder: elements [8c, 8c + 8) of one block at b, into v[0..8).
-struct Q8_0 {  // d (f16) | qs[32] int8;  x = q * d
-    static constexpr int QK = 32, TS = 34;
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b);
-        const uint2 q = ld_8(b + 2 + 8 * c);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(code_f(byte_of(q, k) ^ 0x80u, 128.0f), d);
-    }
-};
+// Block sizes of type T: -DTK_<T>_QK / -DTK_<T>_TS, generated from the Python declaration.
+#ifndef TK_QUANT_SIZES
+#error "compile with tracekit.quants.cuda_defines() (cuda.OPTIONS carries them): the block sizes"
+#endif
+#define QUANT_SIZES(T) static constexpr int QK = TK_##T##_QK, TS = TK_##T##_TS
 
-struct Q4_0 {  // d (f16) | qs[16]; value j = low nibble of qs[j], j + 16 = high;  x = d (q - 8)
-    static constexpr int QK = 32, TS = 18;
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b);
-        const uint2 q = ld_8(b + 2 + 8 * (c & 1));
-        const int sh = (c >> 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, code_f((byte_of(q, k) >> sh) & 15u, 8.0f));
-    }
-};
-
-struct Q4_1 {  // d (f16) | m (f16) | qs[16];  x = d q + m
-    static constexpr int QK = 32, TS = 20;
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b), m = ld_f16(b + 2);
-        const uint2 q = ld_8(b + 4 + 8 * (c & 1));
-        const int sh = (c >> 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-            v[k] = __fadd_rn(__fmul_rn(d, code_f((byte_of(q, k) >> sh) & 15u, 0.0f)), m);
-    }
-};
-
-// 5-bit codes of values [8c, 8c + 8) of a Q5_0/Q5_1 block: nibbles as Q4, bit 4 = bit j of qh.
-__device__ __forceinline__ u32 q5_code(uint2 q, u32 hbits, int sh, int k) {
-    return ((byte_of(q, k) >> sh) & 15u) | (((hbits >> k) & 1u) << 4);
-}
-
-struct Q5_0 {  // d (f16) | qh (u32) | qs[16];  x = d (q - 16)
-    static constexpr int QK = 32, TS = 22;
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b);
-        const u32 hbits = ld_4(b + 2) >> (8 * c);
-        const uint2 q = ld_8(b + 6 + 8 * (c & 1));
-        const int sh = (c >> 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, code_f(q5_code(q, hbits, sh, k), 16.0f));
-    }
-};
-
-struct Q5_1 {  // d (f16) | m (f16) | qh (u32) | qs[16];  x = d q + m
-    static constexpr int QK = 32, TS = 24;
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b), m = ld_f16(b + 2);
-        const u32 hbits = ld_4(b + 4) >> (8 * c);
-        const uint2 q = ld_8(b + 8 + 8 * (c & 1));
-        const int sh = (c >> 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-            v[k] = __fadd_rn(__fmul_rn(d, code_f(q5_code(q, hbits, sh, k), 0.0f)), m);
-    }
-};
-
-// Q4_K/Q5_K scale and min of sub-block j from the 12 packed bytes s (llama.cpp's
-// get_scale_min_k4): j < 4: low 6 bits of s[j], s[j + 4]; else low/high nibble of s[j + 4]
-// with the top 2 bits of s[j - 4] / s[j].
-__device__ __forceinline__ void k_scale_min(const u8* s, int j, u32* sc, u32* mn) {
-    if (j < 4) {
-        *sc = s[j] & 63u;
-        *mn = s[j + 4] & 63u;
-    } else {
-        *sc = (s[j + 4] & 15u) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
-struct Q4_K {  // d | dmin | scales[12] | qs[128];  x = (d sc[j]) q - dmin m[j]
-    static constexpr int QK = 256, TS = 144;
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const int j = c >> 2;  // sub-block of 32 values: nibble j % 2 of qs[32 (j / 2) ..]
-        u32 sc, mn;
-        k_scale_min(b + 4, j, &sc, &mn);
-        const float dsc = __fmul_rn(ld_f16(b), code_f(sc, 0.0f));
-        const float dmn = __fmul_rn(ld_f16(b + 2), code_f(mn, 0.0f));
-        const uint2 q = ld_8(b + 16 + (j >> 1) * 32 + (c & 3) * 8);
-        const int sh = (j & 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-            v[k] = __fsub_rn(__fmul_rn(dsc, code_f((byte_of(q, k) >> sh) & 15u, 0.0f)), dmn);
-    }
-};
-
-struct Q5_K {  // d | dmin | scales[12] | qh[32] | qs[128];  bit 4 of value l of sub-block j
-    static constexpr int QK = 256, TS = 176;  // = bit j of qh[l]
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const int j = c >> 2, l0 = (c & 3) * 8;
-        u32 sc, mn;
-        k_scale_min(b + 4, j, &sc, &mn);
-        const float dsc = __fmul_rn(ld_f16(b), code_f(sc, 0.0f));
-        const float dmn = __fmul_rn(ld_f16(b + 2), code_f(mn, 0.0f));
-        const uint2 h = ld_8(b + 16 + l0);
-        const uint2 q = ld_8(b + 48 + (j >> 1) * 32 + l0);
-        const int sh = (j & 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const u32 code = ((byte_of(q, k) >> sh) & 15u) | (((byte_of(h, k) >> j) & 1u) << 4);
-            v[k] = __fsub_rn(__fmul_rn(dsc, code_f(code, 0.0f)), dmn);
-        }
-    }
-};
-
-struct Q6_K {  // ql[128] | qh[64] | scales[16] int8 | d (f16);  value e = 128 h + r:
-    static constexpr int QK = 256, TS = 210;  // low 4 bits = nibble r / 64 of ql[64 h + r % 64],
-    // bits 4-5 = bits 2 (r / 32) of qh[32 h + r % 32];  x = (d scales[e / 16]) (q - 32)
-    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const int e = 8 * c, h = e >> 7, r = e & 127;
-        const float dsc = __fmul_rn(ld_f16(b + 208), (float)(signed char)b[192 + (c >> 1)]);
-        const uint2 ql = ld_8(b + 64 * h + (r & 63));
-        const uint2 qh = ld_8(b + 128 + 32 * h + (r & 31));
-        const int sl = (r >> 6) * 4, shh = (r >> 5) * 2;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const u32 code = ((byte_of(ql, k) >> sl) & 15u) | (((byte_of(qh, k) >> shh) & 3u) << 4);
-            v[k] = __fmul_rn(dsc, code_f(code, 32.0f));
-        }
-    }
-};
-
-// ---- Word-wise decoders: Fast<T>::dec8 computes T::dec8's values with fewer instructions ----
-// Valid only for a block at an address that is a multiple of Fast<T>::ALIGN: Q4_K/Q5_K 16, Q5_1
+// ---- Word-wise decoding: T::dec8_w computes T::dec8's values with fewer instructions -------
+// Valid only for a block at an address that is a multiple of T::ALIGN: Q4_K/Q5_K 16, Q5_1
 // 8, Q4_1 4, the others 2 (its fields are read with loads of that alignment). Every TS is a
 // multiple of ALIGN, so each block of a tensor (each row of an embedding table too) has the
 // tensor's alignment mod ALIGN: dequant.cu checks raw % 16 == 0 (its staged copy keeps raw's
-// alignment), embed.cu raw % ALIGN == 0; otherwise they use T::dec8. Fields load as
+// alignment), embed.cu raw % ALIGN == 0; otherwise they use T::dec8 (Fast<T>
+// below makes that choice at compile time for a type without dec8_w). Fields load as
 // whole words (one 8- or 16-byte load where aligned, ld_8's 2-3 words at a 2-byte aligned
 // address, no byte loads), codes are masked four to a word op, and a code byte becomes an f32
 // with one PRMT: bits 0x4B0000bb are 2^23 + bb, so one FADD gives the exact code - bias.
@@ -231,13 +115,19 @@ __device__ __forceinline__ void k_scales_w(uint4 h, int j, float* dsc, float* dm
     *dmn = __fmul_rn(half_hi(h.x), code_f((mw >> sh) & 0xFFu, 0.0f));
 }
 
-template <class T>
-struct Fast;
 
-template <>
-struct Fast<Q8_0> : Q8_0 {
-    static constexpr int ALIGN = 2;
+// Every decoder: elements [8c, 8c + 8) of one block at b, into v[0..8).
+struct Q8_0 {  // d (f16) | qs[32] int8;  x = q * d
+    QUANT_SIZES(Q8_0);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = ld_f16(b);
+        const uint2 q = ld_8(b + 2 + 8 * c);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(code_f(byte_of(q, k) ^ 0x80u, 128.0f), d);
+    }
+    // word-wise (Fast<Q8_0>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 2;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const float d = f16_at(b);
         uint2 q = ld_8(b + 2 + 8 * c);
         q.x ^= 0x80808080u;  // int8 -> int8 + 128
@@ -249,10 +139,18 @@ struct Fast<Q8_0> : Q8_0 {
     }
 };
 
-template <>
-struct Fast<Q4_0> : Q4_0 {
-    static constexpr int ALIGN = 2;
+struct Q4_0 {  // d (f16) | qs[16]; value j = low nibble of qs[j], j + 16 = high;  x = d (q - 8)
+    QUANT_SIZES(Q4_0);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = ld_f16(b);
+        const uint2 q = ld_8(b + 2 + 8 * (c & 1));
+        const int sh = (c >> 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, code_f((byte_of(q, k) >> sh) & 15u, 8.0f));
+    }
+    // word-wise (Fast<Q4_0>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 2;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const float d = f16_at(b);
         float f[8];
         codes8(nib8(ld_8(b + 2 + 8 * (c & 1)), (c >> 1) * 4), 8.0f, f);
@@ -261,10 +159,19 @@ struct Fast<Q4_0> : Q4_0 {
     }
 };
 
-template <>
-struct Fast<Q4_1> : Q4_1 {
-    static constexpr int ALIGN = 4;
+struct Q4_1 {  // d (f16) | m (f16) | qs[16];  x = d q + m
+    QUANT_SIZES(Q4_1);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = ld_f16(b), m = ld_f16(b + 2);
+        const uint2 q = ld_8(b + 4 + 8 * (c & 1));
+        const int sh = (c >> 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            v[k] = __fadd_rn(__fmul_rn(d, code_f((byte_of(q, k) >> sh) & 15u, 0.0f)), m);
+    }
+    // word-wise (Fast<Q4_1>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 4;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const u32 dm = *reinterpret_cast<const u32*>(b);
         const float d = half_lo(dm), m = half_hi(dm);
         float f[8];
@@ -274,10 +181,24 @@ struct Fast<Q4_1> : Q4_1 {
     }
 };
 
-template <>
-struct Fast<Q5_0> : Q5_0 {
-    static constexpr int ALIGN = 2;
+// 5-bit codes of values [8c, 8c + 8) of a Q5_0/Q5_1 block: nibbles as Q4, bit 4 = bit j of qh.
+__device__ __forceinline__ u32 q5_code(uint2 q, u32 hbits, int sh, int k) {
+    return ((byte_of(q, k) >> sh) & 15u) | (((hbits >> k) & 1u) << 4);
+}
+
+struct Q5_0 {  // d (f16) | qh (u32) | qs[16];  x = d (q - 16)
+    QUANT_SIZES(Q5_0);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = ld_f16(b);
+        const u32 hbits = ld_4(b + 2) >> (8 * c);
+        const uint2 q = ld_8(b + 6 + 8 * (c & 1));
+        const int sh = (c >> 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, code_f(q5_code(q, hbits, sh, k), 16.0f));
+    }
+    // word-wise (Fast<Q5_0>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 2;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const float d = f16_at(b);
         const u32 hbits = ld_4(b + 2) >> (8 * c);
         uint2 q = nib8(ld_8(b + 6 + 8 * (c & 1)), (c >> 1) * 4);
@@ -290,10 +211,20 @@ struct Fast<Q5_0> : Q5_0 {
     }
 };
 
-template <>
-struct Fast<Q5_1> : Q5_1 {
-    static constexpr int ALIGN = 8;
+struct Q5_1 {  // d (f16) | m (f16) | qh (u32) | qs[16];  x = d q + m
+    QUANT_SIZES(Q5_1);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = ld_f16(b), m = ld_f16(b + 2);
+        const u32 hbits = ld_4(b + 4) >> (8 * c);
+        const uint2 q = ld_8(b + 8 + 8 * (c & 1));
+        const int sh = (c >> 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            v[k] = __fadd_rn(__fmul_rn(d, code_f(q5_code(q, hbits, sh, k), 0.0f)), m);
+    }
+    // word-wise (Fast<Q5_1>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 8;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const uint2 hd = ld8_al(b);  // d | m, qh
         const float d = half_lo(hd.x), m = half_hi(hd.x);
         const u32 hbits = hd.y >> (8 * c);
@@ -307,10 +238,36 @@ struct Fast<Q5_1> : Q5_1 {
     }
 };
 
-template <>
-struct Fast<Q4_K> : Q4_K {
-    static constexpr int ALIGN = 16;
+// Q4_K/Q5_K scale and min of sub-block j from the 12 packed bytes s (llama.cpp's
+// get_scale_min_k4): j < 4: low 6 bits of s[j], s[j + 4]; else low/high nibble of s[j + 4]
+// with the top 2 bits of s[j - 4] / s[j].
+__device__ __forceinline__ void k_scale_min(const u8* s, int j, u32* sc, u32* mn) {
+    if (j < 4) {
+        *sc = s[j] & 63u;
+        *mn = s[j + 4] & 63u;
+    } else {
+        *sc = (s[j + 4] & 15u) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+struct Q4_K {  // d | dmin | scales[12] | qs[128];  x = (d sc[j]) q - dmin m[j]
+    QUANT_SIZES(Q4_K);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int j = c >> 2;  // sub-block of 32 values: nibble j % 2 of qs[32 (j / 2) ..]
+        u32 sc, mn;
+        k_scale_min(b + 4, j, &sc, &mn);
+        const float dsc = __fmul_rn(ld_f16(b), code_f(sc, 0.0f));
+        const float dmn = __fmul_rn(ld_f16(b + 2), code_f(mn, 0.0f));
+        const uint2 q = ld_8(b + 16 + (j >> 1) * 32 + (c & 3) * 8);
+        const int sh = (j & 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            v[k] = __fsub_rn(__fmul_rn(dsc, code_f((byte_of(q, k) >> sh) & 15u, 0.0f)), dmn);
+    }
+    // word-wise (Fast<Q4_K>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 16;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const int j = c >> 2;
         float dsc, dmn;
         k_scales_w(*reinterpret_cast<const uint4*>(b), j, &dsc, &dmn);
@@ -321,10 +278,26 @@ struct Fast<Q4_K> : Q4_K {
     }
 };
 
-template <>
-struct Fast<Q5_K> : Q5_K {
-    static constexpr int ALIGN = 16;
+struct Q5_K {  // d | dmin | scales[12] | qh[32] | qs[128];  bit 4 of value l of sub-block j
+    QUANT_SIZES(Q5_K);  // = bit j of qh[l]
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int j = c >> 2, l0 = (c & 3) * 8;
+        u32 sc, mn;
+        k_scale_min(b + 4, j, &sc, &mn);
+        const float dsc = __fmul_rn(ld_f16(b), code_f(sc, 0.0f));
+        const float dmn = __fmul_rn(ld_f16(b + 2), code_f(mn, 0.0f));
+        const uint2 h = ld_8(b + 16 + l0);
+        const uint2 q = ld_8(b + 48 + (j >> 1) * 32 + l0);
+        const int sh = (j & 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u32 code = ((byte_of(q, k) >> sh) & 15u) | (((byte_of(h, k) >> j) & 1u) << 4);
+            v[k] = __fsub_rn(__fmul_rn(dsc, code_f(code, 0.0f)), dmn);
+        }
+    }
+    // word-wise (Fast<Q5_K>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 16;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const int j = c >> 2, l0 = (c & 3) * 8;
         float dsc, dmn;
         k_scales_w(*reinterpret_cast<const uint4*>(b), j, &dsc, &dmn);
@@ -339,10 +312,24 @@ struct Fast<Q5_K> : Q5_K {
     }
 };
 
-template <>
-struct Fast<Q6_K> : Q6_K {
-    static constexpr int ALIGN = 2;
+struct Q6_K {  // ql[128] | qh[64] | scales[16] int8 | d (f16);  value e = 128 h + r:
+    QUANT_SIZES(Q6_K);  // low 4 bits = nibble r / 64 of ql[64 h + r % 64],
+    // bits 4-5 = bits 2 (r / 32) of qh[32 h + r % 32];  x = (d scales[e / 16]) (q - 32)
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int e = 8 * c, h = e >> 7, r = e & 127;
+        const float dsc = __fmul_rn(ld_f16(b + 208), (float)(signed char)b[192 + (c >> 1)]);
+        const uint2 ql = ld_8(b + 64 * h + (r & 63));
+        const uint2 qh = ld_8(b + 128 + 32 * h + (r & 31));
+        const int sl = (r >> 6) * 4, shh = (r >> 5) * 2;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u32 code = ((byte_of(ql, k) >> sl) & 15u) | (((byte_of(qh, k) >> shh) & 3u) << 4);
+            v[k] = __fmul_rn(dsc, code_f(code, 32.0f));
+        }
+    }
+    // word-wise (Fast<Q6_K>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 2;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const int e = 8 * c, h = e >> 7, r = e & 127;
         const float dsc = __fmul_rn(f16_at(b + 208), (float)(signed char)b[192 + (c >> 1)]);
         uint2 q = nib8(ld_8(b + 64 * h + (r & 63)), (r >> 6) * 4);
@@ -354,6 +341,91 @@ struct Fast<Q6_K> : Q6_K {
         codes8(q, 32.0f, f);
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dsc, f[k]);
+    }
+};
+
+struct Q2_K {  // scales[16] | qs[64] | d | dmin;  sub-block j of 16: x = (d sc[j]) q - dmin m[j],
+    QUANT_SIZES(Q2_K);  // sc / m = low / high nibble of scales[j]; value 128 h + 32 s + l:
+    // q = bits 2s, 2s + 1 of qs[32 h + l]
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int h = c >> 4, sh = 2 * ((c >> 2) & 3), l0 = (c & 3) * 8;
+        const u32 s = b[c >> 1];
+        const float dl = __fmul_rn(ld_f16(b + 80), code_f(s & 15u, 0.0f));
+        const float ml = __fmul_rn(ld_f16(b + 82), code_f(s >> 4, 0.0f));
+        const uint2 q = ld_8(b + 16 + 32 * h + l0);
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            v[k] = __fsub_rn(__fmul_rn(dl, code_f((byte_of(q, k) >> sh) & 3u, 0.0f)), ml);
+    }
+};
+
+struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 4 h + s):
+    QUANT_SIZES(Q3_K);  // q = Q2_K's 2 bits | bit g of hmask[l] << 2;  x = (d (sc - 32)) (q - 4)
+    // 6-bit sc[j]: low 4 bits = nibble j / 8 of scales[j % 8], high 2 = bits 2 (j / 4) of
+    // scales[8 + j % 4]
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int j = c >> 1, g = c >> 2, l0 = (c & 3) * 8;
+        const u32 lo = (b[96 + (j & 7)] >> (4 * (j >> 3))) & 15u;
+        const u32 hi = (b[104 + (j & 3)] >> (2 * (j >> 2))) & 3u;
+        const float dl = __fmul_rn(ld_f16(b + 108), code_f(lo | (hi << 4), 32.0f));
+        const uint2 q = ld_8(b + 32 + 32 * (g >> 2) + l0);
+        const uint2 m = ld_8(b + l0);
+        const int sh = 2 * (g & 3);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u32 code = ((byte_of(q, k) >> sh) & 3u) | (((byte_of(m, k) >> g) & 1u) << 2);
+            v[k] = __fmul_rn(dl, code_f(code, 4.0f));
+        }
+    }
+};
+
+// IQ4_NL/IQ4_XS level of a 4-bit code, exact: gguf-py's IQ4_NL.kvalues as int8 bytes, four to a
+// word (tests/test_quants.py checks the words against gguf-py), picked with one PRMT per half.
+__device__ __forceinline__ float iq4_level(u32 q) {
+    const u32 s = q & 7u;
+    const u32 lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, s);  // levels 0-7: -127 .. -10
+    const u32 hi = __byte_perm(0x26190D01u, 0x71594535u, s);  // levels 8-15: 1 .. 113
+    return code_f(((q & 8u ? hi : lo) & 0xFFu) ^ 0x80u, 128.0f);
+}
+
+struct IQ4_NL {  // d (f16) | qs[16], nibbles as Q4_0;  x = d * LEVELS[q]
+    QUANT_SIZES(IQ4_NL);
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const float d = ld_f16(b);
+        const uint2 q = ld_8(b + 2 + 8 * (c & 1));
+        const int sh = (c >> 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, iq4_level((byte_of(q, k) >> sh) & 15u));
+    }
+};
+
+struct IQ4_XS {  // d | scales_h (u16) | scales_l[4] | qs[128];  sub-block j of 32: 16 bytes of
+    QUANT_SIZES(IQ4_XS);  // qs, nibbles as IQ4_NL;  6-bit ls = nibble j % 2 of scales_l[j / 2]
+    // | bits 2j, 2j + 1 of scales_h << 4;  x = (d (ls - 32)) * LEVELS[q]
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        const int j = c >> 2, p = c & 3;
+        const u32 sh16 = b[2] | ((u32)b[3] << 8);
+        const u32 ls = ((b[4 + (j >> 1)] >> (4 * (j & 1))) & 15u) | (((sh16 >> (2 * j)) & 3u) << 4);
+        const float dl = __fmul_rn(ld_f16(b), code_f(ls, 32.0f));
+        const uint2 q = ld_8(b + 8 + 16 * j + 8 * (p & 1));
+        const int sh = (p >> 1) * 4;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dl, iq4_level((byte_of(q, k) >> sh) & 15u));
+    }
+};
+
+// Fast<T>::dec8 is T::dec8_w for a type that has one (valid at a multiple of Fast<T>::ALIGN),
+// else T::dec8 with ALIGN 1: a new type needs only its byte-wise dec8.
+template <class...>
+using tk_void_t = void;
+template <class T, class = void>
+struct Fast : T {
+    static constexpr int ALIGN = 1;
+};
+template <class T>
+struct Fast<T, tk_void_t<decltype(T::ALIGN)>> : T {
+    static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
+        T::dec8_w(b, c, v);
     }
 };
 

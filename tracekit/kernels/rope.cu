@@ -2,7 +2,9 @@
 // grid). One thread per rotated pair, grid-stride over a 64-bit pair index k:
 //   row = k / half (token * n_head + head), i = k % half, token = row / n_head.
 // The angle is built as ggml's CPU rope cache builds it: theta = float(pos), multiplied by
-// theta_scale (computed on the host) once per pair index, then freq_scale * theta. Pure f32
+// theta_scale (computed on the host) once per pair index, divided by the pair's frequency
+// factor when there are any (llama 3's rope_freqs.weight: ggml's theta / ff[i]), then
+// freq_scale * theta. Pure f32
 // multiplies, so it matches the NumPy reference bit for bit; cosf/sinf are the IEEE-accurate
 // versions (no fast math). Products are rounded before the add/subtract (__fmul_rn).
 // Reads 8 B, writes 8 B per pair (+ 4 B position per token); 6 flops + i angle multiplies.
@@ -11,7 +13,8 @@
 
 extern "C" __global__ void rope_f32(const float* x, const int* pos, float* y, long long nt,
                                     int n_head, int head_dim, float theta_scale,
-                                    float freq_scale, int neox, unsigned long long* stamp) {
+                                    float freq_scale, int neox, const float* freq_factors,
+                                    int has_factors, unsigned long long* stamp) {
     node_start_stamp(stamp);
     const int half = head_dim / 2;
     const long long total = nt * n_head * half;
@@ -22,6 +25,7 @@ extern "C" __global__ void rope_f32(const float* x, const int* pos, float* y, lo
         const long long t = row / n_head;
         float theta = (float)pos[t];
         for (int j = 0; j < i; ++j) theta = __fmul_rn(theta, theta_scale);
+        if (has_factors) theta = __fdiv_rn(theta, freq_factors[i]);
         theta = __fmul_rn(freq_scale, theta);
         const float c = cosf(theta), s = sinf(theta);
         const long long base = row * head_dim;

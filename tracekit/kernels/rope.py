@@ -6,7 +6,8 @@ x is float32 [nt, n_head, head_dim], positions int32 [nt]; the whole head is rot
     theta_i = freq_scale * (((p * ts) * ts) ... * ts)      (i multiplications, all in f32)
     p = float(positions[t]),  ts = f32(base ** (f32(-2) / f32(head_dim)))
 
-which is ggml's CPU rope cache: ``theta_scale = powf(freq_base, -2.0f/n_dims)``, ``theta``
+(theta divided by ``freq_factors[i]`` first when given: llama 3's ``rope_freqs.weight``, as
+ggml's ``rope_yarn(theta / ff, ...)``), which is ggml's CPU rope cache: ``theta_scale = powf(freq_base, -2.0f/n_dims)``, ``theta``
 starts at the position and is multiplied by theta_scale once per pair, and rope_yarn (with
 ext_factor 0, attn_factor 1) uses ``freq_scale * theta``. ``ts`` is computed once on the host
 (correctly rounded through float64) and passed to the kernel, so the reference and the kernel
@@ -42,7 +43,9 @@ def theta_scale(base: float, head_dim: int) -> np.float32:
     return np.float32(np.float64(np.float32(base)) ** np.float64(expo))
 
 
-def _check(x: Any, positions: Any, base: float, freq_scale: float) -> tuple[int, int, int]:
+def _check(
+    x: Any, positions: Any, base: float, freq_scale: float, freq_factors: Any = None
+) -> tuple[int, int, int]:
     """Returns (nt, n_head, head_dim)."""
     require_array(x, np.float32, "rope x", ndim=3)
     require_array(positions, np.int32, "rope positions", ndim=1)
@@ -59,10 +62,23 @@ def _check(x: Any, positions: Any, base: float, freq_scale: float) -> tuple[int,
         raise KernelInputError(f"rope base {base} must be finite and > 0")
     if not np.isfinite(freq_scale):
         raise KernelInputError(f"rope freq_scale {freq_scale} must be finite")
+    if freq_factors is not None:
+        require_array(freq_factors, np.float32, "rope freq_factors", ndim=1)
+        if int(freq_factors.size) != hd // 2:
+            raise KernelInputError(
+                f"rope freq_factors has {int(freq_factors.size)} entries, expected head_dim / 2 "
+                f"= {hd // 2}"
+            )
     return nt, n_head, hd
 
 
-def rope_angles(positions: np.ndarray, head_dim: int, base: float, freq_scale: float) -> np.ndarray:
+def rope_angles(
+    positions: np.ndarray,
+    head_dim: int,
+    base: float,
+    freq_scale: float,
+    freq_factors: np.ndarray | None = None,
+) -> np.ndarray:
     """theta [nt, head_dim / 2] in f32, built exactly as ggml's CPU rope cache builds it."""
     half = head_dim // 2
     ts = theta_scale(base, head_dim)
@@ -71,11 +87,18 @@ def rope_angles(positions: np.ndarray, head_dim: int, base: float, freq_scale: f
     for i in range(half):  # sequential f32 products: the same rounding as the kernel's loop
         theta[:, i] = cur
         cur = cur * ts
+    if freq_factors is not None:
+        theta = theta / freq_factors.astype(np.float32)
     return np.float32(freq_scale) * theta
 
 
 def ref_rope_f32(
-    x: np.ndarray, positions: np.ndarray, base: float, neox: bool, freq_scale: float = 1.0
+    x: np.ndarray,
+    positions: np.ndarray,
+    base: float,
+    neox: bool,
+    freq_scale: float = 1.0,
+    freq_factors: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LaunchRecord]:
     """Rotate every head of every token by its position (NumPy reference); returns a new array.
 
@@ -85,12 +108,14 @@ def ref_rope_f32(
         base: the rope frequency base (10000, 1e6, ...).
         neox: pairs (i, i + head_dim/2) when True, adjacent pairs (2i, 2i+1) when False.
         freq_scale: linear position scaling (1.0: none).
+        freq_factors: float32 [head_dim / 2] per-pair divisors of the angle (llama 3), or None.
 
     Raises:
-        KernelInputError: dtype/rank/contiguity, empty x, odd head_dim, positions length != nt.
+        KernelInputError: dtype/rank/contiguity, empty x, odd head_dim, positions length != nt,
+            freq_factors not [head_dim / 2].
     """
-    nt, n_head, hd = _check(x, positions, base, freq_scale)
-    theta = rope_angles(positions, hd, base, freq_scale)[:, None, :]  # [nt, 1, half]
+    nt, n_head, hd = _check(x, positions, base, freq_scale, freq_factors)
+    theta = rope_angles(positions, hd, base, freq_scale, freq_factors)[:, None, :]
     c, s = np.cos(theta), np.sin(theta)
     if neox:
         a, b = x[..., : hd // 2], x[..., hd // 2 :]
@@ -100,14 +125,17 @@ def ref_rope_f32(
     ya, yb = (y[..., : hd // 2], y[..., hd // 2 :]) if neox else (y[..., 0::2], y[..., 1::2])
     np.subtract(a * c, b * s, out=ya)
     np.add(a * s, b * c, out=yb)
-    return y, _record(None, x, positions, y, neox)
+    return y, _record(None, x, positions, y, neox, freq_factors)
 
 
-def _record(geometry: Any, x: Any, positions: Any, y: Any, neox: bool) -> LaunchRecord:
+def _record(
+    geometry: Any, x: Any, positions: Any, y: Any, neox: bool, freq_factors: Any = None
+) -> LaunchRecord:
+    reads = (x, positions) if freq_factors is None else (x, positions, freq_factors)
     return LaunchRecord.of(
         KERNEL,
         geometry,
-        reads=(x, positions),
+        reads=reads,
         writes=(y,),
         flops=FLOPS_PER_ELEMENT * int(x.size),
         mode="neox" if neox else "normal",
@@ -125,14 +153,17 @@ def launch_rope_f32(
     base: float,
     neox: bool,
     freq_scale: float = 1.0,
+    freq_factors: Any = None,
     out: Any = None,
 ) -> tuple[Any, LaunchRecord]:
     """Rope on the device: one thread per rotated pair, grid-stride over a 64-bit pair index."""
     from tracekit.kernels.cuda import NO_STAMP, kernel, launch
 
-    nt, n_head, hd = _check(x, positions, base, freq_scale)
+    nt, n_head, hd = _check(x, positions, base, freq_scale, freq_factors)
     require_device(x, "rope x")
     require_device(positions, "rope positions")
+    if freq_factors is not None:
+        require_device(freq_factors, "rope freq_factors")
     y = device_out(out, tuple(x.shape), np.float32, "rope out")
     geo = geometry(nt, n_head, hd)
     launch(
@@ -149,7 +180,9 @@ def launch_rope_f32(
             theta_scale(base, hd),
             np.float32(freq_scale),
             np.int32(bool(neox)),
+            x if freq_factors is None else freq_factors,  # never read when has_factors is 0
+            np.int32(freq_factors is not None),
             NO_STAMP,
         ),
     )
-    return y, _record(geo, x, positions, y, neox)
+    return y, _record(geo, x, positions, y, neox, freq_factors)

@@ -16,6 +16,14 @@ __device__ __forceinline__ double widen(float v) { return (double)v; }
 __device__ __forceinline__ double widen(double v) { return v; }
 __device__ __forceinline__ double widen(__half v) { return (double)__half2float(v); }
 
+// Block sizes and table widths: -D options from stats.py's constants (kernel_defines).
+#if !defined(RED_BLOCK) || !defined(HEAT_BLOCK) || !defined(BATCH_BLOCK) || \
+    !defined(DESC_WORDS) || !defined(RES_WORDS)
+#error "compile with stats.kernel_defines(): RED_BLOCK, HEAT_BLOCK, BATCH_BLOCK, DESC/RES_WORDS"
+#endif
+static_assert((RED_BLOCK & (RED_BLOCK - 1)) == 0 && (HEAT_BLOCK & (HEAT_BLOCK - 1)) == 0,
+              "the tree reductions need power-of-two blocks");
+
 #define NRED_D 4  // min, max, sum, sumsq
 #define NRED_U 5  // finite, nan, +inf, -inf, zeros
 
@@ -41,7 +49,7 @@ __device__ __forceinline__ void acc_merge(Acc& a, const Acc& b) {
 }
 
 // Tree reduction of one Acc per thread in shared memory; thread 0 ends with the block's total.
-// blockDim.x must be a power of two <= 256.
+// blockDim.x must be a power of two <= RED_BLOCK.
 __device__ void block_reduce(Acc& a, Acc* sh) {
     const unsigned t = threadIdx.x;
     sh[t] = a;
@@ -77,7 +85,7 @@ template <typename T>
 __device__ void stats_reduce(const T* __restrict__ x, long long n, double* part_d,
                              unsigned long long* part_u, double* res_d,
                              unsigned long long* res_u, unsigned int* ticket) {
-    __shared__ Acc sh[256];
+    __shared__ Acc sh[RED_BLOCK];
     __shared__ bool last;
     Acc a;
     acc_init(a);
@@ -133,8 +141,8 @@ __device__ void stats_hist(const T* __restrict__ x, long long n, double lo, doub
 template <typename T>
 __device__ void stats_heat(const T* __restrict__ x, long long n_rows, long long n_cols, int R,
                            int C, double* __restrict__ sums, unsigned long long* __restrict__ bad) {
-    __shared__ double ssum[256];
-    __shared__ unsigned long long sbad[256];
+    __shared__ double ssum[HEAT_BLOCK];
+    __shared__ unsigned long long sbad[HEAT_BLOCK];
     const long long c = blockIdx.x, r = blockIdx.y;
     const long long r0 = r * n_rows / R, r1 = (r + 1) * n_rows / R;
     const long long c0 = c * n_cols / C, c1 = (c + 1) * n_cols / C;
@@ -203,9 +211,10 @@ STATS_VARIANTS(__half, f16)
 //
 // dtype codes: 0 f32, 1 f16, 2 f64, 3 i32. Every word buffer is 8-byte: doubles are stored by
 // their bits, so the host reads all results back in one copy.
-#define DESC_WORDS 9
-#define RES_WORDS 9  // min, max, sum, sumsq (double bits), finite, nan, +inf, -inf, zeros
-#define BATCH_BLOCK 256
+// DESC_WORDS, RES_WORDS (min, max, sum, sumsq (double bits), finite, nan, +inf, -inf, zeros)
+// and BATCH_BLOCK come from stats.py (kernel_defines), which sizes the tables and grids.
+static_assert(BATCH_BLOCK % 32 == 0 && BATCH_BLOCK <= 1024, "BATCH_BLOCK: whole warps");
+static_assert(RES_WORDS == NRED_D + NRED_U, "a result row is one Acc");
 #define WARPS (BATCH_BLOCK / 32)
 
 __device__ __forceinline__ double widen(int v) { return (double)v; }

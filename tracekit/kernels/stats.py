@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError
 
 #: Most histogram bins a GPU block keeps in shared memory (8 B each).
@@ -305,8 +306,10 @@ _HEAT_BLOCK = 256
 def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_cols: int) -> dict:
     import cupy
 
-    from tracekit.kernels.cuda import kernel
-    from tracekit.kernels.launch import ceil_div
+    from tracekit.kernels.launch import Geometry, ceil_div
+
+    def launch(name: str, geo: Geometry, args: tuple[Any, ...], smem: int = 0) -> None:
+        cuda.launch(cuda.kernel("stats", name), geo.grid, geo.block, args, smem)
 
     shape = tuple(int(s) for s in x.shape)
     n_rows, n_cols, R, C = _grid(shape, heat_rows, heat_cols)
@@ -324,8 +327,10 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
     res_d = cupy.empty(4, dtype=cupy.float64)
     res_u = cupy.empty(5, dtype=cupy.uint64)
     done = cupy.zeros(1, dtype=cupy.uint32)
-    kernel("stats", f"stats_reduce_{sfx}")(
-        (n_blocks, 1, 1), (_RED_BLOCK, 1, 1), (x, n64, part_d, part_u, res_d, res_u, done)
+    launch(
+        f"stats_reduce_{sfx}",
+        Geometry((n_blocks, 1, 1), (_RED_BLOCK, 1, 1), n),
+        (x, n64, part_d, part_u, res_d, res_u, done),
     )
     mn, mx, total, total_sq = (float(v) for v in res_d.get())
     n_finite, nan, pinf, ninf, zeros = (int(v) for v in res_u.get())
@@ -335,9 +340,9 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
         hlo, hhi = _hist_range(mn, mx)
         hist = cupy.zeros(bins, dtype=cupy.uint64)
         hb = max(1, min(ceil_div(n, _HIST_BLOCK), _RED_MAX_BLOCKS))
-        kernel("stats", f"stats_hist_{sfx}")(
-            (hb, 1, 1),
-            (_HIST_BLOCK, 1, 1),
+        launch(
+            f"stats_hist_{sfx}",
+            Geometry((hb, 1, 1), (_HIST_BLOCK, 1, 1), n),
             (
                 x,
                 n64,
@@ -346,7 +351,7 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
                 np.int32(bins),
                 hist,
             ),
-            shared_mem=bins * 8,
+            bins * 8,
         )
     else:
         hlo = hhi = None
@@ -356,9 +361,9 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
     if R:
         sums = cupy.empty(R * C, dtype=cupy.float64)
         bad = cupy.empty(R * C, dtype=cupy.uint64)
-        kernel("stats", f"stats_heat_{sfx}")(
-            (C, R, 1),
-            (_HEAT_BLOCK, 1, 1),
+        launch(
+            f"stats_heat_{sfx}",
+            Geometry((C, R, 1), (_HEAT_BLOCK, 1, 1), n),
             (x, np.int64(n_rows), np.int64(n_cols), np.int32(R), np.int32(C), sums, bad),
         )
         rs, cs = _splits(n_rows, R), _splits(n_cols, C)
@@ -384,6 +389,21 @@ _BATCH_WARPS = _BATCH_BLOCK // 32
 _BLOCK_CELL = 1024
 _DESC_WORDS = 9
 _RES_WORDS = 9
+
+
+def kernel_defines() -> tuple[str, ...]:
+    """The block sizes and table widths stats.cu's bodies assume, from the constants above
+    (its shared arrays are sized by them, the grids are built from them)."""
+    return (
+        f"-DRED_BLOCK={_RED_BLOCK}",
+        f"-DHEAT_BLOCK={_HEAT_BLOCK}",
+        f"-DBATCH_BLOCK={_BATCH_BLOCK}",
+        f"-DDESC_WORDS={_DESC_WORDS}",
+        f"-DRES_WORDS={_RES_WORDS}",
+    )
+
+
+cuda.defines("stats", kernel_defines)
 #: dtype -> code of the batched kernels; a device tensor of another dtype is converted to
 #: float64 when added (one extra copy; the graph's outputs are all float32).
 _CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.float64): 2,
@@ -580,16 +600,31 @@ class PreparedStats:
         elems = int(cols[:, 1].sum())
         nbytes = sum(int(it[1].nbytes) for it in items)
         block = (_BATCH_BLOCK, 1, 1)
+        # each launch once: (kernel, geometry, arguments, shared memory), launched by enqueue
+        # and recorded from the same geometry
+        self._specs: list[tuple[str, Geometry, tuple[Any, ...], int]] = []
         self.launches = []
         if n_red:
+            geo = Geometry((n_red, 1, 1), block, elems)
+            self._specs.append(
+                ("stats_batch_reduce", geo,
+                 (self.t_desc, np.int32(T), self.t_red, np.int64(_BATCH_CHUNK), self.res,
+                  self.part, self.tickets), 0)
+            )  # fmt: skip
             self.launches.append(
-                LaunchRecord.of("stats_batch_reduce", Geometry((n_red, 1, 1), block, elems),
+                LaunchRecord.of("stats_batch_reduce", geo,
                                 bytes_read=nbytes, bytes_written=T * _RES_WORDS * 8)
             )  # fmt: skip
         if n_red + n_heat:
+            geo = Geometry((n_red + n_heat, 1, 1), block, elems + n_cells)
+            self._specs.append(
+                ("stats_batch_hist_heat", geo,
+                 (self.t_desc, np.int32(T), self.t_red, self.t_heat, np.int64(n_red),
+                  np.int64(_BATCH_CHUNK), np.int32(bins), self.res, self.hist, self.cells),
+                 bins * 8)
+            )  # fmt: skip
             self.launches.append(
-                LaunchRecord.of("stats_batch_hist_heat",
-                                Geometry((n_red + n_heat, 1, 1), block, elems + n_cells),
+                LaunchRecord.of("stats_batch_hist_heat", geo,
                                 bytes_read=2 * nbytes, bytes_written=(T * bins + n_cells) * 8)
             )  # fmt: skip
 
@@ -597,24 +632,10 @@ class PreparedStats:
         """Zero the results and launch the reduction, then the histograms and heatmaps."""
         import cupy
 
-        from tracekit.kernels.cuda import kernel
-
-        T, n_red, n_heat, block = self.T, self.n_red, self.n_heat, (_BATCH_BLOCK, 1, 1)
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.buf.nbytes, stream)
-        if n_red:
-            kernel("stats", "stats_batch_reduce")(
-                (n_red, 1, 1), block,
-                (self.t_desc, np.int32(T), self.t_red, np.int64(_BATCH_CHUNK), self.res,
-                 self.part, self.tickets),
-            )  # fmt: skip
-        if n_red + n_heat:
-            kernel("stats", "stats_batch_hist_heat")(
-                (n_red + n_heat, 1, 1), block,
-                (self.t_desc, np.int32(T), self.t_red, self.t_heat, np.int64(n_red),
-                 np.int64(_BATCH_CHUNK), np.int32(self.bins), self.res, self.hist, self.cells),
-                shared_mem=self.bins * 8,
-            )  # fmt: skip
+        for name, geo, args, smem in self._specs:
+            cuda.launch(cuda.kernel("stats", name), geo.grid, geo.block, args, smem)
 
     def read_part(self, words: np.ndarray | None = None) -> tuple[Any, ...]:
         """The packed results as arrays: from the device (one copy, waiting for the kernels),

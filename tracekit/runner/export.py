@@ -1,8 +1,10 @@
 """Chrome Trace Event JSON (what Perfetto and chrome://tracing open) from a tracekit trace.
 
-Layout: one process per step (``prefill``, ``decode 1``, …), its node slices laid end to end
-by measured node time on one thread, nested inside the step slice and a layer slice (``blk.7``),
-as the NVTX ranges nest; each slice is named after the node (the NVTX message) with its kernel
+Layout: one process per step (``prefill``, ``decode 1``, …), its node slices on one thread at
+their recorded device times (v2 traces: ``start_ns``/``end_ns`` on the step's clock, so a gap
+is a gap; v1 traces have none and are laid end to end by node time), nested inside the step
+slice and a layer slice (``blk.7``), as the NVTX ranges nest; the gaps in which the device
+waited for the host are slices of a second thread (``host wait``); each slice is named after the node (the NVTX message) with its kernel
 family as category (the NVTX category) and carries perf and stats in ``args``. Steps follow each
 other on one clock. Counter tracks per step hold absmax, mean and the NaN+Inf count per node.
 Times are whole nanoseconds internally, so a parent slice always contains its children.
@@ -18,6 +20,7 @@ from typing import Any
 from tracekit.runner.trace import atomic_write_text
 
 _NODE_TID = 1
+_WAIT_TID = 2
 _COUNTERS = (("absmax", "absmax"), ("mean", "mean"))
 
 
@@ -88,14 +91,30 @@ def chrome_events(trace: dict[str, Any]) -> dict[str, Any]:
         layer: tuple[int, int] | None = None  # (layer index, start ns)
         slices: list[dict[str, Any]] = []
         counters: list[dict[str, Any]] = []
+        timed = all("start_ns" in r for r in step["nodes"])
+        layer_end = clock_ns
         for rec in step["nodes"]:
             node = nodes[rec["id"]]
-            dur = max(1, round(rec["time_s"] * 1e9))  # a zero-length slice would vanish
+            if timed:  # the recorded device interval, on this step's clock
+                clock_ns = step_start + int(rec["start_ns"])
+                dur = max(1, int(rec["end_ns"]) - int(rec["start_ns"]))
+            else:  # v1: end to end by node time
+                dur = max(1, round(rec["time_s"] * 1e9))  # a zero-length slice would vanish
             if layer is not None and layer[0] != node["layer"]:
-                slices.append(_layer_slice(pid, layer, clock_ns))
+                slices.append(_layer_slice(pid, layer, layer_end))
                 layer = None
             if layer is None and node["layer"] is not None:
                 layer = (node["layer"], clock_ns)
+            wait = rec.get("host_wait_s") or 0.0
+            if timed and wait > 0:
+                w = max(1, round(wait * 1e9))
+                slices.append(
+                    {
+                        "ph": "X", "name": "host wait", "cat": "idle", "pid": pid,
+                        "tid": _WAIT_TID, "ts": _us(clock_ns - w), "dur": _us(w),
+                        "args": {"before": node["name"], "wait_us": wait * 1e6},
+                    }
+                )  # fmt: skip
             slices.append(
                 {
                     "ph": "X",
@@ -127,8 +146,17 @@ def chrome_events(trace: dict[str, Any]) -> dict[str, Any]:
                     {"ph": "C", "name": "nan+inf", "pid": pid, "ts": ts, "args": {"nan+inf": bad}}
                 )
             clock_ns += dur
+            layer_end = clock_ns
+        if timed and step.get("span_ns") is not None:
+            clock_ns = max(clock_ns, step_start + int(step["span_ns"]))
         if layer is not None:
-            slices.append(_layer_slice(pid, layer, clock_ns))
+            slices.append(_layer_slice(pid, layer, layer_end))
+        bd = step.get("breakdown")
+        extra = (
+            {k: bd[k] * 1e6 for k in ("kernel_s", "host_wait_s", "other_gap_s", "span_s")}
+            if bd
+            else {}
+        )
         events.append(
             {
                 "ph": "X",
@@ -143,6 +171,8 @@ def chrome_events(trace: dict[str, Any]) -> dict[str, Any]:
                     "n_past": step["n_past"],
                     "wall_us": step["wall_s"] * 1e6,
                     "chosen": step["logits"]["chosen"],
+                    "launch_mode": step.get("launch_mode"),
+                    **{k.replace("_s", "_us"): v for k, v in extra.items()},
                 },
             }
         )
@@ -157,7 +187,10 @@ def chrome_events(trace: dict[str, Any]) -> dict[str, Any]:
             "backend": run["backend"],
             "device": run["device"],
             "capture": run["capture"],
-            "note": "node slices are laid end to end by measured node time (host gaps removed)",
+            "time": (trace.get("derived") or {}).get("time_label", "GPU time"),
+            "note": "node slices at their recorded device times (gaps are gaps)"
+            if all("start_ns" in r for st in trace["steps"] for r in st["nodes"])
+            else "v1 trace: node slices laid end to end by measured node time (gaps removed)",
         },
     }
 
@@ -183,3 +216,36 @@ def export_chrome(trace: dict[str, Any], out: str | os.PathLike[str]) -> Path:
     """
     text = json.dumps(chrome_events(trace), allow_nan=False, separators=(",", ":"))
     return atomic_write_text(out, text)
+
+
+def export_logits(
+    trace: dict[str, Any], trace_path: str | os.PathLike[str], out: str | os.PathLike[str]
+) -> list[Path]:
+    """The logits a ``--save-logits`` recording kept, for comparison with Hugging Face or
+    llama.cpp (``llama-debug --save-logits``): ``out`` (``.npy`` added when missing) holds
+    f32 [steps, n_vocab], row k the logits that chose step k's token; ``<out stem>.tokens.npy``
+    the chosen token ids (int64 [steps]). Each file is written atomically.
+
+    Raises:
+        TraceError: the trace has no sidecar, the sidecar fails its checksum, or holds no logits.
+    """
+    import io
+
+    import numpy as np
+
+    from tracekit.runner.tensors import load_tensors, step_logits
+    from tracekit.runner.trace import TraceError, atomic_write_bytes
+
+    tensors = load_tensors(trace, trace_path)
+    if tensors is None:
+        raise TraceError(f"{trace_path}: no tensor sidecar (record with --save-logits)")
+    logits, chosen = step_logits(tensors)
+    out = Path(out)
+    if out.suffix != ".npy":
+        out = out.with_name(out.name + ".npy")
+    paths = []
+    for path, arr in ((out, logits), (out.with_name(out.stem + ".tokens.npy"), chosen)):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        paths.append(atomic_write_bytes(path, buf.getvalue()))
+    return paths

@@ -37,6 +37,8 @@ OP_FAMILY = {
     "mul": "elementwise",
     "silu": "elementwise",
     "gelu_tanh": "elementwise",
+    "softcap": "elementwise",
+    "slice_cols": "elementwise",
     "rms_norm": "norm",
     "rope": "rope",
     "attention": "attention",
@@ -181,7 +183,7 @@ class _Builder:
 
 
 def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None) -> Graph:
-    """The forward graph of a llama, qwen2 or gemma3 model (see tracekit.runner.model).
+    """The forward graph of a model of one of the supported architectures (tracekit.runner.model).
 
     Args:
         config: the model's configuration.
@@ -197,13 +199,27 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
     def matmul(name: str, inp: str, tensor: str, n: int, k: int, il: int) -> str:
         return g.add(name, "matmul", (inp, f"weight:{tensor}"), (NT, n), il, n=n, k=k)
 
+    def slice_cols(name: str, inp: str, start: int, width: int, il: int) -> str:
+        # phi3's fused outputs, split into contiguous parts (llama.cpp takes views)
+        return g.add(name, "slice_cols", (inp,), (NT, width), il, start=start, width=width)
+
+    rope_inputs = (
+        ("positions", "weight:rope_freqs.weight") if c.rope_freq_factors else ("positions",)
+    )
+
     for il in range(c.n_layer):
         b = f"blk.{il}."
         h = g.add(b + "attn_norm", "rms_norm", (x, f"weight:{b}attn_norm.weight"), (NT, e), il,
                   eps=c.rms_eps)  # fmt: skip
         qkv = {}
+        if c.fused_qkv:
+            fused = matmul(b + "attn_qkv", h, f"{b}attn_qkv.weight", c.q_dim + 2 * c.kv_dim, e, il)
+            starts = {"q": 0, "k": c.q_dim, "v": c.q_dim + c.kv_dim}
         for part, heads in (("q", c.n_head), ("k", c.n_head_kv), ("v", c.n_head_kv)):
-            y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il)
+            if c.fused_qkv:
+                y = slice_cols(f"{b}attn_{part}", fused, starts[part], heads * hd, il)
+            else:
+                y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il)
             if c.qkv_bias:
                 y = g.add(f"{b}attn_{part}.bias", "add_bias",
                           (y, f"weight:{b}attn_{part}.bias"), (NT, heads * hd), il,
@@ -213,13 +229,13 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
                           (y, f"weight:{b}attn_{part}_norm.weight"), (NT, heads, hd), il,
                           eps=c.rms_eps, heads=heads)  # fmt: skip
             if part != "v":
-                y = g.add(f"{b}rope_{part}", "rope", (y, "positions"), (NT, heads, hd), il,
+                y = g.add(f"{b}rope_{part}", "rope", (y, *rope_inputs), (NT, heads, hd), il,
                           base=c.layer_rope_base(il), neox=c.rope_neox,
                           freq_scale=c.layer_rope_freq_scale(il), heads=heads)  # fmt: skip
             qkv[part] = y
         att = g.add(b + "attn", "attention", (qkv["q"], qkv["k"], qkv["v"]), (NT, c.q_dim), il,
                     n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=hd, scale=c.attn_scale,
-                    window=c.layer_window(il), softcap=0.0)  # fmt: skip
+                    window=c.layer_window(il), softcap=c.attn_softcap)  # fmt: skip
         y = matmul(b + "attn_output", att, f"{b}attn_output.weight", e, c.q_dim, il)
         if c.post_norms:
             y = g.add(b + "post_attention_norm", "rms_norm",
@@ -228,8 +244,13 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
         x = g.add(b + "attn_residual", "add", (y, x), (NT, e), il)
         h = g.add(b + "ffn_norm", "rms_norm", (x, f"weight:{b}ffn_norm.weight"), (NT, e), il,
                   eps=c.rms_eps)  # fmt: skip
-        gate = matmul(b + "ffn_gate", h, f"{b}ffn_gate.weight", c.n_ff, e, il)
-        up = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", c.n_ff, e, il)
+        if c.fused_gate_up:  # phi3: ffn_up's rows are [gate | up]
+            fused = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", 2 * c.n_ff, e, il)
+            gate = slice_cols(b + "ffn_gate_part", fused, 0, c.n_ff, il)
+            up = slice_cols(b + "ffn_up_part", fused, c.n_ff, c.n_ff, il)
+        else:
+            gate = matmul(b + "ffn_gate", h, f"{b}ffn_gate.weight", c.n_ff, e, il)
+            up = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", c.n_ff, e, il)
         act = g.add(b + "ffn_act", c.ffn_act, (gate,), (NT, c.n_ff), il)
         y = g.add(b + "ffn_mul", "mul", (act, up), (NT, c.n_ff), il)
         y = matmul(b + "ffn_down", y, f"{b}ffn_down.weight", e, c.n_ff, il)
@@ -242,6 +263,8 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
     x = g.add("output_norm", "rms_norm", (x, "weight:output_norm.weight"), (NR, e),
               eps=c.rms_eps)  # fmt: skip
     out_w = "token_embd.weight" if c.tied_output else "output.weight"
-    g.add("output", "matmul", (x, f"weight:{out_w}"), (NR, c.n_vocab), n=c.n_vocab, k=e,
-          tied=c.tied_output)  # fmt: skip
+    x = g.add("output", "matmul", (x, f"weight:{out_w}"), (NR, c.n_vocab), n=c.n_vocab, k=e,
+              tied=c.tied_output)  # fmt: skip
+    if c.final_softcap:  # gemma2: the logits are cap * tanh(logits / cap)
+        g.add("output_softcap", "softcap", (x,), (NR, c.n_vocab), cap=c.final_softcap)
     return Graph(g.nodes, c)

@@ -15,6 +15,19 @@ llama.cpp runs them (``llama-model.cpp``):
   ``x * (1 + w)`` already added (so applied as stored); per-head RMSNorm of Q and K; norms after
   attention and after the FFN; GELU-tanh gated FFN; every 6th layer global, the others
   sliding-window with rope base 10000; NeoX rope; tied output.
+- ``llama`` with Llama 3 rope scaling: the converter writes it as an F32 ``rope_freqs.weight``
+  tensor of per-pair angle divisors (no ``rope.scaling.*`` keys); rope divides by them.
+- Mistral: the converter writes it as arch ``llama`` with no sliding-window key; run, as
+  llama.cpp runs it, with full causal attention (noted in the trace when the name says Mistral).
+- ``qwen3``: per-head RMSNorm of Q and K (weights as stored), no biases; NeoX rope.
+- ``phi3``: fused ``attn_qkv`` ([q | k | v] rows) and fused ``ffn_up`` ([gate | up] rows), split
+  after the matmul; NeoX rope; its ``sliding_window`` key is ignored, as llama.cpp ignores it
+  (full attention, noted in the trace). Long-context (``rope_factors_long``) files are refused.
+- ``gemma2``: as gemma3 without the Q/K norms and with one rope base, plus attention-logit and
+  final-logit soft-capping (``cap * tanh(x / cap)``); even layers sliding-window (llama.cpp's
+  swa pattern 2); attention scale 1/sqrt(head_dim) (llama.cpp's reading of
+  ``query_pre_attn_scalar``, which the converter does not write; n_embd / n_head for the
+  46-layer 27B).
 
 Shapes: the reader gives ``ne`` in ggml order ``[in, out]``; tracekit uses NumPy order
 ``(out, in)`` everywhere (a matmul weight is ``[n, k]``, one row per output).
@@ -48,7 +61,13 @@ if TYPE_CHECKING:
     from tracekit.runner.graph import Graph
     from tracekit.runner.tokenizer import GGUFTokenizer
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
+#: Rope scalings tracekit runs: ``rope.scaling.type`` values, and ``llama3`` (rope_freqs.weight).
+SUPPORTED_ROPE_SCALINGS = ("none", "linear", "llama3")
+#: Architectures whose rope pairs are NeoX's (i, i + d/2); the others use ggml's adjacent pairs.
+NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma2", "gemma3")
+#: The tensor of llama 3's per-pair rope frequency divisors.
+ROPE_FREQS = "rope_freqs.weight"
 
 #: Tensor types a 1-D tensor (norm weight, bias) may have; converted to f32 once at load.
 _VECTOR_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
@@ -57,6 +76,8 @@ _VECTOR_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantiz
 GEMMA3_SWA_PATTERN = 6
 #: gemma3: llama.cpp's rope_freq_base_train_swa for the local (sliding-window) layers.
 GEMMA3_ROPE_BASE_SWA = 10000.0
+#: gemma2: llama.cpp's set_swa_pattern(2) — even layers sliding-window, odd layers global.
+GEMMA2_SWA_PATTERN = 2
 
 
 class ModelError(ValueError):
@@ -98,6 +119,13 @@ class ModelConfig:
     sliding_window: int  # 0: no sliding-window layers
     swa_layers: tuple[bool, ...]
     tied_output: bool
+    rope_scaling: str = "none"  # one of SUPPORTED_ROPE_SCALINGS
+    rope_freq_factors: tuple[float, ...] = ()  # llama3: rope_freqs.weight, one per pair
+    attn_softcap: float = 0.0  # gemma2: cap * tanh(s / cap) on the scaled scores (0: none)
+    final_softcap: float = 0.0  # gemma2: the same on the logits (0: none)
+    fused_qkv: bool = False  # phi3: one attn_qkv matmul, split into q, k, v
+    fused_gate_up: bool = False  # phi3: one ffn_up matmul holding [gate | up]
+    notes: tuple[str, ...] = ()  # how this file is run where that differs from its metadata
 
     @property
     def q_dim(self) -> int:
@@ -117,6 +145,78 @@ class ModelConfig:
     def layer_rope_freq_scale(self, il: int) -> float:
         # llama.cpp: rope_freq_scale_train_swa = 1 for gemma3's local layers (no scaling there).
         return 1.0 if self.swa_layers[il] else self.rope_freq_scale
+
+    def summary(self) -> dict[str, Any]:
+        """The architecture-specific settings, for ``tracekit info``, the trace and the UI."""
+        out: dict[str, Any] = {
+            "rope": "neox" if self.rope_neox else "normal",
+            "rope_base": self.rope_base,
+            "rope_scaling": self.rope_scaling,
+        }
+        if self.rope_scaling == "linear":
+            out["rope_scaling_factor"] = 1.0 / self.rope_freq_scale
+        if self.rope_freq_factors:
+            out["rope_freq_factors"] = [float(f) for f in self.rope_freq_factors]
+        if any(self.swa_layers):
+            out["rope_base_swa"] = self.rope_base_swa
+        out["window_per_layer"] = [self.layer_window(il) for il in range(self.n_layer)]
+        out["attn_scale"] = self.attn_scale
+        out["attn_softcap"] = self.attn_softcap
+        out["final_softcap"] = self.final_softcap
+        out["qk_norm"] = self.qk_norm
+        out["qkv_bias"] = self.qkv_bias
+        out["post_norms"] = self.post_norms
+        out["fused_qkv"] = self.fused_qkv
+        out["fused_gate_up"] = self.fused_gate_up
+        out["ffn_act"] = self.ffn_act
+        out["embed_scale"] = self.embed_scale
+        out["tied_output"] = self.tied_output
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def _runs(values: list[Any], fmt: Any = "{:g}".format) -> str:
+    """``[1, 1, 1, 8, 8]`` -> ``1 ×3, 8 ×2``: long per-pair / per-layer lists stay readable."""
+    out: list[str] = []
+    for v in values:
+        text = fmt(v)
+        if out and out[-1].split(" ×")[0] == text:
+            head, _, n = out[-1].partition(" ×")
+            out[-1] = f"{head} ×{int(n or 1) + 1}"
+        else:
+            out.append(text)
+    return ", ".join(out)
+
+
+def describe_arch(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) rows of :meth:`ModelConfig.summary` (or a trace's ``model.arch_settings``):
+    what ``tracekit info`` prints and the dashboard's overview shows."""
+    s = settings
+    rope = f"{s['rope']} pairs, base {s['rope_base']:g}"
+    if "rope_base_swa" in s:
+        rope += f" (sliding-window layers {s['rope_base_swa']:g})"
+    scaling = s.get("rope_scaling", "none")
+    if scaling == "linear":
+        rope += f", linear scaling x{s['rope_scaling_factor']:g}"
+    elif scaling == "llama3":
+        factors = _runs(s.get("rope_freq_factors", []), "{:.4g}".format)
+        rope += f", llama3 frequency factors [{factors}]"
+    attn = f"scale {s['attn_scale']:.6g}"
+    if s.get("attn_softcap"):
+        attn += f", logit soft-cap {s['attn_softcap']:g}"
+    windows = s.get("window_per_layer", [])
+    window = _runs(windows, lambda w: str(w) if w else "full") if windows else "full"
+    rows = [("rope", rope), ("attention", attn), ("window/layer", window)]
+    parts = [k for k in ("qk_norm", "qkv_bias", "post_norms", "fused_qkv", "fused_gate_up")
+             if s.get(k)]  # fmt: skip
+    extra = f"ffn {s.get('ffn_act', 'silu')}" + (f", {', '.join(parts)}" if parts else "")
+    if s.get("embed_scale", 1.0) != 1.0:
+        extra += f", embedding x{s['embed_scale']:.6g}"
+    rows.append(("blocks", extra))
+    if s.get("final_softcap"):
+        rows.append(("logits", f"soft-cap {s['final_softcap']:g}"))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -375,16 +475,69 @@ def _read_config(
             f"attention.head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"
         )
 
-    scaling = m.str(f"{a}.rope.scaling.type", "none")
+    scaling = m.str(f"{a}.rope.scaling.type", "none") or "none"
     freq_scale = 1.0
+    freq_factors: tuple[float, ...] = ()
     if scaling == "linear":
         factor = m.float(f"{a}.rope.scaling.factor")
         freq_scale = 1.0 / factor if factor else 1.0
-    elif scaling not in (None, "none"):
-        problems.append(f"rope scaling type {scaling!r} is not supported (supported: linear)")
+    elif scaling != "none":
+        problems.append(
+            f"rope scaling type {scaling!r} is not supported "
+            f"(supported: {', '.join(SUPPORTED_ROPE_SCALINGS)})"
+        )
+    ff = tensors.get(ROPE_FREQS)
+    if ff is not None and arch == "llama":  # elsewhere: an unexpected tensor (_check_tensors)
+        if scaling != "none":
+            problems.append(f"tensor {ROPE_FREQS} together with rope scaling {scaling!r}")
+        scaling = "llama3"  # its shape and type are checked with the other tensors
+        if head_dim and ff.shape == (head_dim // 2,) and ff.qtype in _VECTOR_TYPES:
+            host = gguf.quants.dequantize(ff.raw(), ff.qtype).astype(np.float32).reshape(-1)
+            freq_factors = tuple(float(v) for v in host)
+            if not all(math.isfinite(v) and v > 0 for v in freq_factors):
+                problems.append(f"tensor {ROPE_FREQS} holds a factor that is not finite and > 0")
+    for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+        if name in tensors:  # phi3 128k: LongRoPE picks a factor set by context, with mscale
+            problems.append(
+                f"tensor {name} (long-context LongRoPE) is not supported "
+                f"(supported rope scalings: {', '.join(SUPPORTED_ROPE_SCALINGS)})"
+            )
+    notes: list[str] = []
 
     sliding_window, swa_layers = 0, ()
     rope_base_swa = rope_base or 10000.0
+    if arch == "gemma2" and n_layer:
+        sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
+        if sliding_window > 0:
+            swa_layers = tuple(il % GEMMA2_SWA_PATTERN == 0 for il in range(n_layer))
+    if arch == "phi3":
+        window = m.int(f"{a}.attention.sliding_window", 0, minimum=0)
+        if window:
+            notes.append(
+                f"{a}.attention.sliding_window = {window} is not applied: full causal attention, "
+                "as llama.cpp runs phi3"
+            )
+    if arch == "llama":
+        window = m.int(f"{a}.attention.sliding_window", 0, minimum=0)
+        label = " ".join(str(m.get(k, "") or "") for k in ("general.name", "general.basename"))
+        if window:  # llama.cpp's llama graph has no sliding window either
+            notes.append(
+                f"{a}.attention.sliding_window = {window} is not applied: full causal attention, "
+                "as llama.cpp runs arch llama"
+            )
+        elif "mistral" in label.lower():
+            notes.append(
+                "Mistral stored as arch llama (the converter writes no sliding window): full "
+                "causal attention, as llama.cpp runs it"
+            )
+    attn_softcap = final_softcap = 0.0
+    if arch == "gemma2":
+        attn_softcap = m.float(f"{a}.attn_logit_softcapping", 0.0, positive=False) or 0.0
+        final_softcap = m.float(f"{a}.final_logit_softcapping", 0.0, positive=False) or 0.0
+        for key, v in (("attn_logit_softcapping", attn_softcap),
+                       ("final_logit_softcapping", final_softcap)):  # fmt: skip
+            if v < 0:
+                problems.append(f"metadata {a}.{key} = {v} must be >= 0 (0: no soft-capping)")
     if arch == "gemma3" and n_layer:
         sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
         if sliding_window > 0:
@@ -422,8 +575,9 @@ def _read_config(
     assert n_layer and n_embd and n_ff and n_ctx and n_head and n_head_kv and head_dim
     assert rms_eps and rope_base and n_vocab
 
-    gemma = arch == "gemma3"
-    if gemma and n_layer == 62:  # llama.cpp: the 27B model scales by n_embd / n_head instead
+    gemma = arch in ("gemma2", "gemma3")
+    # llama.cpp: the 27B models (gemma3 62 layers, gemma2 46) scale by n_embd / n_head instead
+    if (arch, n_layer) in (("gemma3", 62), ("gemma2", 46)):
         attn_scale = 1.0 / math.sqrt(n_embd / n_head)
     else:
         attn_scale = 1.0 / math.sqrt(head_dim)
@@ -442,9 +596,9 @@ def _read_config(
         rope_base=rope_base,
         rope_base_swa=rope_base_swa,
         rope_freq_scale=freq_scale,
-        rope_neox=arch in ("qwen2", "gemma3"),
+        rope_neox=arch in NEOX_ARCHS,
         qkv_bias=arch == "qwen2" or "blk.0.attn_q.bias" in tensors,
-        qk_norm=gemma,
+        qk_norm=arch in ("gemma3", "qwen3"),
         post_norms=gemma,
         embed_scale=math.sqrt(n_embd) if gemma else 1.0,
         ffn_act="gelu_tanh" if gemma else "silu",
@@ -452,6 +606,13 @@ def _read_config(
         sliding_window=sliding_window,
         swa_layers=swa_layers,
         tied_output="output.weight" not in tensors,
+        rope_scaling=scaling,
+        rope_freq_factors=freq_factors,
+        attn_softcap=attn_softcap,
+        final_softcap=final_softcap,
+        fused_qkv=arch == "phi3",
+        fused_gate_up=arch == "phi3",
+        notes=tuple(notes),
     )
     return cfg, []
 
@@ -470,9 +631,12 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[str, tuple[int, ...]]]
     for il in range(cfg.n_layer):
         b = f"blk.{il}."
         out[b + "attn_norm.weight"] = (VECTOR, (e,))
-        out[b + "attn_q.weight"] = (MATMUL, (q, e))
-        out[b + "attn_k.weight"] = (MATMUL, (kv, e))
-        out[b + "attn_v.weight"] = (MATMUL, (kv, e))
+        if cfg.fused_qkv:
+            out[b + "attn_qkv.weight"] = (MATMUL, (q + 2 * kv, e))
+        else:
+            out[b + "attn_q.weight"] = (MATMUL, (q, e))
+            out[b + "attn_k.weight"] = (MATMUL, (kv, e))
+            out[b + "attn_v.weight"] = (MATMUL, (kv, e))
         if cfg.qkv_bias:
             out[b + "attn_q.bias"] = (VECTOR, (q,))
             out[b + "attn_k.bias"] = (VECTOR, (kv,))
@@ -484,12 +648,17 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[str, tuple[int, ...]]]
         if cfg.post_norms:
             out[b + "post_attention_norm.weight"] = (VECTOR, (e,))
         out[b + "ffn_norm.weight"] = (VECTOR, (e,))
-        out[b + "ffn_gate.weight"] = (MATMUL, (f, e))
-        out[b + "ffn_up.weight"] = (MATMUL, (f, e))
+        if cfg.fused_gate_up:
+            out[b + "ffn_up.weight"] = (MATMUL, (2 * f, e))
+        else:
+            out[b + "ffn_gate.weight"] = (MATMUL, (f, e))
+            out[b + "ffn_up.weight"] = (MATMUL, (f, e))
         out[b + "ffn_down.weight"] = (MATMUL, (e, f))
         if cfg.post_norms:
             out[b + "post_ffw_norm.weight"] = (VECTOR, (e,))
     out["output_norm.weight"] = (VECTOR, (e,))
+    if cfg.rope_scaling == "llama3":
+        out[ROPE_FREQS] = (VECTOR, (cfg.head_dim // 2,))
     if not cfg.tied_output:
         out["output.weight"] = (MATMUL, (cfg.n_vocab, e))
     return out
@@ -524,9 +693,7 @@ def _check_tensors(cfg: ModelConfig, tensors: Mapping[str, TensorSpec]) -> list[
                 f"block size {QUANT_TABLE[t.qtype].block_size}"
             )
     for name in tensors:
-        if name == "rope_freqs.weight":  # llama 3.1+: per-frequency rope factors
-            problems.append("tensor rope_freqs.weight (rope frequency factors) is not supported")
-        elif name not in expected:
+        if name not in expected:
             problems.append(f"unexpected tensor {name} (not used by a {cfg.arch} model)")
     return problems
 
@@ -700,7 +867,7 @@ def load_model(path: str | os.PathLike[str]) -> Model:
     """Open and validate a GGUF model.
 
     Args:
-        path: a ``.gguf`` file of a llama, qwen2 or gemma3 model.
+        path: a ``.gguf`` file of one of the ``SUPPORTED_ARCHS``.
 
     Returns:
         A :class:`Model` (tensors stay memory-mapped; backend forms are made on first use).

@@ -91,6 +91,17 @@ def gelu_tanh(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.gelu_tanh_f32(x)
 
 
+def softcap(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    return be.softcap_f32(x, float(node.attrs["cap"]))
+
+
+def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    start, width = int(node.attrs["start"]), int(node.attrs["width"])
+    if x.ndim != 2 or start + width > int(x.shape[1]):
+        raise _fail(node, f"input {tuple(x.shape)} has no columns [{start}, {start + width})")
+    return be.slice_cols_f32(x, start, width)
+
+
 def rms_norm(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     w = st.weights.vectors[node.weight]
     heads = node.attrs.get("heads")
@@ -106,6 +117,8 @@ def rms_norm(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
 
 def rope(be: Backend, node: Node, st: StepContext, x: Any, positions: Any) -> Any:
     heads = int(node.attrs["heads"])
+    # llama 3: rope_freqs.weight, the per-pair angle divisors (an f32 vector on the backend)
+    factors = st.weights.vectors[node.weight] if node.weight else None
     if x.ndim == 2:
         if x.shape[1] % heads:
             raise _fail(node, f"input {tuple(x.shape)} does not split into {heads} heads")
@@ -116,6 +129,7 @@ def rope(be: Backend, node: Node, st: StepContext, x: Any, positions: Any) -> An
         float(node.attrs["base"]),
         bool(node.attrs["neox"]),
         float(node.attrs["freq_scale"]),
+        factors,
     )
 
 
@@ -169,6 +183,8 @@ ARMS: dict[str, Arm] = {
     "mul": mul,
     "silu": silu,
     "gelu_tanh": gelu_tanh,
+    "softcap": softcap,
+    "slice_cols": slice_cols,
     "rms_norm": rms_norm,
     "rope": rope,
     "attention": attention,

@@ -132,8 +132,8 @@ def _short(name: str, keep: int = 60) -> str:
     return name if len(name) <= keep else f"{name[:keep]}... ({len(name)} characters)"
 
 
-def write_stream(path: Path, text: str) -> Path:
-    """Write ``text`` straight into a character device or FIFO (no temp file, no rename)."""
+def write_stream(path: Path, data: bytes) -> Path:
+    """Write ``data`` straight into a character device or FIFO (no temp file, no rename)."""
     flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
     try:
         if stat.S_ISFIFO(os.stat(path).st_mode):
@@ -148,7 +148,7 @@ def write_stream(path: Path, text: str) -> Path:
         raise OutputPathError(f"cannot write {path}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
+            f.write(data)
     except BrokenPipeError:
         raise OutputPathError(f"cannot write {path}: its reader went away") from None
     except OSError as e:

@@ -58,6 +58,17 @@ from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
 from tracekit.runner import perf
 from tracekit.runner.outpath import InterruptedAfterWrite, check_output_path, held_signals
+from tracekit.runner.tensors import (
+    DumpError,
+    DumpLimitError,
+    Dumps,
+    file_size,
+    match_nodes,
+    metadata,
+    planned_entries,
+    remove_old_sidecars,
+    write_sidecar,
+)
 from tracekit.runner.trace import FORMAT, MAX_TRACE_STEPS, VERSION, utc_now, write_trace
 
 if TYPE_CHECKING:
@@ -149,33 +160,60 @@ class Ranges:
 
 # -- timers -------------------------------------------------------------------------------------
 class _HostTimer:
-    """NumPy: the node's time is the host time of its call."""
+    """NumPy: the node's time is the host time of its call; its interval is on the host clock
+    from the step's begin (the CPU runs a node when the host calls it: any gap before a node is
+    the host's own work, so ``queued`` = its start)."""
+
+    launch_mode = "host"
 
     def __init__(self, n: int) -> None:
         self.t = [0.0] * n
-        self._t0 = 0.0
+        self.start_ns = [0] * n
+        self.end_ns = [0] * n
+        self._t0 = 0
+        self._begin = 0
+        self._span = 0
 
     def begin(self) -> None:
-        pass
+        self._begin = time.perf_counter_ns()
 
     def start(self, i: int) -> None:
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter_ns()
 
     def stop(self, i: int) -> None:
-        self.t[i] = time.perf_counter() - self._t0
+        t1 = time.perf_counter_ns()
+        self.t[i] = (t1 - self._t0) * 1e-9
+        self.start_ns[i] = self._t0 - self._begin
+        self.end_ns[i] = t1 - self._begin
+
+    def end(self) -> None:
+        self._span = time.perf_counter_ns() - self._begin
 
     def times(self, ran: int) -> list[float]:
         return self.t[:ran]
 
+    def intervals(self, ran: int) -> tuple[list[tuple[int, int, int | None]], int]:
+        """(per node (start_ns, end_ns, queued_ns), the step's span in ns)."""
+        return [(self.start_ns[i], self.end_ns[i], self.start_ns[i]) for i in range(ran)], max(
+            self._span, self.end_ns[ran - 1] if ran else 0
+        )
+
 
 class _EventTimer:
-    """CuPy: a CUDA event pair per node, recorded around its launches, read after the step."""
+    """CuPy: a CUDA event pair per node, recorded around its launches, read after the step;
+    one event at the step's begin and one at its end place the pairs on the GPU clock. A gap
+    between a node's start event and the previous stop is the GPU idle with nothing queued
+    (the start event is queued right before the node's launches), so ``queued`` = its start;
+    the pair itself still includes the host's launch latency when the GPU ran dry."""
+
+    launch_mode = "stream"
 
     def __init__(self, n: int) -> None:
         import cupy
 
         self._cupy = cupy
         self.ev = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+        self._begin_ev, self._end_ev = cupy.cuda.Event(), cupy.cuda.Event()
         # cudaEventRecord on raw handles: Event.record() looks the current stream up each call
         self._record = cupy.cuda.runtime.eventRecord
         self._starts = [a.ptr for a, _ in self.ev]
@@ -184,6 +222,7 @@ class _EventTimer:
 
     def begin(self) -> None:
         self.stream = self._cupy.cuda.get_current_stream().ptr
+        self._record(self._begin_ev.ptr, self.stream)
 
     def start(self, i: int) -> None:
         self._record(self._starts[i], self.stream)
@@ -191,11 +230,28 @@ class _EventTimer:
     def stop(self, i: int) -> None:
         self._record(self._stops[i], self.stream)
 
+    def end(self) -> None:
+        self._record(self._end_ev.ptr, self.stream)
+
     def times(self, ran: int) -> list[float]:
         if ran:
             self.ev[ran - 1][1].synchronize()
         get = self._cupy.cuda.get_elapsed_time
         return [get(a, b) * 1e-3 for a, b in self.ev[:ran]]  # ms -> s
+
+    def intervals(self, ran: int) -> tuple[list[tuple[int, int, int | None]], int]:
+        """(per node (start_ns, end_ns, queued_ns) from the step's begin event, span in ns)."""
+        self._end_ev.synchronize()
+        get, b = self._cupy.cuda.get_elapsed_time, self._begin_ev
+
+        def ns(e: Any) -> int:
+            return max(0, round(get(b, e) * 1e6))  # ms -> ns
+
+        out = []
+        for a, z in self.ev[:ran]:
+            s0 = ns(a)
+            out.append((s0, max(s0, ns(z)), s0))
+        return out, ns(self._end_ev)
 
 
 # -- the node hook ------------------------------------------------------------------------------
@@ -260,6 +316,10 @@ class Tracer:
         self.max_batch_bytes = STATS_BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
         self.batch = StatsBatch()
         self.full = False
+        #: --dump: the nodes whose whole outputs the dump pass keeps (read back after the pass)
+        self.dump_ids: frozenset[int] = frozenset()
+        self.dump_pass = False
+        self._dumped: dict[int, Any] = {}
         self._layer: int | None = None
         self._ran = 0
         self._host = [0.0] * len(nodes)
@@ -274,8 +334,10 @@ class Tracer:
         self.stats_launches = 0
         self.stats_format_s = 0.0
 
-    def begin_step(self, name: str, full: bool) -> None:
+    def begin_step(self, name: str, full: bool, dump: bool = False) -> None:
         self.full = full
+        self.dump_pass = dump and bool(self.dump_ids)
+        self._dumped = {}
         self._ran = 0
         self._layer = None
         self.batch.clear()  # an interrupted pass may have left references
@@ -287,6 +349,7 @@ class Tracer:
         self.ranges.push(self.ranges.attrs(name, "step"))
 
     def end_step(self) -> None:
+        self.timer.end()
         self.ranges.pop_all()
         self._layer = None
         self.batch.clear()  # empty after collect_stats(); after an error, drop its references
@@ -310,12 +373,20 @@ class Tracer:
         self._launches[i] = self.be.take_records()
         if self.full:  # after the stop event: no statistics work inside the node's time
             self.batch.add(i, out, self.axes[i], self.copy_out[i])
+        if self.dump_pass and i in self.dump_ids:  # a later node may write into it: a copy
+            self._dumped[i] = out.copy() if self.copy_out[i] else out
         self._shape[i] = out.shape  # converted in results(), off the per-node path
         self._dtype[i] = out.dtype
         self._host[i] = time.perf_counter() - t0
         self._ran = i + 1
         if self.full and self.batch.nbytes >= self.max_batch_bytes:
             self.collect_stats()  # between nodes: outside every node's events and host time
+        return out
+
+    def take_dumps(self) -> dict[str, np.ndarray]:
+        """The dump pass's kept outputs on the host, by node name (after the pass's wall)."""
+        out = {self.nodes[i].name: np.array(self.be.to_host(a)) for i, a in self._dumped.items()}
+        self._dumped = {}
         return out
 
     def collect_stats(self) -> None:
@@ -334,6 +405,7 @@ class Tracer:
         The statistics collected in the pass are formatted here, floats at float32 precision
         (host work after the pass; its seconds go to ``stats_format_s``)."""
         times = self.timer.times(self._ran)
+        ivals, self.span_ns = self.timer.intervals(self._ran)
         stats: dict[int, dict[str, Any]] = {}
         if self.full:
             t0 = time.perf_counter()
@@ -349,6 +421,7 @@ class Tracer:
                 "stats": stats[i] if self.full else None,
                 "shape": [int(d) for d in self._shape[i]],
                 "dtype": np.dtype(self._dtype[i]).name,
+                "interval": ivals[i],
             }
             for i in range(self._ran)
         ]
@@ -430,6 +503,7 @@ def model_info(model: Model) -> dict[str, Any]:
         "n_ctx": c.n_ctx,
         "file_bytes": path.stat().st_size if path.exists() else 0,
         "tensor_types": types,
+        "arch_settings": c.summary(),
     }
 
 
@@ -448,15 +522,25 @@ def _sig(x: float | None, digits: int = 5) -> float | None:
 
 
 def _node_record(
-    i: int, timing: dict[str, Any], full: dict[str, Any] | None, ceilings: dict[str, Any]
+    i: int,
+    timing: dict[str, Any],
+    full: dict[str, Any] | None,
+    ceilings: dict[str, Any],
+    mode: str = "stream",
 ) -> dict[str, Any]:
     src = full or timing
     t = _sig(timing["time_s"])
-    p = perf.annotate(timing["launches"], t, ceilings)
-    for k in ("intensity", "achieved_Bps", "achieved_flops", "fraction_of_ceiling"):
-        p[k] = _sig(p[k])
+    # derived again on load (perf.derive_trace); kept here for on_step and in-memory readers
+    p = perf.annotate(timing["launches"], t, ceilings, mode)
     host, full_host = timing["host_s"], full["host_s"] if full else None
+    start, end, queued = timing.get("interval") or (None, None, None)
+    interval: dict[str, Any] = {}
+    if start is not None:
+        interval = {"start_ns": start, "end_ns": end}
+        if queued is not None:
+            interval["queued_ns"] = queued
     return {
+        **interval,
         "id": i,
         "shape": src["shape"],
         "dtype": src["dtype"],
@@ -516,6 +600,10 @@ def record_trace(
     top_k: int = TOP_K,
     warmup: bool = True,
     remeasure: bool = False,
+    dump: str | None = None,
+    save_logits: bool = False,
+    dump_limit: int | None = None,
+    on_dump_estimate: Callable[[DumpPlan], Any] | None = None,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -538,6 +626,14 @@ def record_trace(
         remeasure: measure the device ceilings again instead of reading the cached ones.
         warmup: first run the prefill and one decode step untraced, then reset the cache, so
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
+        dump: keep the whole output of every node whose name matches this regex
+            (``re.fullmatch``), every step, in the trace's tensor sidecar
+            (tracekit/runner/tensors.py); taken in the full pass (the timing pass under
+            ``capture="timing"``) and read back after the pass's timed wall.
+        save_logits: keep each step's logits row and the token ids in the sidecar too.
+        dump_limit: refuse (:class:`~tracekit.runner.tensors.DumpLimitError`, before any
+            kernel runs) when the sidecar's estimated size exceeds this many bytes.
+        on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
 
     Returns:
         The path written.
@@ -581,6 +677,17 @@ def record_trace(
             f"steps {steps} + the prefill make more than the {MAX_TRACE_STEPS:,} steps a trace "
             "may hold (MAX_TRACE_STEPS)"
         )
+    plan = plan_dump(model, dump, save_logits, len(ids), steps, capture, cuda_graph)
+    if plan is not None and dump_limit is not None and plan.bytes > dump_limit:
+        from tracekit.runner.perf import fmt_bytes
+
+        raise DumpLimitError(
+            f"the tensor sidecar would hold {plan.count} tensors, {fmt_bytes(plan.bytes)} "
+            f"({plan.bytes:,} bytes), more than --dump-limit {fmt_bytes(dump_limit)} "
+            f"({dump_limit:,} bytes): narrow --dump, record fewer steps or raise the limit"
+        )
+    if plan is not None and on_dump_estimate is not None:
+        on_dump_estimate(plan)
     _status(progress, f"{cfg.name or cfg.arch}: preparing the {backend} backend ...")
     be = model.backend(backend)
     from tracekit.kernels.ceilings import measure_ceilings
@@ -595,7 +702,7 @@ def record_trace(
             progress, f"{cfg.name or cfg.arch} [{be.name}]: warm-up (untraced prefill + step) ..."
         )
         _warm_up(session, ids, steps)
-    notes: list[str] = []
+    notes: list[str] = list(cfg.notes)  # how the file is run where its metadata says otherwise
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
     texts: dict[int, str] = {}
@@ -648,6 +755,10 @@ def record_trace(
         "steps": [],
     }
     tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
+    dumps = None
+    if plan is not None:
+        dumps = Dumps(dump, [n.id for n in plan.nodes], save_logits)
+        tracer.dump_ids = frozenset(dumps.node_ids)
     for k in range(steps + 1):  # NVTX attributes made now, not inside a step's timed wall
         tracer.ranges.attrs("prefill" if k == 0 else f"decode {k}", "step")
     if session.replay_mode == "graph" and session.replay is not None:
@@ -695,6 +806,9 @@ def record_trace(
             token = sampler(logits)
             generated.append(token)
             pending.append(_Pending(k, name, list(feed), n_past, timing, full, logits, token))
+            if dumps is not None:
+                dumps.add_outputs(k, (full or timing)["dumps"])
+                dumps.add_logits(k, logits, feed, token)
             trace["run"]["generated_tokens"] = list(generated)
             bar.update(1)
             if not defer or time.perf_counter() - flushed > FLUSH_EVERY_S or host.empty:
@@ -718,7 +832,7 @@ def record_trace(
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
             raise RecordInterrupted(None, 0) from None
         try:
-            path = _write_final(trace, generated, text, model, out_path, progress)
+            path = _write_final(trace, generated, text, model, out_path, dumps, progress)
         except InterruptedAfterWrite:  # a second signal during this save: it is saved anyway
             path = out_path
         raise RecordInterrupted(path, len(trace["steps"])) from None
@@ -728,7 +842,65 @@ def record_trace(
     finally:
         bar.close()
     trace["complete"] = True
-    return _write_final(trace, generated, text, model, out_path, progress)
+    return _write_final(trace, generated, text, model, out_path, dumps, progress)
+
+
+class DumpPlan(NamedTuple):
+    """What ``--dump``/``--save-logits`` will write: the matched nodes, the sidecar's tensor
+    count and its size in bytes (exact for a run of every requested step)."""
+
+    nodes: list[Any]
+    count: int
+    bytes: int
+
+
+def plan_dump(
+    model: Model,
+    regex: str | None,
+    save_logits: bool,
+    n_prompt: int,
+    steps: int,
+    capture: str = "full",
+    cuda_graph: bool = False,
+) -> DumpPlan | None:
+    """The sidecar a recording will write, or None without ``--dump``/``--save-logits``.
+
+    Raises:
+        DumpError: a bad regex, one that matches no node, or (CUDA graphs with timing capture)
+            a matched node whose output a later node overwrites in place, which a timed graph
+            does not keep.
+    """
+    if regex is None and not save_logits:
+        return None
+    nodes = list(model.graph)
+    matched = match_nodes(nodes, regex) if regex is not None else []
+    if regex is not None and not matched:
+        raise DumpError(f"--dump {regex!r} matches no node (names like {nodes[1].name!r})")
+    if cuda_graph and capture == "timing":
+        over = overwritten_in_place(nodes)
+        bad = [n.name for n in matched if over[n.id]]
+        if bad:
+            raise DumpError(
+                f"--dump with --cuda-graph --capture timing: a later node overwrites the output "
+                f"of {bad[0]} in place and a timing graph keeps no copy; use --capture full"
+            )
+    entries = planned_entries(matched, [n_prompt] + [1] * steps, model.config.n_vocab,
+                              save_logits)  # fmt: skip
+    return DumpPlan(matched, len(entries), file_size(entries, metadata(regex, save_logits)))
+
+
+def _write(trace: dict[str, Any], out_path: Path, dumps: Dumps | None) -> Path:
+    """The trace, and first its tensor sidecar (tracekit/runner/tensors.py: atomic as a pair)."""
+    if dumps is None:
+        path = write_trace(trace, out_path)
+        remove_old_sidecars(out_path, keep=None)  # an earlier recording's, now unreferenced
+        return path
+    steps = [st["index"] for st in trace["steps"]]
+    meta = metadata(dumps.regex, dumps.save_logits)
+    trace["tensors"] = write_sidecar(out_path, dumps.tensors(steps), meta)
+    path = write_trace(trace, out_path)
+    remove_old_sidecars(out_path, keep=trace["tensors"]["file"])
+    return path
 
 
 def _model_label(model_path: Any) -> str:
@@ -753,6 +925,7 @@ def _write_final(
     text: Callable[[int], str],
     model: Model,
     out_path: Path,
+    dumps: Dumps | None,
     progress: bool,
 ) -> Path:
     """Finish and write the trace with SIGINT/SIGTERM held: a Ctrl-C here (serialising and
@@ -767,7 +940,7 @@ def _write_final(
                 flush=True,
             )
         _finish(trace, generated, text, model)
-        held["path"] = write_trace(trace, out_path)
+        held["path"] = _write(trace, out_path, dumps)
         if progress:
             size = held["path"].stat().st_size if held["path"].is_file() else 0
             print(
@@ -846,11 +1019,21 @@ def _step_record(
     """The trace's record of one step (docs/trace-format.md, ``steps[]``)."""
     timing = _formatted(session, item.timing)
     full = _formatted(session, item.full) if item.full is not None else None
+    mode = timing.get("launch_mode", "stream")
     recs = [
-        _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil)
+        _node_record(i, timing["nodes"][i], full["nodes"][i] if full else None, ceil, mode)
         for i in range(n_nodes)
     ]
+    extra: dict[str, Any] = {"launch_mode": mode}
+    if timing.get("span_ns") is not None:
+        extra["span_ns"] = int(timing["span_ns"])
+        extra["clock"] = (
+            "host perf_counter"
+            if mode == "host"
+            else ("GPU globaltimer stamps" if mode == "graph" else "CUDA events")
+        )
     return {
+        **extra,
         "index": item.index,
         "kind": "prefill" if item.index == 0 else "decode",
         "name": item.name,
@@ -908,9 +1091,9 @@ def _step_passes(
     unformatted (its host copies, :func:`_graph_run`): the caller formats it with
     :func:`_formatted` when it builds the step's record, after the run (see record_trace)."""
     if not with_full:
-        return _pass(session, tracer, feed, name, False, host), None
+        return _pass(session, tracer, feed, name, False, host, dump=True), None
     n_past = session.n_past
-    full = _pass(session, tracer, feed, name, True, host)
+    full = _pass(session, tracer, feed, name, True, host, dump=True)
     session.n_past = n_past  # rewind: the timing pass re-runs this step
     return _pass(session, tracer, feed, name, False, host), full
 
@@ -927,9 +1110,12 @@ def _pass(
     name: str,
     full: bool,
     host: _HostBuffers | None = None,
+    dump: bool = False,
 ) -> dict[str, Any]:
     """One pass of one step: {"nodes", "logits", "wall_s", "stats_s", "stats_collects",
-    "stats_launches", "stats_format_s"}; a CUDA-graph pass unformatted (:func:`_graph_run`).
+    "stats_launches", "stats_format_s", "dumps"}; a CUDA-graph pass unformatted
+    (:func:`_graph_run`). ``dump``: this pass keeps the ``--dump`` nodes' outputs, read back to
+    the host after its wall (``dumps``: node name -> array).
 
     ``wall_s`` runs from an idle device to the logits on the host, and in the full pass to the
     statistics on the host too (collected after the last node, inside the step's NVTX range);
@@ -937,10 +1123,10 @@ def _pass(
     """
     be = session.backend
     if session.can_replay_graph(feed):
-        return _graph_run(session, tracer, feed, name, full, host)
+        return _graph_run(session, tracer, feed, name, full, host, dump)
     be.synchronize()
     t0 = time.perf_counter()
-    tracer.begin_step(name, full)
+    tracer.begin_step(name, full, dump)
     try:
         logits = session.run_step(feed, node_hook=tracer)[-1]
         if full:
@@ -952,6 +1138,9 @@ def _pass(
     return {
         "nodes": nodes,
         "logits": logits,
+        "launch_mode": tracer.timer.launch_mode,
+        "span_ns": tracer.span_ns,
+        "dumps": tracer.take_dumps(),
         "wall_s": wall,
         "stats_s": tracer.stats_s,
         "stats_collects": tracer.stats_collects,
@@ -967,6 +1156,7 @@ def _graph_run(
     name: str,
     full: bool,
     host: _HostBuffers | None = None,
+    dump: bool = False,
 ) -> dict[str, Any]:
     """A decode step's pass as one CUDA graph launch (see the module docstring): the timing
     pass a ``timed`` graph, the full pass a ``full`` one (statistics kernels inside). Returns
@@ -989,8 +1179,15 @@ def _graph_run(
     finally:
         tracer.ranges.pop_all()
     wall = time.perf_counter() - t0  # logits, timestamps and statistics are on the host
+    # --dump: the graph's output buffers (or its in-graph copies of outputs overwritten in
+    # place), read after the pass's wall and before the next pass rewrites them
+    dumps = (
+        {tracer.nodes[i].name: np.array(be.to_host(replay.output_of(i, kind)))
+         for i in sorted(tracer.dump_ids)}
+        if dump else {}
+    )  # fmt: skip
     return {"full": full, "n_past": n_past, "logits": logits, "stamps": stamps,
-            "results": results, "wall_s": wall, "stats_s": stats_s}  # fmt: skip
+            "results": results, "wall_s": wall, "stats_s": stats_s, "dumps": dumps}  # fmt: skip
 
 
 def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
@@ -1002,9 +1199,13 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
     stats = {k: compact_stats(v) for k, v in raw["results"].format().items()} if full else {}
     format_s = time.perf_counter() - t2
     host = wall / len(times)
+    # node i runs from its stamp to the next node's: contiguous intervals, all queued at the
+    # graph's launch (queued unknown: no gap between them is host wait)
+    t = raw["stamps"].astype(np.int64) - int(raw["stamps"][0])
     nodes = [
         {
             "time_s": times[i],
+            "interval": (int(t[i]), int(t[i + 1]), None),
             "host_s": host,
             "launches": [r.to_json() for r in records[i]],
             "stats": stats[i] if full else None,
@@ -1016,6 +1217,9 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "logits": raw["logits"],
+        "launch_mode": "graph",
+        "span_ns": int(t[-1]),
+        "dumps": raw["dumps"],
         "wall_s": wall,
         "stats_s": raw["stats_s"],
         "stats_collects": 1 if full else 0,

@@ -119,6 +119,7 @@ class StepReplay:
         self._last_kind = "plain"
         self._graph_stream: Any = None
         self._graph_keep: list[Any] = []  # the copies the full graph writes into
+        self._snaps: dict[str, dict[int, Any]] = {}  # per graph kind: node -> its copy
         self.graph_launches = 0
 
     def _pack(self, entry: Any, stream_ptr: int) -> Any:
@@ -331,6 +332,7 @@ class StepReplay:
                 graph = stream.end_capture()
         self._graphs[kind] = graph
         self._graph_keep.append(snaps)
+        self._snaps[kind] = snaps
         if staging is not None:
             self._staging[kind] = (staging, lw)
         if prepared is not None:
@@ -358,6 +360,20 @@ class StepReplay:
         self._last_kind = kind
         self.be.records.clear()
         return self.outs[-1]
+
+    def output_of(self, i: int, kind: str) -> Any:
+        """The buffer holding node ``i``'s output after a ``kind`` graph replay: the graph's
+        copy of it when a later node overwrites it in place (``full`` graphs make one)."""
+        snaps = self._snaps.get(kind, {})
+        if i in snaps:
+            return snaps[i]
+        if any(n.attrs.get("inplace") and n.data_inputs[:1] == (self.nodes[i].name,)
+               for n in self.nodes):  # fmt: skip
+            raise ValueError(
+                f"node {self.nodes[i].name}: a later node overwrites its output in place and "
+                f"a {kind} graph keeps no copy of it (record with --capture full)"
+            )
+        return self.outs[i]
 
     @property
     def prepared_launches(self) -> list[LaunchRecord]:

@@ -7,14 +7,16 @@ somewhere, so the parity tests against Hugging Face transformers cover every deq
 The file layout is llama.cpp's converter's: tensor names, metadata keys, llama's Q/K row
 permutation, gemma3's norm weights with the +1 folded in.
 
-gguf-py quantizes Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 itself; it has no quantizer for the K-quants, so
-:func:`quantize_q4_k`, :func:`quantize_q5_k` and :func:`quantize_q6_k` below pack them (a
-plain min/max fit, not llama.cpp's search: valid blocks that decode close to the input are all
-the tests need; ``gguf.quants.dequantize`` is the decoder they are checked against).
+gguf-py quantizes Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 itself; it has no quantizer for the K-quants and
+the IQ4 types, so ``quantize_<type>`` below pack Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS
+(a plain min/max or max-magnitude fit, not llama.cpp's search: valid blocks that decode close
+to the input are all the tests need; ``gguf.quants.dequantize`` is the decoder they are checked
+against).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -25,9 +27,11 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
+from tracekit.quants import QUANT_TABLE
+
 QK_K = 256
 
-# -- K-quant packers (gguf-py has dequantizers only) ---------------------------------------------
+# -- K-quant and IQ4 packers (gguf-py has dequantizers only) ----------------------------------
 
 
 def _f16(x: np.ndarray) -> np.ndarray:
@@ -133,15 +137,132 @@ def quantize_q6_k(data: np.ndarray) -> np.ndarray:
     return out.reshape(*shape[:-1], -1)
 
 
+def _bit_planes(q: np.ndarray, bits: int, planes: int) -> np.ndarray:
+    """Pack codes [n, planes, w] (each < 2**bits) into bytes [n, w]: plane p at bit bits * p."""
+    out = np.zeros((q.shape[0], q.shape[2]), np.uint8)
+    for p in range(planes):
+        out |= (q[:, p] << (bits * p)).astype(np.uint8)
+    return out
+
+
+def quantize_q2_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as Q2_K blocks: scales[16] (4-bit sc | 4-bit m << 4), qs[64] (value
+    128h + 32s + l at bits 2s of qs[32h + l]), f16 d, f16 dmin (84 B); x = d sc q - dmin m."""
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 16, 16)
+    lo = np.minimum(xs.min(axis=-1), 0.0)
+    scale, mins = (xs.max(axis=-1) - lo) / 3, -lo
+    d, dmin = _f16(scale.max(axis=-1) / 15), _f16(mins.max(axis=-1) / 15)
+    d32, dmin32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d32 > 0, np.rint(scale / d32), 0).clip(0, 15)
+        m = np.where(dmin32 > 0, np.rint(mins / dmin32), 0).clip(0, 15)
+        step = (d32 * sc)[..., None]
+        q = np.where(step > 0, np.rint((xs + (dmin32 * m)[..., None]) / step), 0)
+    q = q.clip(0, 3).astype(np.uint8).reshape(nb, 2, 4, 32)
+    qs = np.concatenate([_bit_planes(q[:, h], 2, 4) for h in range(2)], axis=1)
+    scales = sc.astype(np.uint8) | (m.astype(np.uint8) << 4)
+    out = np.concatenate(
+        [scales, qs, d[:, None].view(np.uint8), dmin[:, None].view(np.uint8)], axis=1
+    )
+    return out.reshape(*shape[:-1], -1)
+
+
+def quantize_q3_k(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as Q3_K blocks: hmask[32], qs[64], scales[12], f16 d (110 B). Value
+    e = 32g + l (g = 4h + s): code c = q + 4 in [0, 8), bits 0-1 at bits 2s of qs[32h + l],
+    bit 2 at bit g of hmask[l]; 6-bit scale u = sc + 32: low 4 bits in the nibble j // 8 of
+    scales[j % 8], bits 4-5 at bits 2 (j // 4) of scales[8 + j % 4]; x = d sc q."""
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 16, 16)
+    s = np.abs(xs).max(axis=-1) / 4
+    d = _f16(s.max(axis=-1) / 31)
+    d32 = d.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d32 > 0, np.rint(s / d32), 0).clip(-32, 31)
+        step = (d32 * sc)[..., None]
+        q = np.where(step > 0, np.rint(xs / step), 0).clip(-4, 3)
+    c = (q + 4).astype(np.uint8).reshape(nb, 8, 32)  # [n, g, l]
+    hmask = _bit_planes(c >> 2, 1, 8)
+    low = (c & 3).reshape(nb, 2, 4, 32)
+    qs = np.concatenate([_bit_planes(low[:, h], 2, 4) for h in range(2)], axis=1)
+    u = (sc + 32).astype(np.uint8)
+    scales = np.empty((nb, 12), np.uint8)
+    scales[:, :8] = (u[:, :8] & 15) | ((u[:, 8:] & 15) << 4)
+    scales[:, 8:] = _bit_planes(((u >> 4) & 3).reshape(nb, 4, 4), 2, 4)
+    out = np.concatenate([hmask, qs, scales, d[:, None].view(np.uint8)], axis=1)
+    return out.reshape(*shape[:-1], -1)
+
+
+#: IQ4_NL/IQ4_XS's levels (gguf-py's table).
+_IQ4_LEVELS = np.array(gguf.quants.IQ4_NL.kvalues, np.float32)
+
+
+def _iq4_codes(x: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The nearest of the 16 levels to x / step (step 0: the level nearest 0), as uint8."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(step != 0, x / step, 0.0)
+    return np.abs(t[..., None] - _IQ4_LEVELS).argmin(axis=-1).astype(np.uint8)
+
+
+def _iq4_scale(xs: np.ndarray) -> np.ndarray:
+    """Per run of the last axis: the step that maps its largest-magnitude value to -127."""
+    ext = np.take_along_axis(xs, np.abs(xs).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+    return -ext / 127
+
+
+def quantize_iq4_nl(data: np.ndarray) -> np.ndarray:
+    """Pack float rows (length a multiple of 32) as IQ4_NL blocks: f16 d, qs[16] nibbles as
+    Q4_0's (18 B); x = d LEVELS[q]."""
+    x = np.asarray(data, dtype=np.float32)
+    if x.shape[-1] % 32:
+        raise ValueError(f"row length {x.shape[-1]} is not a multiple of 32")
+    xs = x.reshape(-1, 32)
+    d = _f16(_iq4_scale(xs))
+    q = _iq4_codes(xs, d.astype(np.float32)[:, None])
+    out = np.concatenate([d[:, None].view(np.uint8), q[:, :16] | (q[:, 16:] << 4)], axis=1)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def quantize_iq4_xs(data: np.ndarray) -> np.ndarray:
+    """Pack float rows as IQ4_XS blocks: f16 d, u16 scales_h, scales_l[4], qs[128] (136 B).
+    Sub-block j of 32 has the 6-bit scale u = ls + 32 (low 4 bits: nibble j % 2 of
+    scales_l[j // 2], bits 4-5 at bits 2j of scales_h) and 16 bytes of nibbles as IQ4_NL's;
+    x = d ls LEVELS[q]."""
+    x, shape = _blocks(data)
+    nb = x.shape[0]
+    xs = x.reshape(nb, 8, 32)
+    s = _iq4_scale(xs)
+    d = _f16(np.abs(s).max(axis=-1) / 31)
+    d32 = d.astype(np.float32)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ls = np.where(d32 > 0, np.rint(s / d32), 0).clip(-32, 31)
+    q = _iq4_codes(xs, (d32 * ls)[..., None])
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(nb, 128)
+    u = (ls + 32).astype(np.uint16)
+    scales_l = ((u[:, 0::2] & 15) | ((u[:, 1::2] & 15) << 4)).astype(np.uint8)
+    scales_h = np.zeros((nb, 1), np.uint16)
+    for j in range(8):
+        scales_h[:, 0] |= ((u[:, j] >> 4) & 3) << (2 * j)
+    out = np.concatenate([d[:, None].view(np.uint8), scales_h.view(np.uint8), scales_l, qs], axis=1)
+    return out.reshape(*shape[:-1], -1)
+
+
 _K_QUANTIZERS: dict[T, Callable[[np.ndarray], np.ndarray]] = {
+    T.Q2_K: quantize_q2_k,
+    T.Q3_K: quantize_q3_k,
     T.Q4_K: quantize_q4_k,
     T.Q5_K: quantize_q5_k,
     T.Q6_K: quantize_q6_k,
+    T.IQ4_NL: quantize_iq4_nl,
+    T.IQ4_XS: quantize_iq4_xs,
 }
 
 
 def quantize(data: np.ndarray, qtype: T) -> np.ndarray:
-    """Encode float data as ``qtype`` (gguf-py's quantizers, plus the K-quant packers above)."""
+    """Encode float data as ``qtype`` (gguf-py's quantizers, plus the packers above)."""
     if qtype in _K_QUANTIZERS:
         return _K_QUANTIZERS[qtype](data)
     return gguf.quants.quantize(np.asarray(data, dtype=np.float32), qtype)
@@ -281,6 +402,11 @@ class SyntheticSpec:
     embd_std: float | None = None  # None: 1 untied; logit_gain / sqrt(n_embd) tied
     logit_gain: float = 3.0
     extra_meta: dict[str, object] = field(default_factory=dict)
+    rope_freqs: tuple[float, ...] = ()  # llama 3: written as an F32 rope_freqs.weight
+    #: Quantized weights as random valid blocks (codes uniform, f16 scales set so values have
+    #: about the std asked for) instead of quantized normal draws: seconds instead of minutes
+    #: for a multi-GB speed-benchmark file; the logits mean nothing.
+    random_blocks: bool = False
 
     def type_of(self, role: str, il: int = 0) -> T:
         t = self.types.get(role, T.F32)
@@ -294,6 +420,57 @@ def _llama_permute(w: np.ndarray, n_head: int) -> np.ndarray:
         .swapaxes(1, 2)
         .reshape(w.shape)
     )
+
+
+def llama3_rope_factors(
+    base: float,
+    head_dim: int,
+    factor: float = 8.0,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+    original_context: int = 8192,
+) -> tuple[float, ...]:
+    """The per-pair divisors llama.cpp's converter writes for HF's ``rope_type: llama3``."""
+    freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / float(freq)
+        if wavelen < original_context / high_freq_factor:
+            out.append(1.0)
+        elif wavelen > original_context / low_freq_factor:
+            out.append(factor)
+        else:
+            smooth = (original_context / wavelen - low_freq_factor) / (
+                high_freq_factor - low_freq_factor
+            )
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """A normal draw not made yet: the shape and std of a weight ``put`` may write as random
+    blocks instead (``SyntheticSpec.random_blocks``)."""
+
+    shape: tuple[int, ...]
+    std: float
+
+
+def random_blocks(
+    rng: np.random.Generator, shape: tuple[int, ...], std: float, qtype: T
+) -> np.ndarray:
+    """Valid random ``qtype`` blocks for a ``shape`` weight (``[rows, row bytes]`` uint8, as
+    :func:`quantize` returns): uniform code bytes, every f16 field of every block a positive
+    scale near ``std / 16`` (about ``std`` for 4-bit codes; larger codes and K-quant sub-scales
+    make it larger, which a speed benchmark does not mind), so no block holds a NaN or Inf."""
+    qt = QUANT_TABLE[qtype]
+    rows, cols = int(np.prod(shape[:-1])), shape[-1]
+    raw = rng.integers(0, 256, size=(rows, qt.row_bytes(cols)), dtype=np.uint8)
+    blocks = raw.reshape(-1, qt.type_size)
+    for off in qt.f16_fields:
+        d = (std / 16 * rng.uniform(0.5, 1.5, blocks.shape[0])).astype(np.float16)
+        blocks[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+    return raw
 
 
 def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) -> Path:
@@ -358,6 +535,11 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
     w.add_add_bos_token(False)
 
     def put(name: str, data: np.ndarray, qtype: T) -> None:
+        if isinstance(data, _Lazy):
+            if s.random_blocks and QUANT_TABLE[qtype].is_quantized:
+                w.add_tensor(name, random_blocks(rng, data.shape, data.std, qtype), raw_dtype=qtype)
+                return
+            data = normal(data.shape, data.std)
         if qtype == T.F32:
             w.add_tensor(name, data.astype(np.float32))
         elif qtype == T.F16:
@@ -366,17 +548,18 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
             w.add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
 
     embd_std = s.embd_std if s.embd_std is not None else (s.logit_gain * e**-0.5 if s.tied else 1.0)
-    emb = normal((n_vocab, e), embd_std)
+    emb = _Lazy((n_vocab, e), embd_std)
     put("token_embd.weight", emb, s.type_of("token_embd"))
     for il in range(s.n_layer):
         b = f"blk.{il}."
         put(b + "attn_norm.weight", norm_weight(e), T.F32)
-        wq, wk = normal((qd, e), e**-0.5), normal((kvd, e), e**-0.5)
-        if s.arch == "llama":
+        wq, wk = _Lazy((qd, e), e**-0.5), _Lazy((kvd, e), e**-0.5)
+        if s.arch == "llama" and not s.random_blocks:
+            wq, wk = normal(wq.shape, wq.std), normal(wk.shape, wk.std)
             wq, wk = _llama_permute(wq, s.n_head), _llama_permute(wk, s.n_head_kv)
         put(b + "attn_q.weight", wq, s.type_of("attn_q", il))
         put(b + "attn_k.weight", wk, s.type_of("attn_k", il))
-        put(b + "attn_v.weight", normal((kvd, e), e**-0.5), s.type_of("attn_v", il))
+        put(b + "attn_v.weight", _Lazy((kvd, e), e**-0.5), s.type_of("attn_v", il))
         if s.arch == "qwen2":
             put(b + "attn_q.bias", normal((qd,), 0.5), T.F32)
             put(b + "attn_k.bias", normal((kvd,), 0.5), T.F32)
@@ -384,19 +567,23 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
         if gemma:
             put(b + "attn_q_norm.weight", norm_weight(hd), T.F32)
             put(b + "attn_k_norm.weight", norm_weight(hd), T.F32)
-        put(b + "attn_output.weight", normal((e, qd), 0.5 * qd**-0.5), s.type_of("attn_output", il))
+        put(b + "attn_output.weight", _Lazy((e, qd), 0.5 * qd**-0.5), s.type_of("attn_output", il))
         if gemma:
             put(b + "post_attention_norm.weight", norm_weight(e), T.F32)
         put(b + "ffn_norm.weight", norm_weight(e), T.F32)
-        put(b + "ffn_gate.weight", normal((f, e), e**-0.5), s.type_of("ffn_gate", il))
-        put(b + "ffn_up.weight", normal((f, e), e**-0.5), s.type_of("ffn_up", il))
-        put(b + "ffn_down.weight", normal((e, f), 0.5 * f**-0.5), s.type_of("ffn_down", il))
+        put(b + "ffn_gate.weight", _Lazy((f, e), e**-0.5), s.type_of("ffn_gate", il))
+        put(b + "ffn_up.weight", _Lazy((f, e), e**-0.5), s.type_of("ffn_up", il))
+        put(b + "ffn_down.weight", _Lazy((e, f), 0.5 * f**-0.5), s.type_of("ffn_down", il))
         if gemma:
             put(b + "post_ffw_norm.weight", norm_weight(e), T.F32)
     put("output_norm.weight", norm_weight(e), T.F32)
+    if s.rope_freqs:
+        put("rope_freqs.weight", np.array(s.rope_freqs, dtype=np.float32), T.F32)
     if not s.tied:
-        out = normal((n_vocab, e), s.logit_gain * e**-0.5)
-        out[vocab.bos_id :] *= 0.1  # untrained special tokens: rarely chosen
+        out: np.ndarray | _Lazy = _Lazy((n_vocab, e), s.logit_gain * e**-0.5)
+        if not (s.random_blocks and QUANT_TABLE[s.type_of("output")].is_quantized):
+            out = normal(out.shape, out.std)
+            out[vocab.bos_id :] *= 0.1  # untrained special tokens: rarely chosen
         put("output.weight", out, s.type_of("output"))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -441,12 +628,12 @@ SPECS: dict[str, SyntheticSpec] = {
         head_dim=64,
         types={
             "token_embd": T.Q4_K,
-            "attn_q": (T.Q4_K, T.Q5_K),
+            "attn_q": (T.Q4_K, T.Q3_K),
             "attn_k": (T.Q5_K, T.Q6_K),
             "attn_v": (T.Q6_K, T.Q8_0),
-            "attn_output": (T.Q4_0, T.Q4_K),
-            "ffn_gate": (T.Q5_0, T.Q6_K),
-            "ffn_up": (T.Q8_0, T.Q5_1),
+            "attn_output": (T.Q4_0, T.IQ4_XS),
+            "ffn_gate": (T.IQ4_NL, T.Q6_K),
+            "ffn_up": (T.Q2_K, T.Q5_1),
             "ffn_down": (T.Q6_K, T.Q4_1),
         },
         tied=True,
@@ -462,7 +649,7 @@ SPECS: dict[str, SyntheticSpec] = {
         n_head_kv=1,
         head_dim=256,  # = HF's default query_pre_attn_scalar, so both scale by 1/16
         types={
-            "token_embd": T.Q5_0,
+            "token_embd": T.IQ4_NL,
             "attn_q": (T.Q4_0, T.Q8_0),
             "attn_k": (T.Q8_0, T.Q4_1),
             "attn_v": (T.Q4_1, T.F16),
@@ -515,6 +702,37 @@ BENCH_SPECS: dict[str, SyntheticSpec] = {
         pre="qwen2",
     ),
 }
+
+
+_LLAMA3_TYPES: dict[str, T | tuple[T, ...]] = {
+    r: T.Q4_K
+    for r in ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+              "ffn_down")
+}  # fmt: skip
+_LLAMA3_TYPES["output"] = T.Q6_K  # as llama.cpp's Q4_K_M keeps it
+# Llama-3.1-8B's shape: 32 layers, n_embd 4096, 32 heads / 8 KV heads of 128, n_ff 14336, vocab
+# 128256, untied output, rope base 500000 with llama3 frequency factors (factor 8, original
+# context 8192); Q4_K weights (Q6_K output) as random blocks (4.6 GB, written in about a minute;
+# a speed benchmark: its logits mean nothing).
+BENCH_SPECS["llama3-8b"] = SyntheticSpec(
+    arch="llama",
+    name="tracekit synthetic llama3 8B-shape",
+    n_layer=32,
+    n_embd=4096,
+    n_ff=14336,
+    n_head=32,
+    n_head_kv=8,
+    head_dim=128,
+    n_ctx=8192,
+    n_merges=253,
+    n_vocab=128256,
+    types=_LLAMA3_TYPES,
+    rope_base=500000.0,
+    rms_eps=1e-5,
+    pre="smollm",
+    rope_freqs=llama3_rope_factors(500000.0, 128),
+    random_blocks=True,
+)
 
 
 def write_synthetic_model(

@@ -1,8 +1,11 @@
-"""Trace file v1: write atomically, load with validation (docs/trace-format.md).
+"""Trace file v2 (v1 still loads): write atomically, load with validation (docs/trace-format.md).
 
-The JSON Schema in ``trace-schema-v1.json`` is the contract; :func:`load_trace` validates with
+The JSON Schema in ``trace-schema-v2.json`` is the contract; :func:`load_trace` validates with
 the ``jsonschema`` library and adds the cross-references a schema cannot state (every step holds
 one record per topology node, in order). Errors name the file, the JSON path and what is wrong.
+A file stores measurements only; the verdicts (``perf``, ``classification``, each step's
+``breakdown``) are derived on load by :func:`tracekit.runner.perf.derive_trace`, so a v1 trace
+is judged by the current bound model too (marked ``derived.legacy``).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from typing import Any
 import numpy as np
 from jsonschema.exceptions import best_match
 
+from tracekit.runner import perf
+
 FORMAT = "tracekit-trace"
-VERSION = 1
-SCHEMA_PATH = Path(__file__).with_name("trace-schema-v1.json")
+VERSION = 2
+SCHEMA_PATH = Path(__file__).with_name("trace-schema-v2.json")
 #: Longest excerpt of an offending value quoted in an error message (characters).
 _QUOTE = 60
 #: The error reported is the most relevant (jsonschema's ``best_match``) of the first this many:
@@ -53,7 +58,7 @@ class TraceError(ValueError):
 
 @functools.cache
 def schema() -> dict[str, Any]:
-    """The v1 JSON Schema as a dict."""
+    """The JSON Schema (versions 1 and 2) as a dict."""
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
@@ -310,7 +315,7 @@ def _with(d: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
 def _compact_record(r: Any) -> Any:
     if not isinstance(r, dict):
         return r
-    r = dict(r)
+    r = {k: v for k, v in r.items() if k not in perf.DERIVED_RECORD}
     t = r.get("time_s")
     if (
         isinstance(t, (int, float))
@@ -334,7 +339,9 @@ def _compact_record(r: Any) -> Any:
 def compact(trace: dict[str, Any]) -> dict[str, Any]:
     """A shallow copy of ``trace`` in its stored form (the input is not changed).
 
-    Three things are stored once instead of twice and restored by :func:`load_trace`: uniform
+    What is derived (``perf``, ``classification``, ``breakdown``, ``host_wait_s``,
+    ``derived``: :func:`tracekit.runner.perf.derive_trace`) is not stored; :func:`load_trace`
+    derives it again. Three things are stored once instead of twice and restored: uniform
     histogram edges (as ``lo``/``hi``), a node's ``timing_time_s`` equal to its ``time_s``, and a
     heatmap's ``source_shape`` equal to the node's ``shape``. Together they are a quarter of a
     node record.
@@ -342,12 +349,13 @@ def compact(trace: dict[str, Any]) -> dict[str, Any]:
     steps = trace.get("steps")
     if not isinstance(steps, list):
         return trace
+    trace = {k: v for k, v in trace.items() if k not in perf.DERIVED_TOP}
     new_steps = []
     for step in steps:
         if not isinstance(step, dict):
             new_steps.append(step)
             continue
-        s = dict(step)
+        s = {k: v for k, v in step.items() if k not in perf.DERIVED_STEP}
         logits = s.get("logits")
         if isinstance(logits, dict) and "hist" in logits:
             s["logits"] = _with(logits, "hist", _compact_hist(logits["hist"]))
@@ -425,6 +433,11 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         OutputPathError: the path cannot be written (checked first), or the write failed (a
             full disk, a quota): the message names the path.
     """
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """:func:`atomic_write_text` for bytes (a trace's tensor sidecar, tracekit/runner/tensors.py)."""
     from tracekit.runner.outpath import (
         OutputPathError,
         check_output_path,
@@ -436,7 +449,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     path = check_output_path(path)
     with held_signals() as held:
         if is_stream(path):
-            held["path"] = write_stream(path, text)
+            held["path"] = write_stream(path, data)
             return path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -452,8 +465,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             raise OutputPathError(f"cannot write {path}: {e.strerror}") from None
         try:
             os.fchmod(fd, _file_mode(path))  # created 0600; a trace is an ordinary file
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -855,7 +868,7 @@ def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"{path}: holds the integer {huge[0][:40]}, past the 64-bit range a trace uses"
             )
         _check_limits(trace, str(path))
-        return validate_trace(trace, source=str(path))
+        return perf.derive_trace(validate_trace(trace, source=str(path)))
     except RecursionError:  # nesting json.loads accepted but the validator's recursion did not
         raise TraceError(f"{path}: JSON nested too deeply to be a trace") from None
 

@@ -132,6 +132,14 @@ def _nan_alert(trace: Trace, where: str) -> html.Div | None:
 
 
 # -- overview --------------------------------------------------------------------------------
+def _arch_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rope type and factors, soft-caps, window per layer (traces before issue 14 have none)."""
+    from tracekit.runner.model import describe_arch
+
+    settings = m.get("arch_settings")
+    return describe_arch(settings) if isinstance(settings, dict) else []
+
+
 def _overview(trace: Trace, path: Path) -> html.Div:
     m, run, c = trace["model"], trace["run"], trace["ceilings"]
     cap = d.capture_summary(trace)
@@ -148,6 +156,8 @@ def _overview(trace: Trace, path: Path) -> html.Div:
             ", ".join(f"{k} × {v}" for k, v in m["tensor_types"].items())
             + f" · {d.fmt_bytes(m['file_bytes'])}",
         ),
+        *_arch_rows(m),
+        *(("note", str(n)) for n in run.get("notes", [])),
         ("device", f"{run['device']} ({run['backend']} backend)"),
         (
             "prompt",
@@ -169,8 +179,20 @@ def _overview(trace: Trace, path: Path) -> html.Div:
     )
     ceil_rows = [
         ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
-        ("launch overhead", d.fmt_time(c["launch_overhead_s"])),
-        ("peak compute", d.fmt_rate(c["peak_flops"], "flop/s")),
+        ("launch overhead (idle device, host latency)", d.fmt_time(c["launch_overhead_s"])),
+        (
+            "launch floor per mode",
+            ", ".join(
+                f"{k} {d.fmt_time(v)}" for k, v in trace["classification"]["launch_floor_s"].items()
+            ),
+        ),
+        (
+            "peak compute per math path",
+            ", ".join(
+                f"{k} {d.fmt_rate(v, 'flop/s')}"
+                for k, v in trace["classification"]["peak_flops_by_path"].items()
+            ),
+        ),
         ("ridge point", f"{c['ridge_flop_per_byte']:.3g} flop/B"),
         ("measured", f"{c['measured_at']} · {method_txt}"),
         ("bound rule", trace["classification"]["rule"]),
@@ -378,6 +400,29 @@ def _detail_views(trace: Trace, j: int, i: int) -> tuple[Any, Any, go.Figure, go
 
 
 # -- compare ---------------------------------------------------------------------------------
+def compare_report(a: Trace, b: Trace, paths: Sequence[Path]) -> DiffReport:
+    """What ``tracekit diff A B`` reports: calibrated tolerances, tensor sidecars compared when
+    both traces have one. A sidecar that cannot be used, or a path without a calibrated
+    tolerance, is said in the report's notes (statistics at the dashboard's RTOL then)."""
+    from tracekit.runner.tensors import load_tensors
+
+    notes: list[str] = []
+    tensors: list[Any] = []
+    for t, p in zip((a, b), paths, strict=True):
+        try:
+            tensors.append(load_tensors(t, p))
+        except TraceError as e:
+            tensors.append(None)
+            notes.append(f"tensor sidecar not used: {e}")
+    try:
+        report = diff_traces(a, b, tensors_a=tensors[0], tensors_b=tensors[1])
+    except ValueError as e:  # no calibrated tolerance for the path: the dashboard's, said so
+        report = diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+        notes.append(f"{e}; shown at rtol {d.RTOL:g}, atol {d.ATOL:g}")
+    report.notes += notes
+    return report
+
+
 def _compare_summary(
     a: Trace,
     b: Trace,
@@ -411,10 +456,24 @@ def _compare_summary(
                 id="first-divergence",
             )
         )
+    fi = report.tensors.first_introduced if report.tensors is not None else None
+    if fi is not None and fi.node in by_name:
+        k = next(i for i, s in enumerate(a["steps"]) if s["name"] == fi.step)
+        out.append(
+            html.Div(
+                [
+                    f"the node that broke it (first to introduce error, tensors compared): "
+                    f"{fi.node} at {fi.step}. ",
+                    _goto(by_name[fi.node], f"select {fi.node} at {fi.step}", "diff", step=k),
+                ],
+                className="tk-alert",
+                id="first-introduced",
+            )
+        )
     if j >= len(b["steps"]):
         out.append(html.Div(f"B has no {a['steps'][j]['name']}: nothing to compare here"))
         return out
-    first = d.first_divergence(deltas)
+    first = d.first_divergence(deltas, report.rtol, report.atol)
     step = a["steps"][j]["name"]
     if first is None:
         out.append(
@@ -442,7 +501,8 @@ def _compare_node_table(a: Trace, b: Trace, j: int, i: int) -> dcc.Markdown | ht
     ra, rb = a["steps"][j]["nodes"][i], b["steps"][j]["nodes"][ib]
     keys = ("min", "max", "mean", "std", "absmax", "nan", "pos_inf", "neg_inf", "zeros")
     ta, tb = ra["time_s"], rb["time_s"]
-    rows = [["time", d.fmt_time(ta), d.fmt_time(tb), d.fmt_time(abs(tb - ta))]]
+    sign = "+" if tb >= ta else "−"  # B − A signed: a faster B reads negative
+    rows = [["time", d.fmt_time(ta), d.fmt_time(tb), f"{sign}{d.fmt_time(abs(tb - ta))}"]]
     sa, sb = ra["stats"], rb["stats"]
     for k in keys:
         va = None if sa is None else sa[k]
@@ -661,7 +721,8 @@ def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] =
                 [
                     html.Span("tracekit", className="tk-brand"),
                     html.Span(
-                        f"{a['model']['name']} · {a['run']['device']} · {files}",
+                        f"{a['model']['name']} · {a['run']['device']} · {d.time_label(a)} · "
+                        f"{files}",
                         className="tk-files",
                     ),
                     html.Span("" if a["complete"] else "INCOMPLETE RUN", className="tk-warn"),
@@ -688,7 +749,7 @@ def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] =
                     html.Label("colour by", className="tk-label"),
                     dcc.Dropdown(
                         id="measure",
-                        options=[{"label": v, "value": k} for k, v in d.MEASURES.items()],
+                        options=[{"label": d.measure_label(a, k), "value": k} for k in d.MEASURES],
                         value="time",
                         clearable=False,
                         className="tk-measure",
@@ -761,9 +822,20 @@ def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
     cells = [[-1] * len(lay.cols) for _ in lay.rows]
     for i, (r, c) in lay.cell.items():
         cells[r][c] = i
+    label = d.time_label(trace)
+
+    def idle(s: Mapping[str, Any]) -> str:
+        b = s.get("breakdown")
+        if not b:
+            return ""
+        return (
+            f" · device {d.fmt_time(b['span_s'])}: kernels {d.fmt_time(b['kernel_s'])}, "
+            f"host wait {d.fmt_time(b['host_wait_s'])}, other gaps {d.fmt_time(b['other_gap_s'])}"
+        )
+
     info = [
         f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']} · "
-        f"nodes {d.fmt_time(s['gpu_s'])} · wall {d.fmt_time(s['wall_s'])}"
+        f"nodes {d.fmt_time(s['gpu_s'])} {label} · wall {d.fmt_time(s['wall_s'])}{idle(s)}"
         for s in trace["steps"]
     ]
     return {
@@ -892,8 +964,9 @@ def _register(
 
     @functools.cache
     def diff_report() -> DiffReport:
-        # Computed on the first visit to the compare tab, then kept (the traces never change).
-        return diff_traces(a, b, rtol=d.RTOL, atol=d.ATOL)
+        # Computed on the first visit to the compare tab, then kept (the traces never change):
+        # the report of `tracekit diff A B`, tensor sidecars included.
+        return compare_report(a, b, paths)
 
     @app.callback(
         Output("compare-summary", "children"),
@@ -914,7 +987,7 @@ def _register(
         rng = f.shared_range(sa, sb)
         return (
             _compare_summary(a, b, j, deltas, diff_report(), paths),
-            f.compare_figure(deltas, selected=node),
+            f.compare_figure(deltas, diff_report().rtol, diff_report().atol, selected=node),
             f.heatmap_figure(sa, f"A: {f.plain(name)}", rng),
             f.heatmap_figure(sb, f"B: {f.plain(name)}", rng),
             _compare_node_table(a, b, j, node),

@@ -20,7 +20,7 @@ Trace = Mapping[str, Any]
 
 #: Measures the graph view can colour by: key -> label (with unit).
 MEASURES: dict[str, str] = {
-    "time": "GPU time (µs)",
+    "time": "GPU time (µs)",  # "CPU time (µs)" for NumPy traces: measure_label()
     "fraction": "% of ceiling",
     "bound": "bound class",
     "absmax": "absmax",
@@ -74,6 +74,27 @@ def fmt_num(v: float | int | None) -> str:
 
 def fmt_pct(frac: float | None) -> str:
     return "—" if frac is None else f"{100 * frac:.3g}%"
+
+
+def time_label(trace: Trace) -> str:
+    """ "CPU time" for a NumPy trace, else "GPU time" (tracekit.runner.perf.time_label)."""
+    from tracekit.runner.perf import time_label as label
+
+    return label(trace.get("run", {}).get("backend"))
+
+
+def measure_label(trace: Trace, measure: str) -> str:
+    """A :data:`MEASURES` label with the trace's kind of time."""
+    if measure == "time":
+        return f"{time_label(trace)} (µs)"
+    return MEASURES[measure]
+
+
+def fmt_efficiency(p: Mapping[str, Any]) -> str:
+    """A node's efficiency as shown: never above 100%; a flagged one says so."""
+    if p.get("flag"):
+        return f"flagged ({100 * p['efficiency']:.3g}% measured: impossible)"
+    return fmt_pct(p["fraction_of_ceiling"])
 
 
 # -- nodes and layout ------------------------------------------------------------------------
@@ -249,8 +270,9 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
     read = sum(la["bytes_read"] for la in rec["launches"])
     written = sum(la["bytes_written"] for la in rec["launches"])
     host, full_host = rec.get("host_s"), rec.get("full_host_s")
+    label = time_label(trace)
     rows = [
-        ("time (timing pass)", fmt_time(rec["time_s"])),
+        (f"{label} (timing pass)", fmt_time(rec["time_s"])),
         ("time in the full pass", fmt_time(rec.get("full_time_s"))),
         ("host time, timing / full pass", f"{fmt_time(host)} / {fmt_time(full_host)}"),
         (
@@ -268,8 +290,12 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
             "achieved compute",
             f"{fmt_rate(p['achieved_flops'], 'flop/s')} of {fmt_rate(c['peak_flops'], 'flop/s')}",
         ),
-        ("% of ceiling", fmt_pct(p["fraction_of_ceiling"])),
+        ("bound T*", fmt_time(p.get("t_star_s"))),
+        ("efficiency (T* / time)", fmt_efficiency(p)),
+        ("host wait before it", fmt_time(rec.get("host_wait_s"))),
     ]
+    if p.get("flag"):
+        rows.append(("flag", p["flag"]))
     ncu = rec.get("ncu")
     if ncu:
         rows.append(("ncu DRAM bytes (measured)", fmt_bytes(ncu.get("measured_bytes"))))

@@ -119,8 +119,11 @@ def family_colours(trace: Trace) -> dict[str, str]:
 
 
 # -- graph view ------------------------------------------------------------------------------
-def _colour_spec(measure: str, values: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """z values and heatmap colour arguments for ``measure`` (log scale for times, absmax)."""
+def _colour_spec(
+    measure: str, values: np.ndarray, label: str | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """z values and heatmap colour arguments for ``measure`` (log scale for times, absmax);
+    ``label``: the colour bar's title (default the measure's)."""
     if measure == "bound":
         c = [BOUND_COLOURS[b] for b in d.BOUND_CLASSES]
         scale = [[0, c[0]], [1 / 3, c[0]], [1 / 3, c[1]], [2 / 3, c[1]], [2 / 3, c[2]], [1, c[2]]]
@@ -136,13 +139,16 @@ def _colour_spec(measure: str, values: np.ndarray) -> tuple[np.ndarray, dict[str
         bar = dict(
             tickvals=[math.log10(t) for t in ticks],
             ticktext=[f"{t:g}" for t in ticks],
-            title=d.MEASURES[measure],
+            title=label or d.MEASURES[measure],
         )
         return z, dict(colorscale="Viridis", colorbar=bar)
     if measure == "nonfinite":
         bar = dict(title="NaN/Inf")
-        return values, dict(colorscale="Reds", zmin=0, colorbar=bar)
-    return values, dict(colorscale="Viridis", zmin=0, colorbar=dict(title="% of ceiling"))
+        # both ends fixed: with zmin alone a healthy trace (all 0) was painted mid-red
+        finite = values[np.isfinite(values)]
+        top = max(1.0, float(finite.max())) if finite.size else 1.0
+        return values, dict(colorscale="Reds", zmin=0, zmax=top, colorbar=bar)
+    return values, dict(colorscale="Viridis", zmin=0, zmax=100, colorbar=dict(title="% of ceiling"))
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
@@ -230,7 +236,7 @@ def graph_figure(
     z = np.full((nr, nc), np.nan)
     ids = np.full((nr, nc), -1, dtype=np.int32)
     hover = np.full((nr, nc), "", dtype=object)
-    zvals, colour = _colour_spec(measure, values)
+    zvals, colour = _colour_spec(measure, values, d.measure_label(trace, measure))
     labels = row_labels(trace, lay)
     for i, (r, c) in lay.cell.items():
         z[r, c] = zvals[i]
@@ -241,7 +247,7 @@ def graph_figure(
         hover[r, c] = (
             f"<b>{plain(n['name'])}</b><br>{plain(n['op'])} · {plain(n['family'])}<br>"
             f"{d.fmt_time(rec['time_s'])} · {bound}-bound · "
-            f"{d.fmt_pct(rec['perf']['fraction_of_ceiling'])} of ceiling"
+            f"{d.fmt_efficiency(rec['perf'])} of ceiling"
             + (
                 ""
                 if nf is None
@@ -290,7 +296,7 @@ def graph_figure(
         margin=dict(l=14 + text_px(labels), r=145, t=130, b=20),
         title=dict(y=0.995, yanchor="top"),
     )
-    title = f"{trace['steps'][j]['name']} · coloured by {d.MEASURES[measure]}"
+    title = f"{trace['steps'][j]['name']} · coloured by {d.measure_label(trace, measure)}"
     # 18-36 px per row: a 30-layer model stays legible without scrolling past the fold, and
     # a small one does not shrink to a strip.
     row_px = min(36, max(18, 480 // nr))
@@ -357,16 +363,43 @@ def histogram_figure(hist: Mapping[str, Any] | None, title: str = "histogram") -
 
 # -- timeline --------------------------------------------------------------------------------
 def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Figure:
-    """Gantt chart of step ``j``: nodes back to back in execution order, one lane per family.
+    """Gantt chart of step ``j``, one lane per family, plus a lane of host waits.
 
-    The nodes run one after another, so each starts where the previous one ended (node times
-    only: host gaps between nodes are not in the trace).
+    v2 traces place each node at its recorded device interval (``start_ns``/``end_ns``), so a
+    gap is a gap, and the device's waits for the host are bars of their own lane; v1 traces
+    hold no intervals: their nodes are laid back to back by node time (gaps not in the trace).
     """
     nodes, recs = trace["nodes"], trace["steps"][j]["nodes"]
-    t = np.array([r["time_s"] for r in recs]) * 1e6  # µs
-    start = np.concatenate([[0.0], np.cumsum(t)[:-1]])
+    timed = all("start_ns" in r for r in recs)
+    if timed:
+        start = np.array([r["start_ns"] for r in recs], dtype=float) * 1e-3  # µs
+        t = np.array([r["end_ns"] for r in recs], dtype=float) * 1e-3 - start
+    else:
+        t = np.array([r["time_s"] for r in recs]) * 1e6  # µs
+        start = np.concatenate([[0.0], np.cumsum(t)[:-1]])
     colours = family_colours(trace)
     data: list[dict[str, Any]] = []
+    waits = [i for i, r in enumerate(recs) if timed and (r.get("host_wait_s") or 0) > 0]
+    if waits:
+        w = np.array([recs[i]["host_wait_s"] for i in waits]) * 1e6
+        data.append(
+            dict(
+                type="bar",
+                x=w,
+                base=start[waits] - w,
+                y=["host wait"] * len(waits),
+                orientation="h",
+                name="host wait",
+                marker=dict(color="#bbbbbb", line=dict(width=0)),
+                customdata=waits,
+                hovertext=[
+                    f"device idle {d.fmt_time(recs[i]['host_wait_s'])} before "
+                    f"{html.escape(nodes[i]['name'])}"
+                    for i in waits
+                ],
+                hoverinfo="text",
+            )
+        )
     for fam in d.families(trace):
         ids = [i for i, n in enumerate(nodes) if n["family"] == fam]
         data.append(
@@ -398,17 +431,25 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
             )
         )
     fams = d.families(trace)
+    axis = "µs from the step's device start" if timed else "µs, nodes back to back (v1 trace)"
     layout = dict(
         barmode="overlay",
         bargap=0.3,
         clickmode="event",
-        xaxis=dict(title=dict(text="µs from the step's first node")),
+        xaxis=dict(title=dict(text=axis)),
         yaxis=dict(autorange="reversed"),
         # left: a lane per family; right: the legend of families
         margin=dict(l=14 + text_px(fams), r=75 + text_px(fams), b=45),
     )
     total = d.fmt_time(float(t.sum()) / 1e6)
-    return _figure(data, layout, f"{trace['steps'][j]['name']} · node times, {total} in all", 360)
+    title = f"{trace['steps'][j]['name']} · {d.time_label(trace)} of the nodes, {total} in all"
+    b = trace["steps"][j].get("breakdown")
+    if b:
+        title += (
+            f" · span {d.fmt_time(b['span_s'])}, host wait {d.fmt_time(b['host_wait_s'])}, "
+            f"other gaps {d.fmt_time(b['other_gap_s'])}"
+        )
+    return _figure(data, layout, title, 360)
 
 
 # -- roofline --------------------------------------------------------------------------------
@@ -475,9 +516,17 @@ def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
                 hoverinfo="skip",
             )
         )
+    ys = [peak, bw * lo] + [recs[i]["perf"]["achieved_flops"] for i in pts]
+    decades = range(math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys))) + 1)
     layout = dict(
         xaxis=dict(type="log", title=dict(text="arithmetic intensity (flop/byte)")),
-        yaxis=dict(type="log", title=dict(text="achieved flop/s")),
+        yaxis=dict(
+            type="log",
+            title=dict(text="achieved flop/s"),
+            # plotly's own labels read "10B"; a rate reads "10 Gflop/s"
+            tickvals=[10.0**k for k in decades],
+            ticktext=[d.fmt_rate(10.0**k, "flop/s") for k in decades],
+        ),
         clickmode="event",
         legend=dict(orientation="h", y=-0.2),
         margin=dict(l=60, b=100),  # the legend under the x axis
@@ -538,7 +587,9 @@ def topk_figure(trace: Trace, j: int) -> go.Figure:
     layout = dict(
         yaxis=dict(autorange="reversed"),
         xaxis=dict(title=dict(text="probability"), range=[0, 1]),
-        margin=dict(l=14 + text_px(labels), b=45),
+        # the title is long and the panel narrow: Plotly's toolbar (top right) covered it
+        modebar=dict(orientation="v"),
+        margin=dict(l=14 + text_px(labels), r=40, b=45),
     )
     title = (
         f"{trace['steps'][j]['name']} · top-{len(top)} "
@@ -595,8 +646,12 @@ def compare_figure(
     x = list(range(len(deltas)))
     names = [html.escape(x_.name) for x_ in deltas]
     ids = [x_.id_a for x_ in deltas]
-    floor = rtol * 1e-4  # plot exact agreement on the log axis, well under the tolerance
-    rel = [max(x_.rel_diff, floor) if x_.rel_diff is not None else None for x_ in deltas]
+    floor = rtol * 1e-4  # where exact agreement is drawn on the log axis, under the tolerance
+    same = [x_.rel_diff == 0 for x_ in deltas]
+    rel = [
+        None if x_.rel_diff is None or z else max(x_.rel_diff, floor)
+        for x_, z in zip(deltas, same, strict=True)
+    ]
     bad = [x_.diverges(rtol, atol) for x_ in deltas]
     data = [
         dict(
@@ -622,6 +677,17 @@ def compare_figure(
             name="time ratio",
             xaxis="x",
             yaxis="y2",
+        ),
+        dict(
+            type="scatter",
+            x=[k for k, z in zip(x, same, strict=True) if z],
+            y=[floor for z in same if z],
+            mode="markers",
+            marker=dict(color="#2ca02c", size=7, symbol="line-ew-open", line=dict(width=2)),
+            customdata=[i for i, z in zip(ids, same, strict=True) if z],
+            hovertext=[n for n, z in zip(names, same, strict=True) if z],
+            hovertemplate="%{hovertext}: bit-identical<extra></extra>",
+            name="bit-identical (0, drawn at the axis floor)",
         ),
     ]
 

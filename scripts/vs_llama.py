@@ -1,0 +1,100 @@
+"""tracekit vs llama.cpp on the same GGUF files, same GPU, one run: decode and prefill tok/s.
+
+    python3 scripts/vs_llama.py --llama-bench /root/llama/llama.cpp/build/bin/llama-bench \
+        [--prefill 512] [--steps 128] MODEL_OR_SYNTHETIC_NAME ...
+
+For each model: ``llama-bench -ngl 99 -p PREFILL -n STEPS -r 3 -o json`` (pp = prompt processing
+of PREFILL tokens, tg = STEPS generated tokens, both tok/s averaged over 3 repetitions), then
+tracekit untraced on the cupy backend with CUDA-graph decode replay: prefill of PREFILL seeded
+random token ids (the last position's logits only, as llama-bench computes; the median of 3
+after a warm-up), then STEPS greedy decode steps. Prints the ratios tracekit ÷ llama.cpp.
+Extra ``--tk-arg KEY=VALUE`` pairs are passed to ``Session`` (e.g. ``replay=plan``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decode_speed import resolve  # noqa: E402  (the synthetic names, written once into the cache)
+
+
+def llama_bench(exe: str, path: Path, prefill: int, steps: int) -> dict[str, float]:
+    out = subprocess.run(
+        [exe, "-m", str(path), "-ngl", "99", "-p", str(prefill), "-n", str(steps), "-r", "3",
+         "-o", "json"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    rows = json.loads(out)
+    pp = next(r for r in rows if r["n_prompt"] == prefill and r["n_gen"] == 0)
+    tg = next(r for r in rows if r["n_gen"] == steps and r["n_prompt"] == 0)
+    return {"pp": float(pp["avg_ts"]), "tg": float(tg["avg_ts"])}
+
+
+def tracekit_speed(path: Path, prefill: int, steps: int, session_kw: dict) -> dict[str, float]:
+    import numpy as np
+
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.execute import Session
+    from tracekit.runner.model import load_model
+
+    model = load_model(path)
+    be = get_backend("cupy")
+    n_ctx = min(model.config.n_ctx, prefill + steps + 16)
+    s = Session(model, be, n_ctx=n_ctx, replay=session_kw.pop("replay", "graph"), **session_kw)
+    rng = np.random.default_rng(0)
+    ids = [int(i) for i in rng.integers(0, model.config.n_vocab, prefill)]
+    s.generate(ids[:8], 3, stop_at_eos=False)  # warm-up: compilation, the recorded decode step
+    s.reset()
+    times = []
+    for _ in range(4):  # the first also compiles the prefill shapes
+        s.reset()
+        be.synchronize()
+        t0 = time.perf_counter()
+        logits = s.run_step(ids)
+        times.append(time.perf_counter() - t0)
+    pp = prefill / statistics.median(times[1:])
+    tok = int(np.argmax(logits[-1]))
+    tok = int(np.argmax(s.run_step([tok])[-1]))  # the first decode step records the replay
+    be.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        tok = int(np.argmax(s.run_step([tok])[-1]))
+    tg = steps / (time.perf_counter() - t0)
+    return {"pp": pp, "tg": tg}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--llama-bench", required=True)
+    ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=128)
+    ap.add_argument("--tk-arg", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    kw = dict(a.split("=", 1) for a in args.tk_arg)
+    rows = []
+    for m in args.models:
+        path = resolve(m)
+        ll = llama_bench(args.llama_bench, path, args.prefill, args.steps)
+        tk = tracekit_speed(path, args.prefill, args.steps, dict(kw))
+        rows.append((path.name, ll, tk))
+        print(f"{path.name}: llama.cpp pp{args.prefill} {ll['pp']:.0f} tg{args.steps} "
+              f"{ll['tg']:.1f} tok/s | tracekit {tk['pp']:.0f} / {tk['tg']:.1f}", flush=True)  # fmt: skip
+    print(f"\n| model | llama.cpp pp{args.prefill} | tracekit | ratio | llama.cpp tg{args.steps} "
+          f"| tracekit | ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for name, ll, tk in rows:
+        print(f"| {name} | {ll['pp']:.0f} | {tk['pp']:.0f} | {tk['pp'] / ll['pp']:.2f}x "
+              f"| {ll['tg']:.1f} | {tk['tg']:.1f} | {tk['tg'] / ll['tg']:.2f}x |")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
