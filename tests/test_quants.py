@@ -106,9 +106,9 @@ def test_header_sizes_only_come_from_python() -> None:
 
 
 def test_iq4_levels_in_the_header_are_gguf_py_s() -> None:
-    words = re.findall(r"__byte_perm\((0x[0-9A-F]+)u, (0x[0-9A-F]+)u, s\)", HEADER)
-    assert len(words) == 2
-    got = b"".join(int(w, 16).to_bytes(4, "little") for pair in words for w in pair)
+    words = re.findall(r"^#define IQ4_LEVELS_(\d) (0x[0-9A-F]+)u", HEADER, re.M)
+    assert [i for i, _ in words] == ["0", "1", "2", "3"]
+    got = b"".join(int(w, 16).to_bytes(4, "little") for _, w in words)
     want = np.array(GGUF_IQ4_NL.kvalues, np.int8).tobytes()
     assert got == want
     np.testing.assert_array_equal(quants._IQ4_LEVELS, np.array(GGUF_IQ4_NL.kvalues, np.float32))

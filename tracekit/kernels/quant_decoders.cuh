@@ -56,14 +56,15 @@ __device__ __forceinline__ float code_f(u32 code, float bias) {
 
 // ---- Word-wise decoding: T::dec8_w computes T::dec8's values with fewer instructions -------
 // Valid only for a block at an address that is a multiple of T::ALIGN: Q4_K/Q5_K 16, Q5_1
-// 8, Q4_1 4, the others 2 (its fields are read with loads of that alignment). Every TS is a
-// multiple of ALIGN, so each block of a tensor (each row of an embedding table too) has the
-// tensor's alignment mod ALIGN: dequant.cu checks raw % 16 == 0 (its staged copy keeps raw's
-// alignment), embed.cu raw % ALIGN == 0; otherwise they use T::dec8 (Fast<T>
-// below makes that choice at compile time for a type without dec8_w). Fields load as
-// whole words (one 8- or 16-byte load where aligned, ld_8's 2-3 words at a 2-byte aligned
-// address, no byte loads), codes are masked four to a word op, and a code byte becomes an f32
-// with one PRMT: bits 0x4B0000bb are 2^23 + bb, so one FADD gives the exact code - bias.
+// and IQ4_XS 8, Q4_1 and Q2_K 4, the others 2 (its fields are read with loads of that
+// alignment). Every TS is a multiple of ALIGN, so each block of a tensor (each row of an
+// embedding table too) has the tensor's alignment mod ALIGN: dequant.cu checks raw % 16 == 0
+// (its staged copy keeps raw's alignment), embed.cu raw % ALIGN == 0; otherwise they use
+// T::dec8 (Fast<T> below makes that choice at compile time for a type without dec8_w).
+// Fields load as whole words (one 8- or 16-byte load where aligned, ld_8's 2-3 words at a
+// 2-byte aligned address, no byte loads), codes are masked four to a word op, and a code
+// byte becomes an f32 with one PRMT: bits 0x4B0000bb are 2^23 + bb, so one FADD gives the
+// exact code - bias.
 // Where gguf multiplies then adds (d q + m, dsc q - dmn), one FFMA does both: the product is
 // exact in f32 (at most 17 + 5 significant bits), so FFMA's one rounding is gguf's rounding of
 // the add, for Inf and NaN scales too.
@@ -344,6 +345,17 @@ struct Q6_K {  // ql[128] | qh[64] | scales[16] int8 | d (f16);  value e = 128 h
     }
 };
 
+// Word i of a block at byte O (0..3) of the aligned words w, shifted right by sh (8 O + sh < 32):
+// for O > 0 it spans words i and i + 1, which the caller keeps inside the block. The top sh bits
+// are the next word's (O > 0) or zero: callers mask them off.
+template <u32 O>
+__device__ __forceinline__ u32 word_at(const u32* w, int i, u32 sh) {
+    if constexpr (O == 0)
+        return w[i] >> sh;
+    else
+        return __funnelshift_r(w[i], w[i + 1], 8 * O + sh);
+}
+
 struct Q2_K {  // scales[16] | qs[64] | d | dmin;  sub-block j of 16: x = (d sc[j]) q - dmin m[j],
     QUANT_SIZES(Q2_K);  // sc / m = low / high nibble of scales[j]; value 128 h + 32 s + l:
     // q = bits 2s, 2s + 1 of qs[32 h + l]
@@ -356,6 +368,20 @@ struct Q2_K {  // scales[16] | qs[64] | d | dmin;  sub-block j of 16: x = (d sc[
 #pragma unroll
         for (int k = 0; k < 8; ++k)
             v[k] = __fsub_rn(__fmul_rn(dl, code_f((byte_of(q, k) >> sh) & 3u, 0.0f)), ml);
+    }
+    // word-wise (Fast<Q2_K>): a block at a multiple of ALIGN bytes (TS 84 = 4 * 21)
+    static constexpr int ALIGN = 4;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
+        const int h = c >> 4, sh = 2 * ((c >> 2) & 3), l0 = (c & 3) * 8;
+        const u32 s = *reinterpret_cast<const u32*>(b + 4 * (c >> 3)) >> (8 * ((c >> 1) & 3));
+        const u32 dm = *reinterpret_cast<const u32*>(b + 80);  // d | dmin
+        const float dl = __fmul_rn(half_lo(dm), code_f(s & 15u, 0.0f));
+        const float ml = __fmul_rn(half_hi(dm), code_f((s >> 4) & 15u, 0.0f));
+        const uint2 q = ld8_al4(b + 16 + 32 * h + l0);
+        float f[8];
+        codes8(make_uint2((q.x >> sh) & 0x03030303u, (q.y >> sh) & 0x03030303u), 0.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmaf_rn(dl, f[k], -ml);  // dl q exact: one rounding
     }
 };
 
@@ -377,15 +403,68 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
             v[k] = __fmul_rn(dl, code_f(code, 4.0f));
         }
     }
+    // word-wise (Fast<Q3_K>): a block at a multiple of ALIGN bytes (TS 110 = 2 * 55). Every
+    // field starts at b + 4k, so all are read as aligned words of w = b - b % 4 (word_at). A
+    // warp decodes one block, so the branch on b % 4 is the same for all its lanes.
+    static constexpr int ALIGN = 2;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
+        if (reinterpret_cast<unsigned long long>(b) & 2)
+            dec8_at<2>(b, c, v);
+        else
+            dec8_at<0>(b, c, v);
+    }
+    template <u32 O>  // O = b % 4
+    static __device__ __forceinline__ void dec8_at(const u8* b, int c, float* v) {
+        const int j = c >> 1, g = c >> 2;
+        const u32* w = reinterpret_cast<const u32*>(b - O);
+        const int qf = 8 + 8 * (g >> 2) + 2 * (c & 3), mf = 2 * (c & 3);  // words of qs, hmask
+        const u32 sq = 2 * (g & 3), sm = g;  // the bit planes: shifted to bit 0 by word_at
+        const u32 hx = (word_at<O>(w, mf, sm) & 0x01010101u) << 2;  // bit g of hmask -> bit 2
+        const u32 hy = (word_at<O>(w, mf + 1, sm) & 0x01010101u) << 2;
+        const uint2 code = make_uint2((word_at<O>(w, qf, sq) & 0x03030303u) | hx,
+                                      (word_at<O>(w, qf + 1, sq) & 0x03030303u) | hy);
+        // scales[j % 8] in word 24 or 25, scales[8 + j % 4] in word 26 (bytes 96.. of b)
+        const u32 lw = word_at<O>(w, 24 + ((j >> 2) & 1), 0);
+        const u32 lo = (lw >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
+        const u32 hi = (word_at<O>(w, 26, 0) >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
+        const float dl = __fmul_rn(f16_at(b + 108), code_f(lo | (hi << 4), 32.0f));
+        float f[8];
+        codes8(code, 4.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dl, f[k]);
+    }
 };
 
-// IQ4_NL/IQ4_XS level of a 4-bit code, exact: gguf-py's IQ4_NL.kvalues as int8 bytes, four to a
-// word (tests/test_quants.py checks the words against gguf-py), picked with one PRMT per half.
+// IQ4_NL/IQ4_XS's 16 levels: gguf-py's IQ4_NL.kvalues as int8 bytes, four to a word
+// (tests/test_quants.py checks the words against gguf-py).
+#define IQ4_LEVELS_0 0xBFAD9881u  // levels 0-3: -127 .. -83
+#define IQ4_LEVELS_1 0xF6EADDCFu  // 4-7: -49 .. -10
+#define IQ4_LEVELS_2 0x26190D01u  // 8-11: 1 .. 38
+#define IQ4_LEVELS_3 0x71594535u  // 12-15: 53 .. 113
+
+// Level of a 4-bit code, exact, picked with one PRMT per table half.
 __device__ __forceinline__ float iq4_level(u32 q) {
     const u32 s = q & 7u;
-    const u32 lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, s);  // levels 0-7: -127 .. -10
-    const u32 hi = __byte_perm(0x26190D01u, 0x71594535u, s);  // levels 8-15: 1 .. 113
+    const u32 lo = __byte_perm(IQ4_LEVELS_0, IQ4_LEVELS_1, s);
+    const u32 hi = __byte_perm(IQ4_LEVELS_2, IQ4_LEVELS_3, s);
     return code_f(((q & 8u ? hi : lo) & 0xFFu) ^ 0x80u, 128.0f);
+}
+
+// Levels of the 8 codes n (one 4-bit code per byte) as bytes level + 128, for codes8(., 128):
+// the codes are packed as the 8 nibbles of one word s (PRMT reads its selectors as nibbles),
+// each half of the table is looked up for four codes at once with s % 8, and a third PRMT takes
+// byte i from the low half (selector i) or the high half (4 + i, bit 3 of code i).
+__device__ __forceinline__ uint2 iq4_levels8(uint2 n) {
+    constexpr u32 lo0 = IQ4_LEVELS_0 ^ 0x80808080u, lo1 = IQ4_LEVELS_1 ^ 0x80808080u;
+    constexpr u32 hi0 = IQ4_LEVELS_2 ^ 0x80808080u, hi1 = IQ4_LEVELS_3 ^ 0x80808080u;
+    // bytes 0 and 2 of n | n >> 4 are code pairs (a | b << 4); PRMT gathers the four pairs
+    const u32 s = __byte_perm(n.x | (n.x >> 4), n.y | (n.y >> 4), 0x6420);
+    const u32 s7 = s & 0x77777777u;  // bit 3 of a selector nibble would mean "replicate sign"
+    const u32 pick = ((s >> 1) & 0x44444444u) | 0x32103210u;
+    uint2 r;
+    r.x = __byte_perm(__byte_perm(lo0, lo1, s7), __byte_perm(hi0, hi1, s7), pick);
+    r.y = __byte_perm(__byte_perm(lo0, lo1, s7 >> 16), __byte_perm(hi0, hi1, s7 >> 16), pick >> 16);
+    return r;
 }
 
 struct IQ4_NL {  // d (f16) | qs[16], nibbles as Q4_0;  x = d * LEVELS[q]
@@ -396,6 +475,15 @@ struct IQ4_NL {  // d (f16) | qs[16], nibbles as Q4_0;  x = d * LEVELS[q]
         const int sh = (c >> 1) * 4;
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, iq4_level((byte_of(q, k) >> sh) & 15u));
+    }
+    // word-wise (Fast<IQ4_NL>): a block at a multiple of ALIGN bytes
+    static constexpr int ALIGN = 2;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
+        const float d = f16_at(b);
+        float f[8];
+        codes8(iq4_levels8(nib8(ld_8(b + 2 + 8 * (c & 1)), (c >> 1) * 4)), 128.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, f[k]);
     }
 };
 
@@ -411,6 +499,18 @@ struct IQ4_XS {  // d | scales_h (u16) | scales_l[4] | qs[128];  sub-block j of 
         const int sh = (p >> 1) * 4;
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dl, iq4_level((byte_of(q, k) >> sh) & 15u));
+    }
+    // word-wise (Fast<IQ4_XS>): a block at a multiple of ALIGN bytes (TS 136 = 8 * 17)
+    static constexpr int ALIGN = 8;
+    static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
+        const int j = c >> 2, p = c & 3;
+        const uint2 hd = ld8_al(b);  // d | scales_h, scales_l[4]
+        const u32 ls = ((hd.y >> (4 * j)) & 15u) | (((hd.x >> (16 + 2 * j)) & 3u) << 4);
+        const float dl = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
+        float f[8];
+        codes8(iq4_levels8(nib8(ld8_al(b + 8 + 16 * j + 8 * (p & 1)), (p >> 1) * 4)), 128.0f, f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dl, f[k]);
     }
 };
 
