@@ -409,7 +409,8 @@ def test_trace_content_is_parsed_as_json_only() -> None:
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "load_trace"
     )
     calls = {ast.unparse(c.func) for c in ast.walk(fn) if isinstance(c, ast.Call)}
-    assert "json.loads" in calls and "path.read_bytes" in calls
+    # the bytes are read with open + read, bounded by MAX_TRACE_BYTES (issue 16)
+    assert "json.loads" in calls and "open" in calls and "fh.read" in calls
     for f in sorted((PKG / "viz").rglob("*.py")):
         tree = ast.parse(f.read_text(), str(f))
         for c in ast.walk(tree):
