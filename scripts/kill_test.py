@@ -1,29 +1,34 @@
 #!/usr/bin/env python
-"""Interrupted runs: SIGKILL and SIGINT to `record-trace` at seeded random moments.
+"""Interrupted runs: SIGKILL, SIGINT and SIGTERM to `record-trace` at seeded random moments.
 
 Each run is the real command, ``python -m tracekit record-trace --backend numpy --steps N
 --no-progress -o RUN/t.json`` on the bundled demo model, in a fresh folder; half of the runs
 find a previous complete trace already at the output path (pre-seeded). The model and the
 device ceilings are cached once in a private ``TRACEKIT_CACHE`` first, so a run spends its time
-loading, warming up, recording and writing. Three kinds of run:
+loading, warming up, recording and writing. Six kinds of run:
 
-    kill        SIGKILL at a moment drawn uniformly over a calibrated whole run (start-up,
-                load, warm-up, steps, the final write)
-    kill-write  SIGKILL timed into the final write: the child (this script in --child mode,
-                which wraps ``tracekit.runner.trace.atomic_write_text`` to report "W" on a pipe
-                when the write starts and "R" just before its rename) is killed at a uniform
-                delay over 1.25x the calibrated time from the write's start to the rename
-    sigint      SIGINT at a uniform moment over a calibrated whole run
+    kill          SIGKILL at a moment drawn uniformly over a calibrated whole run (start-up,
+                  load, warm-up, steps, the final write)
+    kill-write    SIGKILL timed into the final write: the child (this script in --child mode,
+                  which wraps record's ``write_trace`` to report "W" on a pipe when the final
+                  write starts (serialising, checking, the temp file) and "R" just before its
+                  rename) is killed at a uniform delay over 1.25x the calibrated time from the
+                  write's start to the rename
+    sigint        SIGINT at a uniform moment over a calibrated whole run
+    sigterm       SIGTERM at a uniform moment over a calibrated whole run
+    sigint-write  SIGINT (Ctrl-C) timed into the final write, as kill-write
+    sigterm-write SIGTERM timed into the final write, as kill-write
 
 What must hold (anything else is a failure, listed with its seed and moment):
 
 - never a partial file at the output path: it is absent, byte-identical to the pre-seeded
   trace, or a new trace that ``load_trace`` accepts (complete, unless a SIGINT saved it);
 - a pre-seeded trace is never lost (the path is never empty after a run that found one);
-- SIGINT: exit 130 and either "interrupted: saved N complete step(s) to PATH (marked
+- SIGINT (SIGTERM: the same with exit 143): exit 130 and either "interrupted: saved N complete step(s) to PATH (marked
   incomplete)" with a valid trace of N steps marked ``complete: false`` at PATH, or "error:
   interrupted" (the signal came before the recording loop or after its last step) with the
-  path as it was; or the run had already finished (exit 0, complete trace); or the signal came
+  path as it was, or "interrupted: the signal came during the final write, which was finished:
+  PATH is complete" with the complete trace at PATH (the write holds the signal); or the run had already finished (exit 0, complete trace); or the signal came
   before Python installed its handler (killed by SIGINT, path as it was) or after it removed
   it while exiting (killed by SIGINT, the new complete trace at the path);
 - no traceback on stderr, no hang (each run is bounded). One exception, counted apart: a SIGINT
@@ -33,7 +38,8 @@ What must hold (anything else is a failure, listed with its seed and moment):
 
 Stray ``.t.json.tmp-PID-RAND@HOST`` files beside the output (a SIGKILL between the temp file's
 creation and the rename) are allowed by the write contract and counted; the next write to the
-output path must remove them (checked after each such run: a failure if one is left).
+output path must remove them (checked after each such run: a failure if one is left). After a
+SIGINT or SIGTERM a stray temp file is a failure.
 
     python scripts/kill_test.py --kills 100 --write-kills 50 --sigints 60 --seed 0 \
         --json kill-test.json
@@ -65,6 +71,15 @@ REPO = Path(__file__).resolve().parents[1]
 #: Seconds a run may take after its signal (or in all, unsignalled) before it counts as a hang.
 RUN_TIMEOUT = 120.0
 INTERRUPTED = 130
+MODES = ("kill", "kill-write", "sigint", "sigterm", "sigint-write", "sigterm-write")
+SIGNALS = {
+    "kill": signal.SIGKILL,
+    "kill-write": signal.SIGKILL,
+    "sigint": signal.SIGINT,
+    "sigint-write": signal.SIGINT,
+    "sigterm": signal.SIGTERM,
+    "sigterm-write": signal.SIGTERM,
+}
 
 
 @dataclass
@@ -83,7 +98,7 @@ class Setup:
 @dataclass
 class Run:
     index: int
-    mode: str  # kill | kill-write | sigint
+    mode: str  # one of MODES
     delay_s: float  # after start (kill, sigint) or after the write began (kill-write)
     preseeded: bool
     signalled: bool = False  # the signal was sent while the child still ran
@@ -124,11 +139,11 @@ def replace_after_w(fd: int, real_replace: Callable[[Any, Any], None]) -> Any:
 
 def child_main(argv: list[str]) -> int:
     """--child: record-trace with the final write reported on fd $KILL_TEST_FD ("W" ... "E")."""
-    import tracekit.runner.trace as trace_mod
+    import tracekit.runner.record as record_mod
     from tracekit.cli import record_trace_main
 
     fd = int(os.environ["KILL_TEST_FD"])
-    real, real_replace = trace_mod.atomic_write_text, os.replace
+    real, real_replace = record_mod.write_trace, os.replace
     if "--dump" in argv:  # the sidecar's write is the one announced
         import tracekit.runner.tensors as tensors_mod
 
@@ -144,9 +159,9 @@ def child_main(argv: list[str]) -> int:
         os.replace = replace_after_w(fd, real_replace)
         return record_trace_main(argv)
 
-    def announced(path: Any, text: str) -> Path:
+    def announced(trace: Any, path: Any, **kw: Any) -> Path:
         os.write(fd, b"W")
-        out = real(path, text)
+        out = real(trace, path, **kw)
         os.write(fd, b"E")
         return out
 
@@ -154,7 +169,7 @@ def child_main(argv: list[str]) -> int:
         os.write(fd, b"R")
         real_replace(src, dst)
 
-    trace_mod.atomic_write_text = announced
+    record_mod.write_trace = announced
     os.replace = replace  # this child process only
     return record_trace_main(argv)
 
@@ -320,17 +335,25 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
         if complete and n_steps == setup.steps + 1:
             return True, "killed after the rename: new complete trace", ""
         return False, "bad-kill-file", f"new file complete={complete} steps={n_steps}"
-    # SIGINT
+    # SIGINT or SIGTERM
+    sig = SIGNALS[run.mode]
+    name = signal.Signals(sig).name
+    if run.stray_tmp:
+        return False, "stray-after-signal", f"{run.stray_tmp} temp file(s) left after {name}"
     lines = [ln for ln in err.strip().splitlines() if not ln.startswith("tensor sidecar: ")]
-    if rc == -signal.SIGINT:  # no Python handler: not yet installed, or already removed
+    if rc == -sig:  # no Python handler: not yet installed, or already removed
         if unchanged:
-            return True, "killed by SIGINT before Python's handler: path as it was", ""
+            return True, f"killed by {name} before the handler: path as it was", ""
         if complete and n_steps == setup.steps + 1:
-            return True, "killed by SIGINT in the interpreter's exit: new complete trace", ""
-        return False, "bad-sigint", f"killed by SIGINT but a {state} file is at the path"
-    if rc != INTERRUPTED or len(lines) != 1:
+            return True, f"killed by {name} in the interpreter's exit: new complete trace", ""
+        return False, "bad-sigint", f"killed by {name} but a {state} file is at the path"
+    if rc != 128 + sig or len(lines) != 1:
         return False, "bad-sigint", f"exit {rc}, stderr {err[-500:]!r}"
     line = lines[0]
+    if line.startswith("interrupted: the signal came during the final write"):
+        if line.endswith(f": {out} is complete") and complete and n_steps == setup.steps + 1:
+            return True, "held during the final write, delivered after it: new complete trace", ""
+        return False, "bad-sigint", f"{line!r} with a {state} file (complete={complete})"
     if line.startswith("interrupted: saved "):
         want = f"to {out} (marked incomplete)"
         if state != "new" or complete or not line.endswith(want):
@@ -367,8 +390,8 @@ def run_one(setup: Setup, run: Run) -> Run:
     if run.preseeded:
         for f in setup.seed_trace.parent.iterdir():  # the trace and its sidecar, if any
             shutil.copyfile(f, folder / f.name)
-    sig = signal.SIGINT if run.mode == "sigint" else signal.SIGKILL
-    instrumented = run.mode == "kill-write"
+    sig = SIGNALS[run.mode]
+    instrumented = run.mode.endswith("-write")
     t0 = time.monotonic()
     child, rfd = _spawn(setup, out, instrumented)
     try:
@@ -397,7 +420,9 @@ def run_one(setup: Setup, run: Run) -> Run:
     strays = _strays(folder, out)
     run.stray_tmp = len(strays)
     run.ok, run.outcome, run.detail = _check(setup, run, out, err)
-    if strays and run.ok:  # the next write to the path removes what the killed writer left
+    if (
+        strays and run.ok
+    ):  # (only after a SIGKILL: _check fails a stray after SIGINT/SIGTERM)  # the next write to the path removes what the killed writer left
         from tracekit.runner.trace import atomic_write_text
 
         if DUMP_ARGS:  # a sidecar's temp files: removed by the next sidecar write
@@ -418,18 +443,17 @@ def run_one(setup: Setup, run: Run) -> Run:
     return run
 
 
-def plan(kills: int, write_kills: int, sigints: int, seed: int, setup: Setup) -> list[Run]:
+def plan(counts: dict[str, int], seed: int, setup: Setup) -> list[Run]:
     """The runs, their moments and pre-seeding drawn from ``seed`` (same seed, same plan)."""
     rng = random.Random(seed)
     runs: list[Run] = []
-    # most kill-write moments fall between the temp file's creation and the rename, the rest
-    # just after the rename (during the folder's fsync)
+    # most write-timed moments fall between the write's start and the rename, the rest just
+    # after the rename (during the folder's fsync)
     window = max(1.25 * setup.rename_at_s, 1e-3)
-    for mode, n in (("kill", kills), ("kill-write", write_kills), ("sigint", sigints)):
-        for _ in range(n):
-            delay = (
-                rng.uniform(0.0, window) if mode == "kill-write" else rng.uniform(0, setup.run_s)
-            )
+    for mode in MODES:
+        for _ in range(counts.get(mode, 0)):
+            timed = mode.endswith("-write")
+            delay = rng.uniform(0.0, window) if timed else rng.uniform(0, setup.run_s)
             runs.append(Run(len(runs), mode, round(delay, 6), preseeded=rng.random() < 0.5))
     return runs
 
@@ -443,6 +467,9 @@ def campaign(
     steps: int = 12,
     jobs: int = 1,
     log: Callable[[str], Any] | None = print,
+    sigterms: int = 0,
+    write_sigints: int = 0,
+    write_sigterms: int = 0,
     dump: str | None = None,
 ) -> dict[str, Any]:
     """Run the campaign in ``workdir``; returns the report (``failures`` empty when all held).
@@ -450,7 +477,8 @@ def campaign(
     Args:
         workdir: a scratch folder (cache, pre-seed trace, one folder per run; folders of
             failed runs are kept for inspection).
-        kills, write_kills, sigints: runs of each kind.
+        kills, write_kills, sigints, sigterms, write_sigints, write_sigterms: runs of each
+            kind (see the module docstring).
         seed: the random seed of the moments and of which runs are pre-seeded.
         steps: decode steps per run (12 takes ~2 s on 2 cores).
         jobs: runs at once.
@@ -472,7 +500,15 @@ def campaign(
             f"{setup.write_start_s:.2f} s and takes {setup.write_s * 1e3:.1f} ms (rename at "
             f"{setup.rename_at_s * 1e3:.1f} ms)"
         )
-    runs = plan(kills, write_kills, sigints, seed, setup)
+    counts = {
+        "kill": kills,
+        "kill-write": write_kills,
+        "sigint": sigints,
+        "sigterm": sigterms,
+        "sigint-write": write_sigints,
+        "sigterm-write": write_sigterms,
+    }
+    runs = plan(counts, seed, setup)
     done: list[Run] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for r in pool.map(lambda r: run_one(setup, r), runs):
@@ -480,16 +516,14 @@ def campaign(
             if log and (not r.ok or len(done) % 25 == 0):
                 log(f"[{len(done)}/{len(runs)}] {r.mode} {r.delay_s:.3f}s: {r.outcome} {r.detail}")
     outcomes: dict[str, collections.Counter[str]] = {
-        m: collections.Counter() for m in ("kill", "kill-write", "sigint")
+        m: collections.Counter() for m in MODES if counts[m]
     }
     for r in done:
         outcomes[r.mode][r.outcome] += 1
-    kinds = {"kill": "SIGKILL", "kill-write": "SIGKILL", "sigint": "SIGINT"}
+    kinds = {m: signal.Signals(SIGNALS[m]).name for m in outcomes}
     return {
         "config": {
-            "kills": kills,
-            "write_kills": write_kills,
-            "sigints": sigints,
+            **{m.replace("-", "_"): n for m, n in counts.items()},
             "seed": seed,
             "steps": steps,
             "jobs": jobs,
@@ -547,6 +581,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=100, help="SIGKILLs at uniform moments")
     p.add_argument("--write-kills", type=int, default=50, help="SIGKILLs timed into the write")
     p.add_argument("--sigints", type=int, default=60, help="SIGINTs at uniform moments")
+    p.add_argument("--sigterms", type=int, default=0, help="SIGTERMs at uniform moments")
+    p.add_argument(
+        "--write-sigints", type=int, default=0, help="SIGINTs timed into the final write"
+    )
+    p.add_argument(
+        "--write-sigterms", type=int, default=0, help="SIGTERMs timed into the final write"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=12, help="decode steps per run")
     p.add_argument("--jobs", type=int, default=1, help="runs at once")
@@ -556,8 +597,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="kill-test-"))
     report = campaign(
-        workdir, a.kills, a.write_kills, a.sigints, a.seed, a.steps, a.jobs, dump=a.dump
-    )
+        workdir, a.kills, a.write_kills, a.sigints, a.seed, a.steps, a.jobs, dump=a.dump,
+        sigterms=a.sigterms, write_sigints=a.write_sigints, write_sigterms=a.write_sigterms,
+    )  # fmt: skip
     print(summary(report))
     if a.json:
         a.json.write_text(json.dumps(report, indent=1))

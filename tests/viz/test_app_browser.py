@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ from tracekit.viz.app import create_app
 # ~3-5 s each (a Chromium per test): slow, and still run in CI
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-TIMEOUT = 10  # s; a render takes well under one
+#: s. A render takes well under one on a quiet machine; a wait returns as soon as its condition
+#: holds, so the bound only matters under load: at load average 8 on 2 cores a 10 s wait failed
+#: once (issue 16). 60 s holds there and costs nothing when the page is fast.
+TIMEOUT = 60
 
 
 def _click_cell(dash_duo: Any, row: int, col: int) -> None:
@@ -46,6 +50,23 @@ def _click_cell(dash_duo: Any, row: int, col: int) -> None:
             "Input.dispatchMouseEvent",
             {"type": kind, "x": xy[0], "y": xy[1], "button": "left", "clickCount": 1},
         )
+
+
+def _click_cell_until(dash_duo: Any, row: int, col: int, selector: str, text: str) -> None:
+    """Click the cell until ``selector`` shows ``text``: a click that lands before plotly has
+    wired its click handler (a loaded machine) is lost, and clicking the same cell again only
+    selects the same node."""
+    from selenium.common.exceptions import TimeoutException
+
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        _click_cell(dash_duo, row, col)
+        try:
+            dash_duo.wait_for_text_to_equal(selector, text, timeout=5)
+            return
+        except TimeoutException:
+            if time.monotonic() > deadline:
+                raise
 
 
 def _graph_title(dash_duo: Any) -> str:
@@ -126,8 +147,7 @@ def test_node_click_shows_its_detail_and_navigates_to_inputs(
         and d.consumer_ids(demo_trace, n["id"])
     )
     name = demo_trace["nodes"][target]["name"]
-    _click_cell(dash_duo, *lay.cell[target])
-    dash_duo.wait_for_text_to_equal("#detail-name", name, timeout=TIMEOUT)
+    _click_cell_until(dash_duo, *lay.cell[target], "#detail-name", name)
     rec = demo_trace["steps"][0]["nodes"][target]
     bound = rec["perf"]["bound"]
     dash_duo.wait_for_contains_text("#detail-bound", f"{bound}-bound", timeout=TIMEOUT)
@@ -274,7 +294,7 @@ def test_corrupt_trace_shows_a_readable_error_and_the_server_stays_up(
     dash_duo.wait_for_contains_text("#load-error", str(bad), timeout=TIMEOUT)
     assert want in dash_duo.find_element("#load-error").text
     # the server stays up: it answers again, and a reload shows the same page
-    with urllib.request.urlopen(dash_duo.server_url + "/_dash-layout", timeout=5) as r:
+    with urllib.request.urlopen(dash_duo.server_url + "/_dash-layout", timeout=TIMEOUT) as r:
         assert r.status == 200
     dash_duo.driver.refresh()
     dash_duo.wait_for_contains_text("#load-error", want, timeout=TIMEOUT)

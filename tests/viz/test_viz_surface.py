@@ -315,7 +315,10 @@ BANNED_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "
 BANNED_CALLS = {"eval", "exec", "compile", "__import__", "execfile"}
 BANNED_ATTRS = {"loads", "load", "unsafe_load", "import_module"}
 #: (file, function, call): the one dynamic import, of names from a literal tuple (cli.py).
-ALLOWED = {("tracekit/cli.py", "_known_errors", "__import__")}
+ALLOWED = {
+    ("tracekit/cli.py", "_known_errors", "__import__"),
+    ("tracekit/cli.py", "_forget_unhandled_interrupt", "exec"),  # exec("pass"): a constant
+}
 #: Functions of tracekit.viz that may read a file: none (load_trace reads the given traces).
 VIZ_READS = {"open", "read_text", "read_bytes", "send_file", "send_from_directory", "load_trace"}
 
@@ -406,7 +409,8 @@ def test_trace_content_is_parsed_as_json_only() -> None:
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "load_trace"
     )
     calls = {ast.unparse(c.func) for c in ast.walk(fn) if isinstance(c, ast.Call)}
-    assert "json.loads" in calls and "path.read_bytes" in calls
+    # the bytes are read with open + read, bounded by MAX_TRACE_BYTES (issue 16)
+    assert "json.loads" in calls and "open" in calls and "fh.read" in calls
     for f in sorted((PKG / "viz").rglob("*.py")):
         tree = ast.parse(f.read_text(), str(f))
         for c in ast.walk(tree):
@@ -426,3 +430,101 @@ def test_trace_content_is_parsed_as_json_only() -> None:
             assert not re.search(bad, text), (js.name, bad)
     for f in sorted((PKG / "viz").rglob("*.py")):
         assert "dangerously_allow_html" not in f.read_text(), f
+
+
+# -- issue 16: Host header (DNS rebinding), request size, port in use, Ctrl-C -----------------
+def _raw(port: int, head: bytes, body: bytes = b"") -> tuple[int, bytes]:
+    """One request as raw bytes (http.client adds its own Host header)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        try:
+            s.sendall(head + body)
+        except OSError:  # the server may refuse and close before a big body is sent
+            pass
+        out = b""
+        try:  # to the end of the response (Connection: close), or its head for an early refusal
+            while (chunk := s.recv(65536)) and not (body and b"\r\n\r\n" in out + chunk):
+                out += chunk
+            out += chunk
+        except OSError:
+            pass
+    status = int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/") else 0
+    return status, out
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["evil.example.com", "evil.example.com:8050", "localhost.evil.example", "127.0.0.1.nip.io", ""],
+)
+def test_foreign_host_header_gets_400_and_no_trace(server: Server, host: str) -> None:
+    for target in ("/", "/_dash-layout", "/_dash-dependencies"):
+        head = f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        status, out = _raw(server.port, head)
+        assert status == 400, (host, target, out[:300])
+        assert b"given.json" not in out and b"tracekit demo" not in out, out
+        assert host.encode() not in out or not host  # the header is not echoed back
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:{port}", "127.0.0.1:{port}", "[::1]"])
+def test_loopback_host_names_are_answered(server: Server, host: str) -> None:
+    h = host.format(port=server.port)
+    head = f"GET /_dash-layout HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n".encode()
+    status, out = _raw(server.port, head)
+    assert status == 200 and b"given.json" in out
+
+
+def test_a_50_mb_post_is_refused_without_the_server_growing(server: Server) -> None:
+    import concurrent.futures
+
+    before = _rss_kb(server.proc.pid)
+    size = 50 * 2**20
+    body = b"{" + b" " * (size - 2) + b"}"
+    head = (
+        f"POST /_dash-update-component HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: _raw(server.port, head, body)[0], range(8)))
+    assert set(statuses) <= {413, 0}, statuses  # 0: closed while the client still sent
+    assert 413 in statuses
+    grew_mb = (_rss_kb(server.proc.pid) - before) / 1024
+    assert grew_mb < 20, f"the server grew by {grew_mb:.0f} MB"
+    assert server.request("GET", "/_dash-layout")[0] == 200  # and still serves
+
+
+def test_viz_on_a_port_in_use_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracekit.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["viz", str(GOLDEN), "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"port {port}" in err[0] and "in use" in err[0], err
+
+
+def test_ctrl_c_stops_viz_cleanly(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "viz", str(GOLDEN), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "error" not in err and "Traceback" not in err, err

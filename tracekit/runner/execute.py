@@ -97,11 +97,12 @@ class Sampling:
         """The next token from one position's logits (host float32 [n_vocab])."""
         if self.temperature == 0.0:
             return int(np.argmax(logits))
-        z = logits.astype(np.float64) / self.temperature
+        # max first: a tiny temperature then takes the others to -inf, never inf - inf = NaN
+        z = logits.astype(np.float64)
+        z = (z - z.max()) / self.temperature
         if 0 < self.top_k < z.size:
             kth = np.partition(z, -self.top_k)[-self.top_k]
             z = np.where(z >= kth, z, -np.inf)
-        z -= z.max()
         p = np.exp(z)
         p /= p.sum()
         return int(self.rng.choice(z.size, p=p))

@@ -48,6 +48,12 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from tracekit.quants import QUANT_TABLE, QuantType, supported_names
+from tracekit.runner.metadata import (
+    check_token_ids,
+    check_vocab,
+    shorten_words,
+    sliding_window_layers,
+)
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -78,7 +84,8 @@ class ModelError(ValueError):
     """A model file tracekit cannot run; ``problems`` lists everything wrong, one per line."""
 
     def __init__(self, problems: list[str], path: str | os.PathLike[str] | None = None) -> None:
-        self.problems = list(problems) or ["unknown problem"]
+        # a value quoted from the file (a 100 KB tensor name) is cut in the message
+        self.problems = [shorten_words(p) for p in problems] or ["unknown problem"]
         self.path = None if path is None else str(path)
         where = f"{Path(self.path).name}: " if self.path else ""
         super().__init__("\n".join(where + p for p in self.problems))
@@ -533,13 +540,10 @@ def _read_config(
                 problems.append(f"metadata {a}.{key} = {v} must be >= 0 (0: no soft-capping)")
     if arch == "gemma3" and n_layer:
         sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
-        pattern = m.get(f"{a}.attention.sliding_window_pattern", None)
         if sliding_window > 0:
-            if isinstance(pattern, list) and len(pattern) == n_layer:
-                swa_layers = tuple(bool(x) for x in pattern)
-            else:
-                n_pat = pattern if isinstance(pattern, int) and pattern > 0 else GEMMA3_SWA_PATTERN
-                swa_layers = tuple(il % n_pat < n_pat - 1 for il in range(n_layer))
+            swa_layers = sliding_window_layers(
+                m, f"{a}.attention.sliding_window_pattern", n_layer, GEMMA3_SWA_PATTERN
+            )
             rope_base_swa = m.float(f"{a}.rope.freq_base_swa", GEMMA3_ROPE_BASE_SWA)
         softcap = m.float(f"{a}.final_logit_softcapping", 0.0, positive=False)
         if softcap:
@@ -562,6 +566,9 @@ def _read_config(
         )
     if n_vocab is None and tokens is not None:
         n_vocab = len(tokens.data)
+    check_vocab(m, None if tokens is None else len(tokens.data), n_vocab)
+    if n_vocab:
+        check_token_ids(m, n_vocab)
 
     if problems or None in (n_layer, n_embd, n_ff, n_ctx, n_head, n_head_kv, head_dim, rms_eps):
         return None, problems or ["incomplete metadata"]

@@ -60,6 +60,7 @@ import numpy as np
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
 from tracekit.runner import perf
+from tracekit.runner.outpath import InterruptedAfterWrite, check_output_path, held_signals
 from tracekit.runner.stamps import StampTimer
 from tracekit.runner.tensors import (
     DumpError,
@@ -72,7 +73,7 @@ from tracekit.runner.tensors import (
     remove_old_sidecars,
     write_sidecar,
 )
-from tracekit.runner.trace import FORMAT, VERSION, utc_now, write_trace
+from tracekit.runner.trace import FORMAT, MAX_TRACE_STEPS, VERSION, utc_now, write_trace
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -657,6 +658,10 @@ def record_trace(
         raise ValueError(f"steps {steps!r} must be an integer >= 0")
     run_sampling, spec = _sampling_json(sampling)
     sampler = Sampling.of(spec)
+    if output is not None:  # a bad -o fails now, not after the run
+        given = getattr(model_path, "path", model_path)
+        check_output_path(output, inputs=[given] if isinstance(given, (str, os.PathLike)) else [])
+    _status(progress, f"loading {_model_label(model_path)} ...")
     model = _resolve_model(model_path)
     cfg = model.config
     if tokens is None:
@@ -672,6 +677,11 @@ def record_trace(
             f"the prompt of {len(ids)} tokens + {steps} decode steps need {len(ids) + steps} "
             f"positions, more than the model's context of {cfg.n_ctx}"
         )
+    if steps + 1 > MAX_TRACE_STEPS:  # the trace could not be loaded again: say so now
+        raise GenerationError(
+            f"steps {steps} + the prefill make more than the {MAX_TRACE_STEPS:,} steps a trace "
+            "may hold (MAX_TRACE_STEPS)"
+        )
     plan = plan_dump(model, dump, save_logits, len(ids), steps, capture, cuda_graph)
     if plan is not None and dump_limit is not None and plan.bytes > dump_limit:
         from tracekit.runner.perf import fmt_bytes
@@ -683,13 +693,19 @@ def record_trace(
         )
     if plan is not None and on_dump_estimate is not None:
         on_dump_estimate(plan)
+    _status(progress, f"{cfg.name or cfg.arch}: preparing the {backend} backend ...")
     be = model.backend(backend, matmul, w16_cache)
     from tracekit.kernels.ceilings import measure_ceilings
 
+    if ceilings is None:
+        _status(progress, f"{cfg.name or cfg.arch} [{be.name}]: device ceilings (cached) ...")
     measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
     ceil = _ceilings_json(measured)
     session = Session(model, be, n_ctx=len(ids) + steps, replay="graph" if cuda_graph else "auto")
     if warmup:
+        _status(
+            progress, f"{cfg.name or cfg.arch} [{be.name}]: warm-up (untraced prefill + step) ..."
+        )
         _warm_up(session, ids, steps)
     notes: list[str] = list(cfg.notes)  # how the file is run where its metadata says otherwise
     if cuda_graph:
@@ -765,7 +781,7 @@ def record_trace(
     from tqdm import tqdm
 
     bar = tqdm(
-        total=steps + 1, unit="step", file=sys.stderr, disable=not progress, leave=False,
+        total=steps + 1, unit="step", file=sys.stderr, disable=not progress, leave=True,
         desc=f"{trace['model']['name']} [{be.name}, {capture}]",
     )  # fmt: skip
     # A step's record (node records, statistics, logit summary) is built by flush(). With CUDA
@@ -825,14 +841,18 @@ def record_trace(
         generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
             raise RecordInterrupted(None, 0) from None
-        _finish(trace, generated, text, model)
-        path = _write(trace, out_path, dumps)
+        try:
+            path = _write_final(trace, generated, text, model, out_path, dumps, progress)
+        except InterruptedAfterWrite:  # a second signal during this save: it is saved anyway
+            path = out_path
         raise RecordInterrupted(path, len(trace["steps"])) from None
+    except Exception:
+        bar.leave = False  # an error is one line: the bar goes (it stays after a run)
+        raise
     finally:
         bar.close()
     trace["complete"] = True
-    _finish(trace, generated, text, model)
-    return _write(trace, out_path, dumps)
+    return _write_final(trace, generated, text, model, out_path, dumps, progress)
 
 
 class DumpPlan(NamedTuple):
@@ -891,6 +911,54 @@ def _write(trace: dict[str, Any], out_path: Path, dumps: Dumps | None) -> Path:
     path = write_trace(trace, out_path)
     remove_old_sidecars(out_path, keep=trace["tensors"]["file"])
     return path
+
+
+def _model_label(model_path: Any) -> str:
+    if model_path is None:
+        return "the demo model"
+    return Path(getattr(model_path, "path", model_path)).name
+
+
+def _status(progress: bool, text: str) -> None:
+    """What record_trace is doing before its bar starts (loading a 270M model is ~10 s), on
+    one terminal line that the next status or the bar overwrites. Only on a terminal: there
+    ``\r`` + erase-line makes it vanish under an error line too (the CLI's errors start with
+    the same erase), so an error stays one line."""
+    if progress and sys.stderr.isatty():
+        sys.stderr.write(f"\r{text}\x1b[K")
+        sys.stderr.flush()
+
+
+def _write_final(
+    trace: dict[str, Any],
+    generated: list[int],
+    text: Callable[[int], str],
+    model: Model,
+    out_path: Path,
+    dumps: Dumps | None,
+    progress: bool,
+) -> Path:
+    """Finish and write the trace with SIGINT/SIGTERM held: a Ctrl-C here (serialising and
+    checking a 31 MB trace takes ~20 s on 2 cores) used to discard the whole recording. A held
+    signal raises :class:`~tracekit.runner.outpath.InterruptedAfterWrite` once it is written."""
+    with held_signals() as held:
+        t0 = time.perf_counter()
+        if progress:
+            print(
+                f"writing {len(trace['steps'])} step(s) to {out_path} (Ctrl-C waits for it)...",
+                file=sys.stderr,
+                flush=True,
+            )
+        _finish(trace, generated, text, model)
+        held["path"] = _write(trace, out_path, dumps)
+        if progress:
+            size = held["path"].stat().st_size if held["path"].is_file() else 0
+            print(
+                f"wrote {out_path}: {size / 1e6:.1f} MB in {time.perf_counter() - t0:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    return held["path"]
 
 
 #: With CUDA graphs, steps' records are built at the end of the run or after this many seconds.

@@ -556,11 +556,88 @@ def _load(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[tuple[Path,
     return traces, failures
 
 
-def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
+#: Loopback names a browser on this machine uses for the server; any IP literal is allowed too
+#: (a DNS-rebinding page reaches the server under its own domain name, never an IP literal).
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+
+#: The largest request body the server reads. Callback payloads carry node ids, step positions
+#: and view names (a few KB); a 50 MB POST is refused with 413 before its body is read.
+MAX_REQUEST_BYTES = 1 << 20
+
+
+def host_allowed(host_header: str, allowed: Sequence[str] = ()) -> bool:
+    """Whether a request's Host header names this server: an IP literal, a loopback name, or
+    one of ``allowed`` (``--host``'s name); case-insensitive, port ignored."""
+    host = host_header.strip().lower()
+    if host.startswith("["):  # [v6]:port
+        name = host[1 : host.find("]")] if "]" in host else host
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    name = name.rstrip(".")
+    if not name:
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    return name in LOOPBACK_NAMES or name in {a.lower().rstrip(".") for a in allowed}
+
+
+def _refuse_big_bodies(wsgi_app: Any) -> Any:
+    """413 for a body over :data:`MAX_REQUEST_BYTES` (411 for one of unknown length), decided
+    on the headers. Werkzeug's server drains an unread body after its 413 in 10 MB reads (so
+    the client sees the 413): eight 50 MB POSTs grew the server by ~140 MB. Shutting the
+    socket's read side first makes that drain end at once; the client may then see a reset."""
+    import socket
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        length = environ.get("CONTENT_LENGTH") or ""
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        too_big = length.isdigit() and int(length) > MAX_REQUEST_BYTES
+        if not (too_big or chunked):
+            return wsgi_app(environ, start_response)
+        sock = environ.get("werkzeug.socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        status = "413 Request Entity Too Large" if too_big else "411 Length Required"
+        start_response(status, [("Content-Type", "text/plain"), ("Connection", "close")])
+        return [f"{status}: request bodies are limited to {MAX_REQUEST_BYTES} bytes\n".encode()]
+
+    return app
+
+
+def _guard_server(app: dash.Dash, allowed_hosts: Sequence[str]) -> None:
+    """Host check (DNS rebinding) and request size limit on the Flask server under the app."""
+    import flask
+
+    server = app.server
+    server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    server.wsgi_app = _refuse_big_bodies(server.wsgi_app)  # type: ignore[method-assign]
+
+    @server.before_request
+    def _check_host() -> Any:
+        if not host_allowed(flask.request.headers.get("Host", ""), allowed_hosts):
+            # nothing of the trace: a fixed body, no echo of the header
+            return flask.Response(
+                "400 Bad Request: this server answers to localhost, an IP address or its "
+                "--host name only\n",
+                status=400,
+                mimetype="text/plain",
+            )
+        return None
+
+
+def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] = ()) -> dash.Dash:
     """Build the dashboard over one trace (or two: A and B, to compare).
 
     Args:
         trace_paths: one or two trace files; they are read here, once, and never again.
+        allowed_hosts: Host header names answered besides loopback names and IP literals
+            (``tracekit viz --host NAME`` adds NAME); any other Host gets 400 and no content.
 
     Returns:
         The Dash app. A file that fails :func:`tracekit.runner.trace.load_trace` gives an app
@@ -579,6 +656,7 @@ def create_app(trace_paths: Sequence[Path | str]) -> dash.Dash:
         update_title=None,
         serve_locally=True,
     )
+    _guard_server(app, allowed_hosts)
     traces, failures = _load(paths)
     if failures:
         app.layout = _error_layout(failures)
@@ -915,8 +993,8 @@ def _register(
         return (
             _compare_summary(a, b, j, deltas, diff_report(), paths),
             f.compare_figure(deltas, diff_report().rtol, diff_report().atol, selected=node),
-            f.heatmap_figure(sa, f"A: {name}", rng),
-            f.heatmap_figure(sb, f"B: {name}", rng),
+            f.heatmap_figure(sa, f"A: {f.plain(name)}", rng),
+            f.heatmap_figure(sb, f"B: {f.plain(name)}", rng),
             _compare_node_table(a, b, j, node),
         )
 
@@ -929,6 +1007,42 @@ def _register(
 
 
 # -- CLI -------------------------------------------------------------------------------------
+def _host_names(host: str) -> list[str]:
+    """Host header names to answer for ``--host``: the name itself; for a wildcard bind
+    (0.0.0.0, ::) this machine's names too (IP literals are always answered)."""
+    import socket
+
+    names = [host]
+    try:
+        wildcard = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        wildcard = False
+    if wildcard:
+        names += [socket.gethostname(), socket.getfqdn()]
+    return names
+
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be served, in one line (werkzeug prints four and exits 1)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        return f"cannot serve on host {host!r}: {getattr(e, 'strerror', None) or e}"
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug's server
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is in use: stop the other server or give --port"
+            return f"cannot serve on {host}:{port}: {e.strerror or e}"
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tracekit viz",
@@ -949,7 +1063,8 @@ def viz_main(argv: Sequence[str] | None = None) -> int:
     """``tracekit viz TRACE [TRACE_B] [--host 127.0.0.1] [--port 8050]``: serve until Ctrl-C.
 
     Returns:
-        0 after Ctrl-C; 2 (one line on stderr) for a missing file or a bad port.
+        0 after Ctrl-C; 2 (one line on stderr) for a missing file, a bad port, a port in use
+        or a host that cannot be bound.
     """
     args = _parser().parse_args(argv)
     paths = [p for p in (args.trace, args.trace_b) if p is not None]
@@ -960,7 +1075,11 @@ def viz_main(argv: Sequence[str] | None = None) -> int:
     if not 0 < args.port < 65536:
         print(f"tracekit viz: port {args.port} is not in 1..65535", file=sys.stderr)
         return 2
-    app = create_app(paths)
+    problem = _bind_problem(args.host, args.port)
+    if problem is not None:
+        print(f"tracekit viz: {problem}", file=sys.stderr)
+        return 2
+    app = create_app(paths, allowed_hosts=_host_names(args.host))
     if app.layout is not None and getattr(app.layout, "id", None) == "load-error":
         print(
             f"tracekit viz: could not load {' or '.join(map(str, paths))}; the page says why",

@@ -66,6 +66,13 @@ _TEMPLATE = go.layout.Template(
 )
 
 
+def plain(text: Any) -> str:
+    """Text from a trace as Plotly shows it: as text. Plotly renders a subset of HTML (links,
+    bold, line breaks) in every title, tick, legend and hover label it draws, so a node name
+    ``<a href=...>`` would be a live link; every trace string goes through here first."""
+    return html.escape(str(text))
+
+
 def text_px(texts: Iterable[str]) -> int:
     """A generous width in px of the longest of ``texts`` in the 12 px font (7 px a character).
 
@@ -238,7 +245,7 @@ def graph_figure(
         bound = rec["perf"]["bound"] or "—"
         nf = d.nonfinite(rec["stats"])
         hover[r, c] = (
-            f"<b>{html.escape(n['name'])}</b><br>{n['op']} · {n['family']}<br>"
+            f"<b>{plain(n['name'])}</b><br>{plain(n['op'])} · {plain(n['family'])}<br>"
             f"{d.fmt_time(rec['time_s'])} · {bound}-bound · "
             f"{d.fmt_efficiency(rec['perf'])} of ceiling"
             + (
@@ -262,7 +269,7 @@ def graph_figure(
     layout = dict(
         xaxis=dict(
             tickvals=list(range(nc)),
-            ticktext=list(lay.cols),
+            ticktext=[plain(c) for c in lay.cols],
             tickangle=-45,
             side="top",
             showgrid=False,
@@ -400,9 +407,9 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
                 type="bar",
                 x=t[ids],
                 base=start[ids],
-                y=[fam] * len(ids),
+                y=[plain(fam)] * len(ids),
                 orientation="h",
-                name=fam,
+                name=plain(fam),
                 marker=dict(color=colours[fam], line=dict(width=0)),
                 customdata=ids,
                 hovertext=[
@@ -416,7 +423,7 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
             dict(
                 type="scatter",
                 x=[start[selected] + t[selected] / 2],
-                y=[nodes[selected]["family"]],
+                y=[plain(nodes[selected]["family"])],
                 mode="markers",
                 marker=dict(symbol="triangle-down", size=14, color="#000000"),
                 name=html.escape(nodes[selected]["name"]),
@@ -540,9 +547,9 @@ def family_time_figure(trace: Trace) -> go.Figure:
             type="bar",
             x=names,
             y=[t * 1e3 for t in times],
-            name=fam,
+            name=plain(fam),
             marker_color=colours[fam],
-            hovertemplate=f"{fam}: %{{y:.4g}} ms<extra>%{{x}}</extra>",
+            hovertemplate=f"{plain(fam)}: %{{y:.4g}} ms<extra>%{{x}}</extra>",
         )
         for fam, times in d.family_times(trace).items()
     ]
