@@ -41,9 +41,9 @@ def test_plans_per_mode() -> None:
     with pytest.raises(ValueError, match="'off' is not stream or graph"):
         launch_plan(names, "off", K)
     # the default set is the one derived from the sources (every node-first kernel is in it)
-    assert launch_plan(["add_f32", "attention_f32"], "stream") == [("kernel", "kernel"),
-                                                                  ("stamp", "stamp")]  # fmt: skip
-    assert "attention_f32" not in STAMPED
+    assert launch_plan(["add_f32", "attention_f32", None], "stream") == [
+        ("kernel", "kernel"), ("kernel", "kernel"), ("stamp", "stamp")]  # fmt: skip
+    assert "attention_f32" in STAMPED and "empty_stamped" in STAMPED
 
 
 def test_stream_step_rows_sums_and_host_wait() -> None:

@@ -20,8 +20,10 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict]:
     d = tmp_path_factory.mktemp("stamps")
     return {
         g: load_trace(
+            # the cached f16 path: a matmul node launches a convert and a cuBLAS GEMM (two rows)
             record_trace(None, tokens=PROMPT, steps=3, backend="cupy", capture="full",
-                         output=d / f"t{int(g)}.json", cuda_graph=g, progress=False)
+                         output=d / f"t{int(g)}.json", cuda_graph=g, progress=False,
+                         matmul="f16", w16_cache="on")
         )
         for g in (False, True)
     }  # fmt: skip

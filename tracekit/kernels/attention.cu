@@ -52,7 +52,9 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
                                          const float* __restrict__ v_cache,
                                          float* __restrict__ out, int n_head, int n_kv, int hd,
                                          int n_past, int window, float scale, float softcap,
-                                         const int* __restrict__ past) {
+                                         const int* __restrict__ past,
+                                         unsigned long long* stamp) {
+    const LaunchStamp launch_stamp(stamp);
     if (past != nullptr) n_past = past[0];
     __shared__ float sq[ATT_MAX_HD];
     __shared__ float sacc[ATT_WARPS][ATT_MAX_HD];

@@ -300,7 +300,7 @@ def launch_attention_f32(
     Raises:
         KernelInputError: as the reference, a head_dim over 256, or a host array.
     """
-    from tracekit.kernels.cuda import kernel, launch
+    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
     from tracekit.kernels.elementwise import device_out, require_device
 
     n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
@@ -329,6 +329,7 @@ def launch_attention_f32(
             np.float32(scale),
             np.float32(softcap),
             past,
+            NO_STAMP,
         ),
     )
     return o, _attention_record("attention_f32", geo, q, k_cache, n_past, window)

@@ -8,10 +8,13 @@
                          accumulation through cuBLASLt, 8192^3), ``f32_cuda_core`` (cupy's
                          f32 matmul: cuBLAS SGEMM, no TF32), ``int8_tensor_core`` (null: the
                          slot for the quantized matmul's path); on NumPy ``f32_matmul``
-    launch_floor_s       the device cost of a minimal kernel per launch mode: ``stream`` (empty
-                         kernels back to back in a busy stream, queued behind a spin kernel
-                         so the host's launch rate does not show) and ``graph`` (empty kernels
-                         as the nodes of one CUDA graph); on NumPy ``host`` (one tiny ufunc)
+    launch_floor_s       the device cost of a minimal kernel per launch mode, timed as the
+                         tracer times every launch (its own LaunchStamp start to end): ``stream``
+                         (empty stamped kernels back to back in a busy stream, queued behind a
+                         spin kernel so the host's launch rate does not show) and ``graph``
+                         (as the nodes of one CUDA graph); on NumPy ``host`` (one tiny ufunc)
+    launch_spacing_s     cupy: start-to-start spacing of empty kernels back to back (stream, and
+                         graph nodes): the gap a launch adds, which the idle breakdown shows
     ridge_flop_per_byte  peak_flops / copy_bandwidth_Bps: the roofline's ridge point
 
 The cache lives in ``$TRACEKIT_CACHE`` (else ``~/.cache/tracekit``) as
@@ -163,8 +166,11 @@ def _measure_cupy() -> dict[str, Any]:
     host = median(host_times(lambda i: [launch_empty() for _ in range(burst)], 1, 5)) / burst
     cupy.cuda.get_current_stream().synchronize()
 
-    stream_floor = median(gpu_times_queued(lambda i: launch_empty(), launches=200, reps=5))
-    graph_floor = _graph_node_floor(launch_empty, nodes=GRAPH_FLOOR_NODES)
+    # the spacing of empty kernels back to back (kept for reference: a stamped kernel's own
+    # time excludes it, the gaps between launches show it)
+    stream_spacing = median(gpu_times_queued(lambda i: launch_empty(), launches=200, reps=5))
+    graph_spacing = _graph_node_floor(launch_empty, nodes=GRAPH_FLOOR_NODES)
+    stream_floor, graph_floor = _stamped_floor(graph=False), _stamped_floor(graph=True)
 
     m = GPU_GEMM_N
     a16 = (cupy.random.standard_normal((m, m), dtype=cupy.float32) * 0.01).astype(cupy.float16)
@@ -182,6 +188,7 @@ def _measure_cupy() -> dict[str, Any]:
         launch_back_to_back_s=b2b,
         launch_host_s=host,
         launch_floor_s={"stream": stream_floor, "graph": graph_floor},
+        launch_spacing_s={"stream": stream_spacing, "graph": graph_spacing},
         peak_flops=max(v for v in peaks.values() if v),
         peak_flops_by_path=peaks,
         method=(
@@ -189,9 +196,12 @@ def _measure_cupy() -> dict[str, Any]:
             "written / median CUDA-event time of 20 after 3 warm-up; launch: median CUDA-event "
             "time around one empty-kernel launch (200 after 20 warm-up), also back-to-back per "
             f"launch (launch_back_to_back_s, bursts of {burst}) and host time per launch "
-            f"(launch_host_s); launch_floor_s.stream: 200 empty kernels queued behind a spin "
-            "kernel, event time / 200, median of 5; launch_floor_s.graph: one CUDA graph of "
-            f"{GRAPH_FLOOR_NODES} empty-kernel nodes, event time / nodes, median of 10; peak: "
+            f"(launch_host_s); launch_floor_s: the median own time (LaunchStamp start to end, "
+            f"as the tracer times every launch) of {STAMPED_FLOOR_LAUNCHES} empty stamped kernels "
+            "queued behind a spin kernel (stream) or as the nodes of one CUDA graph (graph); "
+            "launch_spacing_s.stream: 200 empty kernels queued behind a spin kernel, event time "
+            f"/ 200, median of 5; launch_spacing_s.graph: one CUDA graph of {GRAPH_FLOOR_NODES} "
+            "empty-kernel nodes, event time / nodes, median of 10; peak: "
             f"cuBLASLt matmul f16 in, f32 accumulate/out, {m}^3, 2*n^3 / median CUDA-event "
             f"time of 10 after 3 warm-up; f32_cuda_core: cupy.matmul f32 (SGEMM) {m}^3, median of 5"
         ),
@@ -200,6 +210,44 @@ def _measure_cupy() -> dict[str, Any]:
 
 #: Empty-kernel nodes in the graph that measures a graph node's launch floor.
 GRAPH_FLOOR_NODES = 1000
+#: Empty stamped kernels whose own times give the launch floor.
+STAMPED_FLOOR_LAUNCHES = 200
+
+
+def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:
+    """Median own time (stamp.cuh's LaunchStamp: block 0's entry to the last thread's exit) of
+    an empty stamped kernel back to back in a busy stream, or as a CUDA graph's nodes."""
+    import cupy
+
+    from tracekit.kernels.elementwise import launch_empty_stamped, launch_spin
+    from tracekit.runner.stamps import SLOT_WORDS
+
+    buf = cupy.zeros(launches * SLOT_WORDS, dtype=cupy.uint64)
+    slots = [buf.data.ptr + 8 * SLOT_WORDS * i for i in range(launches)]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        launch_empty_stamped(slots[0])  # compiled and loaded before anything is timed
+        stream.synchronize()
+        if graph:
+            stream.begin_capture()
+            try:
+                for p in slots:
+                    launch_empty_stamped(p)
+            finally:
+                g = stream.end_capture()
+            g.launch(stream)  # upload and warm
+            buf.fill(0)
+            g.launch(stream)
+        else:
+            buf.fill(0)
+            launch_spin(2_000_000)  # 2 ms: the host queues every launch before the first runs
+            for p in slots:
+                launch_empty_stamped(p)
+        stream.synchronize()
+    w = buf.get().reshape(launches, SLOT_WORDS)
+    if (w[:, 1] < w[:, 0]).any() or (w[:, 0] == 0).any():
+        raise RuntimeError("an empty stamped kernel wrote no start/end stamp")
+    return float(np.median(w[:, 1] - w[:, 0])) * 1e-9
 
 
 def _graph_node_floor(launch: Callable[[], Any], nodes: int) -> float:
@@ -257,7 +305,10 @@ def _measure_numpy() -> dict[str, Any]:
 
 
 def _valid(c: Any) -> bool:
-    return isinstance(c, dict) and all(k in c for k in REQUIRED_KEYS)
+    if not (isinstance(c, dict) and all(k in c for k in REQUIRED_KEYS)):
+        return False
+    # a cupy cache from before the floor was the stamped time (it held the spacing) re-measures
+    return c.get("backend") != "cupy" or "launch_spacing_s" in c
 
 
 def measure_ceilings(backend: Any, force: bool = False) -> dict[str, Any]:

@@ -276,6 +276,13 @@ extern "C" __global__ void add_bias_f32(const float* y, const float* b, float* o
 // The bench's launch-cost baseline: one block of 32 threads that does nothing.
 extern "C" __global__ void empty_kernel() {}
 
+// The launch floor as the tracer measures a launch (ceilings.py): an empty kernel that times
+// itself with the LaunchStamp every stamped kernel opens with, so a kernel's stamped time is
+// never below the floor's by construction of the instrument.
+extern "C" __global__ void empty_stamped(unsigned long long* stamp) {
+    const LaunchStamp launch_stamp(stamp);
+}
+
 // The bench's store floor: out[0:n] = value, one 16-byte store per thread (a warp writes 512
 // contiguous bytes), no loads and no division. A latency-bound kernel that writes a tensor
 // cannot take less device time than this one writing the same tensor (out 16-byte aligned).

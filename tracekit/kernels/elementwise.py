@@ -449,6 +449,16 @@ def launch_stamp(times: Any, i: int) -> None:
     launch(kernel(FAMILY, "globaltimer_stamp"), (1, 1, 1), (1, 1, 1), (times, np.int32(i)))
 
 
+def launch_empty_stamped(slot_ptr: int) -> LaunchRecord:
+    """Launch the empty stamped kernel (one block of 32 threads) writing its start and end into
+    the 3-word stamp slot at ``slot_ptr`` (tracekit/runner/stamps.py): the launch floor."""
+    from tracekit.kernels.cuda import kernel, launch
+
+    geo = Geometry((1, 1, 1), (32, 1, 1), 0)
+    launch(kernel(FAMILY, "empty_stamped"), geo.grid, geo.block, (np.uint64(slot_ptr),))
+    return LaunchRecord.of("empty_stamped", geo)
+
+
 def launch_empty() -> LaunchRecord:
     """Launch an empty kernel (one block of 32 threads): the bench's launch-cost baseline."""
     from tracekit.kernels.cuda import kernel, launch

@@ -181,6 +181,9 @@ class _HostTimer:
     def begin(self) -> None:
         self._begin = time.perf_counter_ns()
 
+    def mark(self, i: int) -> None:
+        pass  # the host clock needs no queued marker: a node is queued when it starts
+
     def start(self, i: int) -> None:
         self._t0 = time.perf_counter_ns()
 
@@ -351,6 +354,7 @@ class Tracer:
             if node.layer is not None:
                 self.ranges.push(self.ranges.attrs(f"blk.{node.layer}", "layer"))
             self._layer = node.layer
+        self.timer.mark(i)  # the queued marker (a stamp kernel) stays outside the node's range
         self.ranges.push(self.node_attrs[i])
         try:
             self.timer.start(i)

@@ -226,6 +226,7 @@ class StampTimer:
         self.plan: list[tuple[str, str]] = []
         self.node_launches = [(0, 0)] * n
         self._first = 0
+        self._marked = -1
         self._timing: StepTiming | None = None
         self._stamps: dict[int, Any] = {}  # word -> packed stamp launch
         self.stream = 0
@@ -268,10 +269,18 @@ class StampTimer:
         self._cupy.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.buf.nbytes, self.stream)
         self._stamp(self.lay["begin"])
 
+    def mark(self, i: int) -> None:
+        """Node i's queued marker, issued before the tracer opens the node's NVTX range (so a
+        profiler sees only the node's own kernels inside it); :meth:`start` issues it if not."""
+        self._stamp(self.lay["marker"] + i)
+        self._marked = i
+
     def start(self, i: int) -> None:
         from tracekit.kernels import cuda
 
-        self._stamp(self.lay["marker"] + i)
+        if self._marked != i:
+            self.mark(i)
+        self._marked = -1
         self._first = len(self.plan)
         cuda.set_stamper(self)
 
