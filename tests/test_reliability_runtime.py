@@ -14,6 +14,7 @@ Interrupted runs: a small slice of ``scripts/kill_test.py`` (the full campaign i
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import sys
@@ -352,7 +353,7 @@ def test_kill_and_interrupt_slice(tmp_path: Path) -> None:
         tmp_path, kills=5, write_kills=2, sigints=3, seed=1, steps=6, jobs=1, log=None,
         sigterms=2, write_sigints=1, write_sigterms=1,
     )  # fmt: skip
-    assert report["failures"] == [], report["failures"]
+    assert report["failures"] == [], json.dumps(report["failures"], indent=1)  # every field
     assert report["runs"] == 14
     assert sum(report["outcomes"]["sigint"].values()) == 3
     assert sum(report["outcomes"]["sigterm"].values()) == 2

@@ -255,7 +255,7 @@ def test_kill_slice_with_dumps(tmp_path: Path) -> None:
     kt = load_script("kill_test")
     report = kt.campaign(tmp_path, kills=4, write_kills=3, sigints=2, seed=2, steps=4, jobs=1,
                          log=None, dump=r"blk\.0\..*")  # fmt: skip
-    assert report["failures"] == [], report["failures"]
+    assert report["failures"] == [], json.dumps(report["failures"], indent=1)  # every field
     assert report["runs"] == 9 and report["config"]["dump"] == r"blk\.0\..*"
 
 
