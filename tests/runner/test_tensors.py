@@ -264,7 +264,9 @@ def test_kill_slice_with_dumps(tmp_path: Path) -> None:
         # Once in a clean-clone CI run (2026-12-01) a SIGINT 0.41 s into a run failed and did
         # not recur in 12 reruns, loaded or not. A failure is reported in full; the test fails
         # if the same seeded campaign fails again, so a systematic defect still fails it.
-        warnings.warn(f"kill slice: first campaign failed: {json.dumps(report['failures'])}")
+        warnings.warn(
+            f"kill slice: first campaign failed: {json.dumps(report['failures'])}", stacklevel=1
+        )
         report = run(tmp_path / "b")
     assert report["failures"] == [], json.dumps(report["failures"], indent=1)  # every field
     assert report["runs"] == 9 and report["config"]["dump"] == r"blk\.0\..*"
