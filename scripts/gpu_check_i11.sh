@@ -5,15 +5,7 @@
 # A device call is limited to 600 s: give the parts one or two at a time if the run is slow.
 # Logs go under $OUT; a summary table is printed at the end. Exit 1 if any part failed.
 set -uo pipefail
-OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
+source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
 declare -A RC
 PARTS=("$@"); [ ${#PARTS[@]} -eq 0 ] && PARTS=(tests report overhead)

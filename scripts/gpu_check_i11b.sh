@@ -8,8 +8,7 @@
 # if any part failed. Each part has its own timeout (110 + 90 + 90 s: under 300 s in all); a
 # part that times out can be re-run alone by name.
 set -uo pipefail
-OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
+source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/nvidia-smi.txt"
 declare -A RC
 PARTS=("$@"); [ ${#PARTS[@]} -eq 0 ] && PARTS=(tests report overhead)

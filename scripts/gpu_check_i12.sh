@@ -11,15 +11,7 @@
 #    against BENCHMARKS.md: dequant 91.6-93.5% of copy, add/mul 1.05x torch).
 # Prints a summary table at the end; logs and JSON under $OUT.
 set -uo pipefail
-OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
+source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.txt"
 

@@ -5,15 +5,7 @@
 # Run from the repo root on the GPU host (python3 with CuPy); logs under $OUT. Wheels the host
 # lacks (gguf, jsonschema, ...) travel in .whl (see scripts/gpu_check.sh).
 set -uo pipefail
-OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
+source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 Q05=$TRACEKIT_CACHE/synthetic-qwen2-0.5b-seed0.gguf
 for spec in "$@"; do

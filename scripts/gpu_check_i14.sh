@@ -4,12 +4,11 @@
 #   tests: the new kernels' parity (softcap, slice_cols, rope freq factors) and the five converted
 #          architectures on CuPy (node by node vs NumPy; vs HF fp32 where torch is installed)
 #   diff:  record-trace on cupy and numpy for each q8_0 file, then `tracekit diff` (default tolerance)
-#   speed: decode tokens/s of the synthetic Llama-3-8B-shaped model (written once, ~4.3 GB,
-#          a few minutes of host quantization the first time)
+#   speed: decode tokens/s of the synthetic Llama-3-8B-shaped model (written once, 4.6 GB of
+#          random Q4_K blocks, about a minute the first time)
 # Logs under $OUT; a summary table at the end.
 set -uo pipefail
-OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
+source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache
 declare -a SUMMARY
 for stage in "$@"; do
   echo "=== $stage $(date -u +%FT%TZ)"
