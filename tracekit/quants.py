@@ -25,6 +25,23 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 _T = GGMLQuantizationType
 
 
+class IntParts(NamedTuple):
+    """A block-quantized tensor as small integers and per-16-value factors (``int_parts``)."""
+
+    codes: np.ndarray  #: int8 [n, block_size]: the code minus its offset (Q4_0: q - 8)
+    a: np.ndarray  #: f32 [n, block_size // 16]: the scale of each group of 16 values
+    b: np.ndarray | None  #: f32 like ``a``: the group's offset (Q4_1's m, -dmin m), or None
+
+
+#: Values per group of :class:`IntParts` (every quant type's scales cover 16 or 32 values).
+INT_GROUP = 16
+
+
+def _per16(f: np.ndarray, run: int) -> np.ndarray:
+    """Per-block factors f [n, QK / run] (one per run of ``run`` values) as [n, QK / 16]."""
+    return np.repeat(f, run // INT_GROUP, axis=1) if run != INT_GROUP else f
+
+
 class DequantConfig(NamedTuple):
     """How ``dequant_<suffix>_f16`` runs (``kernels/dequant.py`` names the variants)."""
 
@@ -124,6 +141,13 @@ class QuantType:
         """Decode blocks uint8 [n, type_size] into out f32 [n, block_size], bit-equal to
         ``gguf.quants.dequantize`` (the same products, in the same order, rounded alike)."""
         raise NotImplementedError(f"{self.name} declares no CPU decoder")
+
+    def int_parts(self, blocks: np.ndarray) -> IntParts:
+        """The integer view of blocks uint8 [n, type_size] that the q8 matvec (``mmvq``) works
+        on: x = a[g] * codes + b[g] over groups g of 16 values, with ``a * codes + b`` rounded
+        as f32 bit-equal to ``gguf.quants.dequantize`` (tests/test_quants.py checks it). Its
+        CUDA twin is ``Codes<T>`` in kernels/quant_codes.cuh."""
+        raise NotImplementedError(f"{self.name} declares no integer view")
 
     def row_bytes(self, row_len: int) -> int:
         """Bytes of one row of ``row_len`` elements; raises if the row does not fill whole blocks."""
@@ -225,6 +249,7 @@ _M1 = np.uint64(0x0101010101010101)  # bit 0 of every byte
 _IQ4_LEVELS = np.array(
     (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113), np.float32
 )
+_IQ4_LEVELS_I8 = _IQ4_LEVELS.astype(np.int8)
 
 
 def _q5_codes(b: np.ndarray, qh_at: int, qs_at: int) -> np.ndarray:
@@ -397,6 +422,9 @@ class Q8_0(QuantType, qtype=_T.Q8_0, f16_fields=(0,), dequant=DequantConfig(2, 2
         np.copyto(o, b[:, 2:34].view(np.int8), casting="unsafe")  # cast straight from the blocks
         _scale(o, _f16(b, 0), 32)
 
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        return IntParts(b[:, 2:34].view(np.int8).copy(), _per16(_f16(b, 0).T, 32), None)
+
 
 class Q4_0(QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4)):
     """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
@@ -411,6 +439,10 @@ class Q4_0(QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 2
         np.copyto(o, _to_signed(_nibble_codes(_cols(b, 2, 16), 16), 8), casting="unsafe")
         _scale(o, _f16(b, 0), 32)
 
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        codes = _to_signed(_nibble_codes(_cols(b, 2, 16), 16), 8)
+        return IntParts(codes, _per16(_f16(b, 0).T, 32), None)
+
 
 class Q4_1(QuantType, qtype=_T.Q4_1, f16_fields=(0, 2), dequant=DequantConfig(2, 256, 4)):
     """Q4_1: 32 values in 20 bytes;  x = d * q + m.
@@ -423,6 +455,11 @@ class Q4_1(QuantType, qtype=_T.Q4_1, f16_fields=(0, 2), dequant=DequantConfig(2,
 
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
         _affine(o, _nibble_codes(_cols(b, 4, 16), 16), _f16(b, 0, 2), 32, +1)
+
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        dm = _f16(b, 0, 2)
+        codes = _nibble_codes(_cols(b, 4, 16), 16).view(np.int8)
+        return IntParts(codes, _per16(dm[0][:, None], 32), _per16(dm[1][:, None], 32))
 
 
 class Q5_0(QuantType, qtype=_T.Q5_0, f16_fields=(0,), dequant=DequantConfig(2, 128, 2)):
@@ -438,6 +475,9 @@ class Q5_0(QuantType, qtype=_T.Q5_0, f16_fields=(0,), dequant=DequantConfig(2, 1
         np.copyto(o, _to_signed(_q5_codes(b, 2, 6), 16), casting="unsafe")
         _scale(o, _f16(b, 0), 32)
 
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        return IntParts(_to_signed(_q5_codes(b, 2, 6), 16), _per16(_f16(b, 0).T, 32), None)
+
 
 class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
     """Q5_1: 32 values in 24 bytes;  x = d * q + m, the 5-bit q as Q5_0's.
@@ -450,6 +490,11 @@ class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2,
 
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
         _affine(o, _q5_codes(b, 4, 8), _f16(b, 0, 2), 32, +1)
+
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        dm = _f16(b, 0, 2)
+        codes = _q5_codes(b, 4, 8).view(np.int8)
+        return IntParts(codes, _per16(dm[0][:, None], 32), _per16(dm[1][:, None], 32))
 
 
 class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(2, 128, 2)):
@@ -474,6 +519,17 @@ class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(
         f *= _f16(b, 80, 2)[:, :, None]  # d * sc[j], dmin * m[j]: exact
         _affine(o, q.view(np.uint8), f, 16, -1)
 
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        n = b.shape[0]
+        q = _runs(b, 16, 64, 32, 4)
+        q >>= _k2_shifts(n)[0]
+        q &= _M2
+        sc = _cols(b, 0, 16)
+        dm = _f16(b, 80, 2)
+        a = (sc & np.uint8(15)).astype(np.float32) * dm[0][:, None]
+        m = -((sc >> np.uint8(4)).astype(np.float32) * dm[1][:, None])
+        return IntParts(q.view(np.int8).reshape(n, 256), a, m)
+
 
 class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2, 128, 1)):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
@@ -489,7 +545,8 @@ class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2,
     nibbles; byte 8 + (j % 4) holds bits 4-5 of sc[j] at bit 2 (j // 4).
     """
 
-    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+    def _codes_scales(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """codes q - 4 as int8 [n, 256] and d (sc[j] - 32) as f32 [n, 16]."""
         n = b.shape[0]
         sq, sh = _k2_shifts(n)
         q = _runs(b, 32, 64, 32, 4)
@@ -500,7 +557,7 @@ class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2,
         h &= _M1
         h <<= np.uint64(2)
         q |= h
-        np.copyto(o.reshape(-1), _to_signed(q.view(np.uint8), 4), casting="unsafe")
+        codes = _to_signed(q.view(np.uint8), 4).reshape(n, 256)
         s = _cols(b, 96, 12)
         sc = np.empty((n, 2, 8), np.uint8)
         np.bitwise_and(s[:, :8], np.uint8(15), out=sc[:, 0])
@@ -510,7 +567,15 @@ class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2,
         dl = sc.astype(np.float32)
         dl -= np.float32(32)
         dl *= _f16(b, 108).reshape(n, 1)
+        return codes, dl
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        codes, dl = self._codes_scales(b)
+        np.copyto(o, codes, casting="unsafe")
         _scale(o, dl, 16)
+
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        return IntParts(*self._codes_scales(b), None)
 
 
 class Q4_K(QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
@@ -526,6 +591,12 @@ class Q4_K(QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2,
     def decode(self, b: np.ndarray, o: np.ndarray) -> None:
         _affine(o, _k_codes(b).view(np.uint8), _k_scales(b), 32, -1)
 
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        n = b.shape[0]
+        f = _k_scales(b).reshape(2, n, 8)
+        codes = _k_codes(b).view(np.int8).reshape(n, 256)
+        return IntParts(codes, _per16(f[0], 32), _per16(-f[1], 32))
+
 
 class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
     """Q5_K: 256 values in 176 bytes;  Q4_K's with a 5th bit: bit 4 of value l of sub-block j
@@ -537,7 +608,7 @@ class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2,
     0       2          4            16       48                  176
     """
 
-    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+    def _codes(self, b: np.ndarray) -> np.ndarray:
         # qh (32 bytes) is repeated once per sub-block and each copy's bit j moved to bit 4
         n = b.shape[0]
         _, sl, sr = _k_shifts(n)
@@ -547,7 +618,16 @@ class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2,
         h >>= sr
         h &= _M16
         q |= h
-        _affine(o, q.view(np.uint8), _k_scales(b), 32, -1)
+        return q
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _affine(o, self._codes(b).view(np.uint8), _k_scales(b), 32, -1)
+
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        n = b.shape[0]
+        f = _k_scales(b).reshape(2, n, 8)
+        codes = self._codes(b).view(np.int8).reshape(n, 256)
+        return IntParts(codes, _per16(f[0], 32), _per16(-f[1], 32))
 
 
 class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2, 128, 1)):
@@ -563,21 +643,30 @@ class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2,
 
     # (4 chunks per thread swept at 87.1% of copy; 1 chunk: 92.4%)
 
-    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+    def _codes_scales(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """codes q - 32 as int8 [n, 256] and d scales[j] as f32 [n, 16]."""
         n = b.shape[0]
         shn, sl, sr = _q6_shifts(n)
         q = _runs(b, 0, 128, 64, 2)  # each 64-byte half of ql twice (low, then high nibbles)
         q >>= shn
         q &= _M4
-        h = _runs(b, 128, 64, 32, 4)  # each 32-byte half of qh 4 times, bits 2s, 2s+1 -> 4, 5
+        h = _runs(b, 128, 64, 32, 4)  # each 32-byte half of qh 4 times, bits 2s, 2s + 1 -> 4, 5
         h <<= sl
         h >>= sr
         h &= _M48
         q |= h
-        np.copyto(o.reshape(-1), _to_signed(q.view(np.uint8), 32), casting="unsafe")
-        dsc = _cols(b, 192, 16).view(np.int8).astype(np.float32).reshape(-1)
-        dsc *= np.repeat(_f16(b, 208).reshape(-1), 16)
+        codes = _to_signed(q.view(np.uint8), 32).reshape(n, 256)
+        dsc = _cols(b, 192, 16).view(np.int8).astype(np.float32)
+        dsc *= _f16(b, 208).reshape(n, 1)
+        return codes, dsc
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        codes, dsc = self._codes_scales(b)
+        np.copyto(o, codes, casting="unsafe")
         _scale(o, dsc, 16)
+
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        return IntParts(*self._codes_scales(b), None)
 
 
 class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,), dequant=DequantConfig(2, 128, 2)):
@@ -593,6 +682,10 @@ class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,), dequant=DequantConfig(
         _take(_IQ4_LEVELS, _nibble_codes(_cols(b, 2, 16), 16), o)
         _scale(o, _f16(b, 0), 32)
 
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        codes = np.take(_IQ4_LEVELS_I8, _nibble_codes(_cols(b, 2, 16), 16))
+        return IntParts(codes, _per16(_f16(b, 0).T, 32), None)
+
 
 class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(2, 128, 4)):
     """IQ4_XS: 256 values in 136 bytes, 8 sub-blocks j of 32;  x = (d (ls[j] - 32)) LEVELS[q].
@@ -606,9 +699,9 @@ class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(
     0       2               4               8                                   136
     """
 
-    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+    def _scales(self, b: np.ndarray) -> np.ndarray:
+        """d (ls[j] - 32) as f32 [n, 8]."""
         n = b.shape[0]
-        _take(_IQ4_LEVELS, _nibble_codes(_cols(b, 8, 128), 16), o)
         sl = _cols(b, 4, 4)
         ls = np.empty((n, 4, 2), np.uint8)
         np.bitwise_and(sl, np.uint8(15), out=ls[:, :, 0])
@@ -618,7 +711,15 @@ class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(
         dl = ls.astype(np.float32)
         dl -= np.float32(32)
         dl *= _f16(b, 0).reshape(n, 1)
-        _scale(o, dl, 32)
+        return dl
+
+    def decode(self, b: np.ndarray, o: np.ndarray) -> None:
+        _take(_IQ4_LEVELS, _nibble_codes(_cols(b, 8, 128), 16), o)
+        _scale(o, self._scales(b), 32)
+
+    def int_parts(self, b: np.ndarray) -> IntParts:
+        codes = np.take(_IQ4_LEVELS_I8, _nibble_codes(_cols(b, 8, 128), 16))
+        return IntParts(codes, _per16(self._scales(b), 32), None)
 
 
 #: The block-quantized types (everything but the float pass-through types).

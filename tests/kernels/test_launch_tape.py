@@ -95,12 +95,13 @@ def _kernel_params(name: str) -> tuple[str, str]:
             first = re.search(r"\{\s*([^;]*;)", body)
             assert params and first
             return params.group(1), first.group(1)
-        # matvec's kernels too: MATVEC_KERNEL(suffix, T, NT) opens its scope, calls matvec<T, NT>
-        if name.startswith("matvec_") and "#define MATVEC_KERNEL(" in src:
-            macro = re.search(r"#define MATVEC_KERNEL\(.*?\n\n", src, re.S)
+        # matvec's kernels too: MATVEC_KERNEL / MMVQ_KERNEL(suffix, T, NT) open the scope
+        fam = name.split("_")[0]
+        if fam in ("matvec", "mmvq") and f"#define {fam.upper()}_KERNEL(" in src:
+            macro = re.search(rf"#define {fam.upper()}_KERNEL\(.*?\n\n", src, re.S)
             assert macro
             flat = macro.group(0).replace("\\\n", "")
-            params = re.search(r"matvec_##suffix##_n##NT\(([^)]*)\)", flat)
+            params = re.search(rf"{fam}_##suffix##_n##NT\(([^)]*)\)", flat)
             assert params
             first = re.search(r"\{\s*([^;]*;)", flat[params.end() :])
             assert first

@@ -191,7 +191,7 @@ def test_modes_are_checked() -> None:
     "mode, cache, nt, path, kernels",
     [
         ("f32", "auto", 3, "f32", ["numpy_matmul_f32"]),
-        ("quant", "auto", 3, "quant", ["numpy_matvec_q4_k"]),
+        ("quant", "auto", 3, "quant", ["numpy_mmvq_q4_k"]),
         ("quant", "auto", 9, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
         ("f16", "off", 1, "f16-per-call",
@@ -217,4 +217,104 @@ def test_numpy_backend_runs_the_path_it_names(mode, cache, nt, path, kernels) ->
         w16 = w64.astype(np.float16).astype(np.float64)
         want, scale = x16 @ w16.T, np.abs(x16) @ np.abs(w16).T
         assert [r.kernel for r in load] == (["dequant_q4_k_f16"] if path == "f16-cached" else [])
+    if path == "quant":  # the q8 activations' product (the tests of ref_mmvq below bound it)
+        want, scale = q8_oracle(x, w64)
     assert np.all(np.abs(got - want) <= gamma(k) * scale)
+
+
+# -- mmvq: 8-bit activations ------------------------------------------------------------------
+def q8_oracle(x: np.ndarray, w64: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(W @ x8 in float64, sum |W| |x8|): the exact product with x as quantize_q8 rounds it
+    (x8 = d q), from gguf-py's values; ref_mmvq computes it in f32 terms per group of 16."""
+    q, d, _ = matvec.quantize_q8(x)
+    x8 = q.astype(np.float64) * np.repeat(d.astype(np.float64), 32, axis=1)
+    return x8 @ w64.T, np.abs(x8) @ np.abs(w64).T
+
+
+def test_quantize_q8_rounds_each_run_to_its_own_scale() -> None:
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 256)) * rng.uniform(0.01, 100, (3, 256))).astype(np.float32)
+    x[0, 32:64] = 0.0  # a run of zeros: d = 0, q = 0
+    x[1, 64:96] *= 1e-30  # tiny, still normal-range products
+    x[2, 100] = np.nan  # its run is poisoned
+    x[2, 200] = -np.inf
+    q, d, qsum = matvec.quantize_q8(x)
+    assert q.dtype == np.int8 and d.dtype == np.float32 and qsum.dtype == np.int32
+    r = x.reshape(3, 8, 32).astype(np.float64)
+    ok = np.isfinite(r).all(-1)
+    assert not ok[2, 3] and not ok[2, 6] and ok.sum() == 22
+    amax = np.where(ok, np.abs(np.where(np.isfinite(r), r, 0)).max(-1), 0)
+    assert np.array_equal(d[ok], (amax[ok].astype(np.float32) / np.float32(127)))
+    assert np.isnan(d[~ok]).all() and (q.reshape(3, 8, 32)[~ok] == 0).all()
+    assert d[0, 1] == 0 and not q[0, 32:64].any()
+    qq = q.reshape(3, 8, 32).astype(np.float64)
+    assert np.abs(qq).max() <= 127 and (np.abs(qq).max(-1)[ok & (amax > 0)] == 127).all()
+    # round to nearest: |x - d q| <= d / 2 for every value of a finite run
+    err = np.abs(r - qq * d[..., None].astype(np.float64))[ok]
+    assert (err <= d[ok][:, None] * (0.5 + 1e-6)).all()
+    assert np.array_equal(qsum, q.reshape(3, 16, 16).sum(-1))
+
+
+QTYPES = [t for t in TYPES if t.is_quantized]
+
+
+@pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
+@pytest.mark.parametrize("n, nt", [(1, 1), (7, 3), (33, 8)])
+def test_ref_mmvq_is_the_q8_product_of_the_gguf_values(qt: QuantType, n: int, nt: int) -> None:
+    k = 3 * qt.block_size if qt.block_size > 32 else 96
+    raw, w64 = weight(qt, n, k, seed=n)
+    x = random_x(nt, k, seed=nt)
+    got, rec, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert got.dtype == np.float32 and got.shape == (nt, n)
+    want, scale = q8_oracle(x, w64)
+    # each group's term is two or three f32 roundings from its exact value, then k / 16 sums
+    assert np.all(np.abs(got - want) <= gamma(k // 16 + 3) * scale)
+    assert np.all(mag <= scale * (1 + 1e-5))  # a group's |term| <= its sum |W| |x8|
+    # against the exact x: the activation rounding is at most d / 2 a value
+    exact, _ = oracle(x, w64)
+    _, d, _ = matvec.quantize_q8(x)
+    half = np.repeat(d.astype(np.float64), 32, axis=1) / 2
+    assert np.all(np.abs(got - exact) <= half @ np.abs(w64).T * 1.001 + gamma(k) * scale)
+    assert rec.kernel == f"numpy_mmvq_{qt.suffix}" and rec.extra["path"] == "quant"
+    assert rec.extra["math_path"] == matvec.MATH_MMVQ
+    assert rec.bytes_read == raw.nbytes + x.nbytes and rec.flops == 2 * nt * n * k
+
+
+def test_ref_mmvq_bound_catches_one_wrong_code() -> None:
+    """Negative control of the GPU test's bound (gamma(k / 16 + 40) of sum |terms|): one code
+    off by one step in one group is far outside it."""
+    qt = quant_type("Q4_K")
+    n, k = 3, 4096
+    raw, _ = weight(qt, n, k, seed=4, tame=True)  # d, dmin alike (random ones: dmin >> d)
+    x = random_x(1, k)
+    got, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    bad = raw.copy()
+    blk = (k + 1024) // qt.block_size  # row 1
+    bad[blk * qt.type_size + 16 + 5] ^= 0x01  # one low nibble of qs: one code +-1
+    wrong, _ = matvec.ref_mmvq(x, bad, qt, (n, k))
+    assert np.abs(wrong - got)[0, 1] > gamma(k // 16 + 40) * mag[0, 1]
+    assert np.array_equal(wrong[0, [0, 2]], got[0, [0, 2]])
+
+
+def test_ref_mmvq_nan_activation_poisons_only_outputs_it_feeds() -> None:
+    qt = quant_type("Q8_0")
+    raw, _ = weight(qt, 4, 128)
+    x = random_x(2, 128)
+    x[1, 40] = np.nan
+    got, _ = matvec.ref_mmvq(x, raw, qt, (4, 128))
+    assert np.isfinite(got[0]).all() and np.isnan(got[1]).all()
+
+
+def test_ref_mmvq_refuses_float_weights() -> None:
+    with pytest.raises(KernelInputError, match="block-quantized"):
+        matvec.ref_mmvq(random_x(1, 64), np.zeros(256, np.uint8), quant_type("F32"), (1, 64))
+
+
+def test_mmvq_shared_memory_and_grid_cap() -> None:
+    assert matvec.mmvq_shared_bytes(1, 14336) == 14336 + 4 * 448 + 4 * 896
+    geo, smem = matvec.mmvq_geometry(151936, 896, 1, sms=132)
+    assert smem == matvec.mmvq_shared_bytes(1, 896)
+    assert geo.block == matvec.geometry(151936, 896).block
+    assert geo.grid[0] < matvec.geometry(151936, 896).grid[0] and geo.strided
+    geo, _ = matvec.mmvq_geometry(4, 896, 1, sms=132)  # few rows: no cap reached
+    assert geo.grid == matvec.geometry(4, 896).grid

@@ -1,8 +1,12 @@
-"""GPU tests of the quant path's matvec and the f16 paths (marked ``gpu``).
+"""GPU tests of the quant path's matvec kernels and the f16 paths (marked ``gpu``).
 
 Run on a GPU host:  python3 -m pytest -m gpu tests/kernels/test_matvec_gpu.py
 
-Oracle: x @ W.T in float64 on gguf-py's own dequantized values. The kernel's values are exact
+mmvq (block-quantized weights): against ref_mmvq, whose per-group terms the kernel rounds
+identically; only their summation order differs, so |gpu - ref| <= gamma(k / 16 + 40) of
+sum |terms| (test_matvec.py's negative control: one code off by one step fails it).
+
+matvec (float weights): x @ W.T in float64 on gguf-py's own dequantized values. The values are exact
 (the decoders are bit-equal to gguf-py) and each lane sums at most 8 * ceil(k / 256) products in
 f32, then 5 shuffle levels, so |gpu - oracle| <= gamma(8 ceil(k/256) + 6) * sum |x| |w|: tight
 enough that one value off by one code step fails (test_matvec.py's negative control). Outputs
@@ -16,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.kernels.test_matvec import TYPE_IDS, TYPES, gamma, oracle, random_x, weight
+from tests.kernels.test_matvec import TYPES, gamma, oracle, random_x, weight
 from tracekit.kernels import matmul, matvec
 from tracekit.kernels.backend import get_backend
 from tracekit.kernels.checks import KernelInputError
@@ -51,7 +55,75 @@ def kernel_bound(k: int, scale: np.ndarray) -> np.ndarray:
 CASES = [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1)]
 
 
-@pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)
+QTYPES = [t for t in TYPES if t.is_quantized]
+FTYPES = [t for t in TYPES if not t.is_quantized]
+
+
+def mmvq_bound(k: int, mag: np.ndarray) -> np.ndarray:
+    return gamma(k // 16 + 40) * mag
+
+
+@pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
+@pytest.mark.parametrize("n, nt", CASES)
+def test_mmvq_matches_its_reference(cp, qt: QuantType, n: int, nt: int):
+    k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}[n]
+    k = max(k // qt.block_size, 1) * qt.block_size
+    raw, _ = weight(qt, n, k, seed=n + nt, tame=True)
+    x = random_x(nt, k, seed=nt)
+    out = poisoned(cp, (nt, n))
+    got, recs = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), out)
+    assert got is out
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    err = np.abs(cp.asnumpy(got) - want)
+    assert np.all(err <= mmvq_bound(k, mag)), (float(np.nanmax(err / mag)), n, k, nt)
+    geo, smem = matvec.mmvq_geometry(n, k, nt, matvec._device_limits()[0])
+    assert [r.kernel for r in recs] == [f"mmvq_{qt.suffix}_n{nt}"]
+    assert recs[0].grid == geo.grid and recs[0].block == geo.block
+    assert recs[0].extra["path"] == "quant" and recs[0].extra["shared_bytes"] == smem
+
+
+@pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
+def test_mmvq_on_wild_blocks_and_poisoned_activations(cp, qt: QuantType):
+    """Raw random bytes (NaN/Inf scales) and a NaN activation: NaN exactly where the
+    reference has it, the rest within the bound."""
+    n, k = 19, 2 * qt.block_size if qt.block_size > 32 else 128
+    rng = np.random.default_rng(7)
+    raw = rng.integers(0, 256, qt.nbytes((n, k)), dtype=np.uint8)
+    x = random_x(3, k)
+    x[2, 5] = np.nan
+    got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (3, n)))
+    with np.errstate(all="ignore"):
+        want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    g = cp.asnumpy(got)
+    assert np.array_equal(np.isnan(g), np.isnan(want)) and np.isnan(g[2]).all()
+    fin = np.isfinite(want) & np.isfinite(mag)
+    assert np.all(np.abs(g - want)[fin] <= mmvq_bound(k, mag)[fin])
+
+
+def test_mmvq_refuses_a_misaligned_weight(cp):
+    qt = quant_type("Q4_0")
+    raw, _ = weight(qt, 4, 64)
+    with pytest.raises(KernelInputError, match="16-byte"):
+        matvec.launch_matvec(cp.asarray(random_x(1, 64)), on_device_at(cp, raw, 2), qt, (4, 64))
+
+
+def test_mmvq_splits_tokens_whose_x_does_not_fit_in_shared_memory(cp):
+    qt = quant_type("Q8_0")
+    sms, smem_max = matvec._device_limits()
+    k = (smem_max // matvec.mmvq_shared_bytes(1, 32) // 3) * 32  # 3 tokens fit, 8 do not
+    n, nt = 5, 8
+    raw, _ = weight(qt, n, k, tame=True)
+    x = random_x(nt, k)
+    got, recs = matvec.launch_matvec(
+        cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (nt, n))
+    )
+    per = smem_max // matvec.mmvq_shared_bytes(1, k)
+    assert [r.kernel for r in recs] == [f"mmvq_q8_0_n{min(per, nt - t)}" for t in range(0, nt, per)]
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
+
+
+@pytest.mark.parametrize("qt", FTYPES, ids=[t.name for t in FTYPES])
 @pytest.mark.parametrize("n, nt", CASES)
 @pytest.mark.parametrize("offset", [0, 2])
 def test_matvec_matches_the_float64_oracle(cp, qt: QuantType, n: int, nt: int, offset: int):
@@ -61,7 +133,9 @@ def test_matvec_matches_the_float64_oracle(cp, qt: QuantType, n: int, nt: int, o
     raw, w64 = weight(qt, n, k, seed=n + nt)
     x = random_x(nt, k, seed=nt)
     out = poisoned(cp, (nt, n))
-    got, rec = matvec.launch_matvec(cp.asarray(x), on_device_at(cp, raw, offset), qt, (n, k), out)
+    got, (rec,) = matvec.launch_matvec(
+        cp.asarray(x), on_device_at(cp, raw, offset), qt, (n, k), out
+    )
     assert got is out
     want, scale = oracle(x, w64)
     err = np.abs(cp.asnumpy(got).astype(np.float64) - want)
@@ -73,14 +147,18 @@ def test_matvec_matches_the_float64_oracle(cp, qt: QuantType, n: int, nt: int, o
 @pytest.mark.parametrize("unroll", [1, 2, 8])
 @pytest.mark.parametrize("rows, wpr", [(1, 1), (8, 1), (4, 2), (2, 4), (1, 8)])
 def test_matvec_configurations_agree(cp, unroll: int, rows: int, wpr: int):
-    qt = quant_type("Q4_K")
-    n, k = 70, 2304
-    raw, w64 = weight(qt, n, k, seed=5)
-    x = random_x(2, k)
-    got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (2, n)),
-                                  rows_per_block=rows, unroll=unroll, wpr=wpr)  # fmt: skip
-    want, scale = oracle(x, w64)
-    assert np.all(np.abs(cp.asnumpy(got) - want) <= kernel_bound(k, scale))
+    for qt in (quant_type("Q4_K"), quant_type("Q3_K"), quant_type("F16")):
+        n, k = 70, 2304
+        raw, w64 = weight(qt, n, k, seed=5, tame=True)
+        x = random_x(2, k)
+        got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (2, n)),
+                                      rows_per_block=rows, unroll=unroll, wpr=wpr)  # fmt: skip
+        if qt.is_quantized:
+            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+            assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag)), qt.name
+        else:
+            want, scale = oracle(x, w64)
+            assert np.all(np.abs(cp.asnumpy(got) - want) <= kernel_bound(k, scale))
 
 
 def test_matvec_gates(cp):
@@ -97,7 +175,7 @@ def test_matvec_gates(cp):
 @pytest.mark.parametrize(
     "mode, cache, nt, path, kernels",
     [
-        ("quant", "auto", 2, "quant", ["matvec_q4_k_n2"]),
+        ("quant", "auto", 2, "quant", ["mmvq_q4_k_n2"]),
         ("quant", "auto", 40, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "cublaslt_matmul_f16_f32"]),
         ("f16", "off", 1, "f16-per-call",

@@ -352,8 +352,9 @@ class NumpyBackend(Backend):
         if path == "f32":
             out, rec = matmul.ref_matmul(x, w.cached)
             return out, [rec]
-        if path == "quant":
-            out, rec = matvec.ref_matvec(x, w.raw, w.quant, w.shape)
+        if path == "quant":  # mmvq's q8 activations for a quantized weight, as the GPU runs it
+            ref = matvec.ref_mmvq if w.quant.is_quantized else matvec.ref_matvec
+            out, rec = ref(x, w.raw, w.quant, w.shape)
             return out, [rec]
         # the f16 path as the GPU runs it: x rounded to f16, the f16 weight, f32 sums
         x16, rec_x = elementwise.ref_convert_f32_f16(x)
@@ -466,8 +467,7 @@ class CupyBackend(Backend):
 
     def _matmul_on(self, path, x, w):
         if path == "quant":
-            out, rec = matvec.launch_matvec(x, w.raw, w.quant, w.shape)
-            return out, [rec]
+            return matvec.launch_matvec(x, w.raw, w.quant, w.shape)
         if path == "f16-cached":
             return matmul.launch_matmul_f16w(x, w.cached)
         return matmul.launch_matmul_dequant_f16(x, w.raw, w.quant, w.shape)

@@ -6,8 +6,9 @@
     peak_flops           the highest of peak_flops_by_path
     peak_flops_by_path   flop/s per math path: ``f16_tensor_core`` (an f16 GEMM with f32
                          accumulation through cuBLASLt, 8192^3), ``f32_cuda_core`` (cupy's
-                         f32 matmul: cuBLAS SGEMM, no TF32), ``int8_tensor_core`` (null: the
-                         slot for the quantized matmul's path); on NumPy ``f32_matmul``
+                         f32 matmul: cuBLAS SGEMM, no TF32), ``int8_dp4a`` (DP4A chains on
+                         every SM: the q8 matvec's path), ``int8_tensor_core`` (null: the
+                         slot for a quantized prefill GEMM); on NumPy ``f32_matmul``
     launch_floor_s       the device cost of a minimal kernel per launch mode, timed as the
                          tracer times every launch (its own LaunchStamp start to end): ``stream``
                          (empty stamped kernels back to back in a busy stream, queued behind a
@@ -181,7 +182,8 @@ def _measure_cupy() -> dict[str, Any]:
     a32, b32 = a16.astype(cupy.float32), b16.astype(cupy.float32)
     sgemm_s = median(gpu_times(lambda i: cupy.matmul(a32, b32, out=c32), warmup=2, iters=5))
     peaks = {"f16_tensor_core": peak, "f32_cuda_core": 2 * m**3 / sgemm_s}
-    peaks["int8_tensor_core"] = None  # the quantized matmul's path: measured once it exists
+    peaks["int8_dp4a"] = _dp4a_peak()  # mmvq's math path (kernels/matvec.py)
+    peaks["int8_tensor_core"] = None  # a quantized prefill GEMM's path: none exists yet
     return dict(
         copy_bandwidth_Bps=copy_bps,
         launch_overhead_s=single,
@@ -212,6 +214,40 @@ def _measure_cupy() -> dict[str, Any]:
 GRAPH_FLOOR_NODES = 1000
 #: Empty stamped kernels whose own times give the launch floor.
 STAMPED_FLOOR_LAUNCHES = 200
+
+
+#: The int8 dot-product peak: DP4A (4 multiply-adds = 8 ops on int8 pairs) in 8 independent
+#: chains per thread, enough warps to fill every SM.
+_DP4A_SRC = r"""
+extern "C" __global__ void dp4a_peak(int* out, int iters, int seed) {
+    int a[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) a[i] = (int)(threadIdx.x * (i + 1)) ^ seed;
+    const int b = seed * 0x01010101 + (int)blockIdx.x;
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) a[i] = __dp4a(a[i], b, a[i]);
+    }
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s += a[i];
+    if (s == 0x7FFFFFFF) out[0] = s;  // keeps the chains live; never true for these seeds
+}
+"""
+DP4A_ITERS = 4096
+
+
+def _dp4a_peak() -> float:
+    """int8 op/s of DP4A on this device (8 ops per instruction: 4 products, 4 adds)."""
+    import cupy
+
+    fn = cupy.RawKernel(_DP4A_SRC, "dp4a_peak")
+    sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    grid, block = 8 * sms, 256
+    out = cupy.zeros(1, cupy.int32)
+    args = (out, np.int32(DP4A_ITERS), np.int32(12345))
+    s = median(gpu_times(lambda i: fn((grid,), (block,), args), warmup=2, iters=10))
+    return grid * block * DP4A_ITERS * 8 * 8 / s
 
 
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:

@@ -1,7 +1,9 @@
-// Quantized matrix-vector product for decode (seed §3.2's MMQ path, issue 13): out [nt, n] =
+// Matrix-vector products for decode (seed §3.2's MMQ path, issue 13): out [nt, n] =
 // x [nt, k] f32 @ W [n, k]^T, W read straight from its GGUF blocks, never dequantized to memory.
+// Two kernels: mmvq for the block-quantized types (integer dot products against activations
+// quantized to 8 bits, below), matvec for F32/F16/BF16 weights (f32 FMA, next).
 //
-// Design: f32 decode + FMA. One warp (or WPR warps) per weight row; the row's lanes take its
+// matvec, the float weights: f32 decode + FMA. One warp (or WPR warps) per weight row; the row's lanes take its
 // 8-value chunks round-robin (chunk g = values [8g, 8g + 8): chunk g % CPB of block g / CPB),
 // decode each with the type's block decoder (quant_decoders.cuh: Fast<T>::dec8 when the weight
 // is 16-byte aligned, else T::dec8 — the values gguf-py dequantizes to, bit for bit) and FMA it
@@ -15,8 +17,8 @@
 // struct being the type's declared CUDA decoder (tracekit/quants.py's ``device``; float types:
 // FloatBlock<Src*> below), so a type declared there with its decoder plugs in with no edit here.
 
-#include "quant_decoders.cuh"  // u8/u32/i64, T and Fast<T> decoders, SrcF32/F16/BF16
-#include "stamp.cuh"           // LaunchStamp: every matvec kernel times itself (stamp.cuh)
+#include "quant_codes.cuh"  // Codes<T>: each quant type's integer view (and quant_decoders.cuh)
+#include "stamp.cuh"          // LaunchStamp: every matvec kernel times itself (stamp.cuh)
 
 #ifndef MV_UNROLL
 #define MV_UNROLL 4
@@ -154,3 +156,172 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
     MATVEC_KERNEL(suffix, T, 6)                                                                \
     MATVEC_KERNEL(suffix, T, 7)                                                                \
     MATVEC_KERNEL(suffix, T, 8)
+
+// ---- mmvq: quantized weights x 8-bit activations -------------------------------------------
+// Activations: each run of 32 values of a token's x is quantized as d = amax / 127 (IEEE
+// division), q = rint(x / d) in [-127, 127] (q = 0 when amax = 0), with the sums of q over each
+// half (16 values); a run holding a NaN or an Inf gets d = NaN, so every output it feeds is NaN
+// (a float product would give Inf or NaN there too). Each thread block quantizes the whole x
+// into shared memory first (NT k (1 + 4/32 + 4/16) bytes: 19.7 KB for one token of k = 14336),
+// then loops over rows (grid-stride: the grid is about one wave, so x is quantized once per
+// block, not per row).
+// Weights: a row's work items (Codes<T>: 32 values, 64 for Q2_K/Q3_K) are dealt to its lanes
+// round-robin, MV_UNROLL items loaded before their dot products. Per group g of 16 values with
+// first value v: s = dp4a(codes, q8) over 4 words + OFF * qsum16(v); the group adds
+//     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum16(v)        (MIN types only: the b term)
+// each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
+// group's term; only the order in which the terms are summed differs.
+template <class C, int NG>
+__device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, const int* xq,
+                                            const float* xd, const int* xs) {
+    float r = 0.0f;
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+        const int v = vbase + it.v[g];
+        const int4 q = *reinterpret_cast<const int4*>(xq + (v >> 2));
+        int s = __dp4a((int)it.w[4 * g], q.x, 0);
+        s = __dp4a((int)it.w[4 * g + 1], q.y, s);
+        s = __dp4a((int)it.w[4 * g + 2], q.z, s);
+        s = __dp4a((int)it.w[4 * g + 3], q.w, s);
+        const int qs = xs[v >> 4];
+        if (C::OFF != 0) s += C::OFF * qs;
+        const float dx = xd[v >> 5];
+        float term = __fmul_rn(__fmul_rn(it.a[g], dx), (float)s);
+        if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it.b[g], dx), (float)qs));
+        r = __fadd_rn(r, term);
+    }
+    return r;
+}
+
+// x [NT, k] -> shared: xq int8 [NT][k] (as words), xd f32 [NT][k / 32], xs int [NT][k / 16].
+template <int NT>
+__device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, int* xq, float* xd,
+                                           int* xs) {
+    const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    const int runs = k >> 5;
+    for (int p = tid; p < NT * runs; p += nthreads) {
+        const int t = p / runs, r = p - t * runs;
+        const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
+        float v[32];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float4 f = __ldg(src + i);
+            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+        }
+        float amax = 0.0f;
+        bool finite = true;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const float a = fabsf(v[i]);
+            finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
+            amax = fmaxf(amax, a);
+        }
+        const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
+        int q[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) q[i] = (finite && d > 0.0f) ? __float2int_rn(__fdiv_rn(v[i], d)) : 0;
+        int4* dst = reinterpret_cast<int4*>(xq + (i64)t * (k >> 2) + 8 * r);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int w[4], s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int* c = q + 16 * h + 4 * i;
+                w[i] = (c[0] & 0xFF) | ((c[1] & 0xFF) << 8) | ((c[2] & 0xFF) << 16) | (c[3] << 24);
+                s += c[0] + c[1] + c[2] + c[3];
+            }
+            dst[h] = make_int4(w[0], w[1], w[2], w[3]);
+            xs[t * (k >> 4) + 2 * r + h] = s;
+        }
+        xd[t * runs + r] = d;
+    }
+}
+
+// Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
+// / rows per block) (rows grid-strided), dynamic shared memory = mmvq_shared_bytes(NT, k).
+template <class T, int NT>
+__device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __restrict__ x,
+                                     float* __restrict__ out, int n, int k, int ts, int qk) {
+    using C = Codes<T>;
+    constexpr int NG = C::NG;
+    __shared__ float part[MV_MAX_WARPS][NT];
+    extern __shared__ int4 mmvq_smem[];
+    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
+        __trap();
+    int* xq = reinterpret_cast<int*>(mmvq_smem);
+    float* xd = reinterpret_cast<float*>(xq + NT * (k >> 2));
+    int* xs = reinterpret_cast<int*>(xd + NT * (k >> 5));
+    quantize_x<NT>(x, k, xq, xd, xs);
+    __syncthreads();
+    const int lane = threadIdx.x, lanes = 32 * blockDim.y;
+    const int nb = k / T::QK, nitems = nb * C::ITEMS;
+    for (int base = blockIdx.x * blockDim.z; base < n; base += gridDim.x * blockDim.z) {
+        const int row = base + threadIdx.z;
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+        if (row < n) {
+            const u8* w = raw + (i64)row * nb * T::TS;
+            for (int i0 = threadIdx.y * 32 + lane; i0 < nitems; i0 += lanes * MV_UNROLL) {
+                CodeItem<NG> it[MV_UNROLL];
+#pragma unroll
+                for (int u = 0; u < MV_UNROLL; ++u) {
+                    const int i = i0 + lanes * u;
+                    if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < MV_UNROLL; ++u) {
+                    const int i = i0 + lanes * u;
+                    if (i >= nitems) break;
+                    const int vbase = (i / C::ITEMS) * T::QK;
+#pragma unroll
+                    for (int t = 0; t < NT; ++t)
+                        acc[t] += group_dots<C, NG>(it[u], vbase, xq + t * (k >> 2),
+                                                    xd + t * (k >> 5), xs + t * (k >> 4));
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xFFFFFFFFu, acc[t], o);
+        }
+        if (blockDim.y == 1) {
+#pragma unroll
+            for (int t = 0; t < NT; ++t)
+                if (lane == t && row < n) out[(i64)t * n + row] = acc[t];
+            continue;
+        }
+        const int wslot = threadIdx.z * blockDim.y + threadIdx.y;
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+            if (lane == t) part[wslot][t] = acc[t];
+        __syncthreads();
+        if (threadIdx.y == 0 && lane < NT && row < n) {
+            float s = 0.0f;
+            for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
+            out[(i64)lane * n + row] = s;
+        }
+        __syncthreads();  // part is rewritten by the next row
+    }
+}
+
+#define MMVQ_KERNEL(suffix, T, NT)                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
+        mmvq_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,         \
+                              float* __restrict__ out, int n, int k, int ts, int qk,           \
+                              unsigned long long* stamp) {                                     \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        mmvq<T, NT>(raw, x, out, n, k, ts, qk);                                                \
+    }
+
+#define MMVQ_KERNELS(suffix, T)                                                                \
+    MMVQ_KERNEL(suffix, T, 1)                                                                  \
+    MMVQ_KERNEL(suffix, T, 2)                                                                  \
+    MMVQ_KERNEL(suffix, T, 3)                                                                  \
+    MMVQ_KERNEL(suffix, T, 4)                                                                  \
+    MMVQ_KERNEL(suffix, T, 5)                                                                  \
+    MMVQ_KERNEL(suffix, T, 6)                                                                  \
+    MMVQ_KERNEL(suffix, T, 7)                                                                  \
+    MMVQ_KERNEL(suffix, T, 8)

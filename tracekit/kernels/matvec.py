@@ -1,19 +1,28 @@
-"""The quantized matrix-vector product (decode's MatMul on the quant path, seed §3.2).
+"""The matrix-vector products of decode's MatMul on the quant path (seed §3.2).
 
-    matvec_<suffix>_n<nt>(raw, x) -> f32 [nt, n]   every type of the quant table, nt in 1..8
+    mmvq_<suffix>_n<nt>(raw, x) -> f32 [nt, n]     block-quantized weights, nt in 1..8
+    matvec_<suffix>_n<nt>(raw, x) -> f32 [nt, n]   F32/F16/BF16 weights
 
 ``out = x @ W.T`` with ``W`` [n, k] read straight from its GGUF blocks (``raw``): no dequantized
-copy of the weight is ever written. Each value of ``W`` is decoded in f32 by the type's block
-decoder in ``quant_decoders.cuh`` (bit-equal to ``gguf.quants.dequantize``) and multiplied into
-an f32 sum; F32/F16/BF16 weights go through the same kernel (8-value "blocks"). The NumPy
-reference :func:`ref_matvec` is the same product in f32 of the same exact values; the two
-differ only in summation order (tests bound the difference).
+copy of the weight is ever written.
 
-GPU layout (the grid contract, :func:`geometry`): one warp per weight row (WPR warps when the
+``mmvq`` (as llama.cpp's MMVQ): x is quantized to 8 bits per run of 32 values
+(:func:`quantize_q8`: d = amax / 127, q = rint(x / d)), the weight is read as small integer codes
+with an f32 scale (and offset) per group of 16 values (``QuantType.int_parts``; on the GPU
+``Codes<T>`` in ``quant_codes.cuh``), and each group's dot product is four DP4A. Every group's
+term ``(a dx) s + (b dx) qsum`` is rounded identically by :func:`ref_mmvq` and the kernel, so the
+two differ only in the order the terms are summed. The activation quantization is what makes it
+differ from the f32 product: :func:`ref_matvec` (the exact weights times the exact x) bounds it.
+
+``matvec`` (float weights): each value decoded to f32 and FMA'd with x, as :func:`ref_matvec`.
+
+GPU layout of both (the grid contract, :func:`geometry`): one warp per weight row (WPR warps when the
 matrix has few rows), ``ROWS_PER_BLOCK`` rows per block, grid = ceil(n / rows per block). A row's 8-value chunks are dealt to the lanes
-round-robin; ``UNROLL`` chunks per lane are decoded before their FMAs. Kernels are generated per
-type from the quant table (``MATVEC_KERNELS(<suffix>, <GGML name>)``, appended to matvec.cu), one
-per token count, and compiled on first use of that type.
+round-robin (mmvq: its work items of 32 or 64 values); ``UNROLL`` per lane are loaded before
+their dot products. mmvq's grid is at most about one wave (rows grid-strided), since each block
+first quantizes all of x into shared memory (:func:`mmvq_shared_bytes`). Kernels are generated
+per type from the quant table (``MMVQ_KERNELS``/``MATVEC_KERNELS(<suffix>, <struct>)``, appended
+to matvec.cu), one per token count, and compiled on first use of that type.
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ def block_sizes(qt: QuantType) -> tuple[int, int]:
 
 
 def kernel_name(qt: QuantType, nt: int) -> str:
-    return f"matvec_{qt.suffix}_n{nt}"
+    return f"{'mmvq' if qt.is_quantized else 'matvec'}_{qt.suffix}_n{nt}"
 
 
 def kernel_names() -> frozenset[str]:
@@ -107,16 +116,98 @@ def check(x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]) -> tuple[int,
     return nt, n, k
 
 
-def _record(name: str, geo: Geometry | None, raw: Any, x: Any, out: Any) -> LaunchRecord:
+#: The math path of each kernel (the bound model's peak, ``ceilings.peak_flops_by_path``).
+MATH_MMVQ, MATH_FLOAT = "int8_dp4a", "f32_cuda_core"
+
+
+def _record(
+    name: str, geo: Geometry | None, raw: Any, x: Any, out: Any, **extra: Any
+) -> LaunchRecord:
     nt, k = (int(s) for s in x.shape)
     n = int(out.shape[1])
-    return LaunchRecord.of(name, geo, reads=[raw, x], writes=[out], flops=2 * nt * n * k, path=PATH)
+    math = MATH_MMVQ if name.startswith(("mmvq", "numpy_mmvq")) else MATH_FLOAT
+    return LaunchRecord.of(
+        name, geo, reads=[raw, x], writes=[out], flops=2 * nt * n * k, path=PATH,
+        math_path=math, **extra,
+    )  # fmt: skip
+
+
+def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x f32 [nt, k] (k a multiple of 32) as mmvq quantizes it, bit for bit.
+
+    Returns:
+        (q int8 [nt, k], d f32 [nt, k / 32], qsum int32 [nt, k / 16]): per run of 32 values
+        d = amax / 127 and q = rint(x / d) (q = 0 where amax = 0); a run holding a NaN or an
+        Inf gets d = NaN and q = 0, so every output it feeds is NaN; qsum = the sums of q over
+        each half run.
+    """
+    nt, k = x.shape
+    r = x.reshape(nt, k // 32, 32)
+    finite = np.isfinite(r).all(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        amax = np.where(finite, np.abs(r).max(axis=-1), np.float32(0))
+        d = (amax / np.float32(127)).astype(np.float32)
+        q = np.where((d > 0)[..., None], np.rint(r / d[..., None]), np.float32(0))
+    q = q.astype(np.int8).reshape(nt, k)
+    d = np.where(finite, d, np.float32(np.nan)).astype(np.float32)
+    qsum = q.reshape(nt, k // 16, 16).sum(axis=-1, dtype=np.int32)
+    return q, d, qsum
+
+
+def ref_mmvq(
+    x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int], *, bound: bool = False
+) -> tuple[np.ndarray, LaunchRecord] | tuple[np.ndarray, LaunchRecord, np.ndarray]:
+    """NumPy reference of ``mmvq_<suffix>``: the same group terms, rounded alike, summed.
+
+    Per group g of 16 values (codes c, factors a, b from ``qt.int_parts``), token t:
+    ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum`` in f32 (b absent: the first
+    product only); the output is the f32 sum of a row's terms (the kernel sums them in another
+    order). With ``bound=True`` also returns sum(|term|) per output [nt, n]: the scale against
+    which the summation order's rounding is bounded (tests: |gpu - ref| <= 1e-5 of it).
+
+    Raises:
+        KernelInputError: a gate failed (see :func:`check`), or the type is not block-quantized.
+    """
+    qt = quant_type(qt)
+    nt, n, k = check(x, raw, qt, shape)
+    if not qt.is_quantized:
+        raise KernelInputError(f"mmvq takes block-quantized weights, not {qt.name}")
+    blocks = np.ascontiguousarray(raw).reshape(-1, qt.type_size)
+    q, d, qsum = quantize_q8(x)
+    dx = np.repeat(d, 2, axis=1)  # per group of 16
+    groups = k // 16
+    qf = q.reshape(nt, groups, 16).astype(np.float32)
+    qsf = qsum.astype(np.float32)
+    out = np.empty((nt, n), np.float32)
+    mag = np.empty((nt, n), np.float32) if bound else None
+    rows = max(1, (1 << 22) // k)  # ~16 MB of f32 codes per chunk
+    bpr = k // qt.block_size
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        parts = qt.int_parts(blocks[r0 * bpr : r1 * bpr])
+        c = parts.codes.reshape(r1 - r0, groups, 16).astype(np.float32)
+        a = parts.a.reshape(r1 - r0, groups)
+        b = None if parts.b is None else parts.b.reshape(r1 - r0, groups)
+        for t in range(nt):
+            s = np.einsum("rgj,gj->rg", c, qf[t])  # integers < 2^24: exact in f32
+            with np.errstate(invalid="ignore", over="ignore"):
+                term = (a * dx[t]) * s
+                if b is not None:
+                    term += (b * dx[t]) * qsf[t]
+            out[t, r0:r1] = term.sum(axis=1)
+            if mag is not None:
+                mag[t, r0:r1] = np.abs(term).sum(axis=1)
+    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out)
+    return (out, rec, mag) if bound else (out, rec)
 
 
 def ref_matvec(
     x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int]
 ) -> tuple[np.ndarray, LaunchRecord]:
     """NumPy reference: ``x @ W.T`` in f32, W the exact f32 values gguf-py dequantizes to.
+
+    This is the float weights' kernel's reference, and for a quantized weight the exact product
+    mmvq's activation quantization departs from.
 
     Returns:
         (out [nt, n] float32, record ``numpy_matvec_<suffix>``, path ``quant``)
@@ -137,16 +228,48 @@ def _module(suffix: str, unroll: int) -> Any:
     import cupy
 
     qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
-    # the type's CUDA decoder (its declaration's ``device``); float types' is a Src* reader
-    struct = qt.device if qt.is_quantized else f"FloatBlock<{qt.device}>"
+    # the type's CUDA decoder (its declaration's ``device``): mmvq reads its Codes<T> view;
+    # float types' is a Src* reader
     src = (cuda._HERE / f"{FAMILY}.cu").read_text()
-    src += f"\nMATVEC_KERNELS({qt.suffix}, {struct})\n"
+    if qt.is_quantized:
+        src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
+    else:
+        src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
     return cupy.RawModule(code=src, options=(*cuda._OPTIONS, f"-DMV_UNROLL={unroll}"))
 
 
 @functools.cache
 def _kernel(suffix: str, nt: int, unroll: int) -> Any:
-    return _module(suffix, unroll).get_function(f"matvec_{suffix}_n{nt}")
+    qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
+    return _module(suffix, unroll).get_function(kernel_name(qt, nt))
+
+
+def mmvq_shared_bytes(nt: int, k: int) -> int:
+    """mmvq's dynamic shared memory: x quantized (k bytes), d per 32 and qsum per 16 (4 bytes
+    each), per token."""
+    return nt * (k + 4 * (k // 32) + 4 * (k // 16))
+
+
+@functools.cache
+def _device_limits() -> tuple[int, int]:
+    """(SM count, opt-in shared memory per block) of the current device."""
+    import cupy
+
+    attrs = cupy.cuda.Device().attributes
+    return int(attrs["MultiProcessorCount"]), int(attrs["MaxSharedMemoryPerBlockOptin"])
+
+
+def mmvq_geometry(
+    n: int, k: int, nt: int, sms: int, rows_per_block: int = ROWS_PER_BLOCK, wpr: int | None = None
+) -> tuple[Geometry, int]:
+    """matvec's block shape; grid.x capped at the blocks ``sms`` SMs hold at once (rows are
+    grid-strided), since every block first quantizes x. Returns (geometry, shared bytes)."""
+    geo = geometry(n, k, rows_per_block, wpr)
+    smem = mmvq_shared_bytes(nt, k)
+    threads = geo.block[0] * geo.block[1] * geo.block[2]
+    per_sm = max(1, min(2048 // threads, 32, (228 * 1024) // (smem + 1024)))
+    grid = min(geo.grid[0], sms * per_sm)
+    return Geometry((grid, 1, 1), geo.block, geo.work_items), smem
 
 
 def launch_matvec(
@@ -159,22 +282,26 @@ def launch_matvec(
     rows_per_block: int = ROWS_PER_BLOCK,
     unroll: int = UNROLL,
     wpr: int | None = None,
-) -> tuple[Any, LaunchRecord]:
-    """``x [nt, k] @ W [n, k]ᵀ`` on the GPU with ``matvec_<suffix>_n<nt>``, W packed in ``raw``.
+) -> tuple[Any, list[LaunchRecord]]:
+    """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
+    block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
+    :func:`ref_matvec`).
 
     Args:
         x: CuPy f32 [nt, k], 1 <= nt <= MAX_NT, contiguous, 16-byte aligned.
-        raw: CuPy uint8, the weight's GGUF bytes (``qt.nbytes(shape)`` of them).
+        raw: CuPy uint8, the weight's GGUF bytes (``qt.nbytes(shape)`` of them); 16-byte aligned
+            for mmvq.
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
         rows_per_block, unroll, wpr: the kernel configuration (the bench sweeps them; wpr None:
             :func:`warps_per_row`).
 
     Returns:
-        (out, launch record with ``extra.path == "quant"``)
+        (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
+        tokens whose quantized x fits in a block's shared memory)
 
     Raises:
-        KernelInputError: a gate failed, host arrays, or a misaligned x.
+        KernelInputError: a gate failed, host arrays, or a misaligned x or (mmvq) raw.
     """
     from tracekit.kernels.elementwise import device_out, require_device
 
@@ -187,11 +314,36 @@ def launch_matvec(
             f"matvec x starts {x.data.ptr % 16} bytes past a 16-byte boundary; it must be aligned"
         )
     o = device_out(out, (nt, n), np.float32, "matvec out")
-    geo = geometry(n, k, rows_per_block, wpr)
-    fast = np.int32(raw.data.ptr % 16 == 0)  # Fast<T> decoders need 16-byte aligned blocks
     ts, qk = block_sizes(qt)
-    args = (
-        raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
-    )  # fmt: skip
-    cuda.launch(_kernel(qt.suffix, nt, unroll), geo.grid, geo.block, args)
-    return o, _record(kernel_name(qt, nt), geo, raw, x, o)
+    if not qt.is_quantized:
+        geo = geometry(n, k, rows_per_block, wpr)
+        fast = np.int32(raw.data.ptr % 16 == 0)  # Fast<T> decoders need 16-byte aligned blocks
+        args = (
+            raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
+        )  # fmt: skip
+        cuda.launch(_kernel(qt.suffix, nt, unroll), geo.grid, geo.block, args)
+        return o, [_record(kernel_name(qt, nt), geo, raw, x, o)]
+    if raw.data.ptr % 16:
+        raise KernelInputError(
+            f"mmvq weight starts {raw.data.ptr % 16} bytes past a 16-byte boundary; it must be "
+            "aligned (each type's fields are read at their block's fixed alignment)"
+        )
+    sms, smem_max = _device_limits()
+    per_launch = max(1, min(nt, smem_max // mmvq_shared_bytes(1, k)))
+    if mmvq_shared_bytes(1, k) > smem_max:
+        raise KernelInputError(
+            f"mmvq row length k={k} needs {mmvq_shared_bytes(1, k)} bytes of shared memory per "
+            f"token, over the device's {smem_max}"
+        )
+    recs = []
+    for t0 in range(0, nt, per_launch):
+        t1 = min(nt, t0 + per_launch)
+        xs, os_ = x[t0:t1], o[t0:t1]
+        geo, smem = mmvq_geometry(n, k, t1 - t0, sms, rows_per_block, wpr)
+        fn = _kernel(qt.suffix, t1 - t0, unroll)
+        if smem > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem
+        args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
+        cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
+        recs.append(_record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, shared_bytes=smem))
+    return o, recs

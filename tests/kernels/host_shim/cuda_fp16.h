@@ -1,4 +1,4 @@
-// Host stand-ins for the CUDA names quant_decoders.cuh uses, so that tests/kernels/
+// Host stand-ins for the CUDA names quant_decoders.cuh and quant_codes.cuh use, so that tests/kernels/
 // test_decoders_host.py can run its block decoders (dec8, dec8_w) on the CPU with g++ and compare
 // them bit for bit with gguf.quants.dequantize. Each is the PTX ISA's definition of the
 // instruction; f32 arithmetic is IEEE (SSE, -ffp-contract=off), std::fma is FFMA's one rounding.
@@ -15,6 +15,9 @@ struct uint2 { unsigned int x, y; };
 struct uint4 { unsigned int x, y, z, w; };
 struct float4 { float x, y, z, w; };
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
+    return {x, y, z, w};
+}
 
 inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline __half __ushort_as_half(unsigned short u) { return {u}; }

@@ -1,0 +1,111 @@
+"""The integer views ``Codes<T>`` of kernels/quant_codes.cuh (what the q8 matvec ``mmvq`` reads),
+run on the CPU: compiled with g++ against tests/kernels/host_shim, every work item of every
+block is loaded, and its codes, group factors and the values they make (a (code + OFF) + b,
+rounded in f32 as the kernel's terms are) are compared bit for bit with gguf-py's dequantized
+values and with the NumPy twin ``QuantType.int_parts`` — on finite random blocks and on raw
+random bytes (NaN/Inf scales). The GPU tests check the kernel built on them
+(tests/kernels/test_matvec_gpu.py); this one checks the layouts in CI, without a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf.quants import dequantize
+
+from tracekit import quants
+from tracekit.kernels import cuda, dequant
+from tracekit.quants import INT_GROUP, QUANTIZED_TYPES, QuantType
+
+SHIM = Path(__file__).resolve().parent / "host_shim"
+KERNELS = Path(cuda.__file__).resolve().parent
+N_BLOCKS = 517
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    """run_<T>(blocks, n, x, codes, a, b): every item of every block through Codes<T>::load."""
+    src = ['#include "quant_codes.cuh"']
+    for t in QUANTIZED_TYPES:
+        d = t.device
+        src.append(
+            f'extern "C" void run_{d}(const u8* raw, long n, float* x, signed char* c, float* a,'
+            f" float* b) {{\n"
+            f"  using C = Codes<{d}>;\n"
+            f"  for (long i = 0; i < n; ++i)\n"
+            f"    for (int it = 0; it < C::ITEMS; ++it) {{\n"
+            f"      CodeItem<C::NG> item;\n"
+            f"      C::load(raw + i * {d}::TS, it, item);\n"
+            f"      for (int g = 0; g < C::NG; ++g)\n"
+            f"        for (int j = 0; j < 16; ++j) {{\n"
+            f"          const long e = i * {d}::QK + item.v[g] + j;\n"
+            f"          const int code = (signed char)(item.w[4 * g + j / 4] >> (8 * (j % 4)))"
+            f" + C::OFF;\n"
+            f"          c[e] = (signed char)code;\n"
+            f"          const float ax = __fmul_rn(item.a[g], (float)code);\n"
+            f"          x[e] = C::MIN ? __fadd_rn(ax, item.b[g]) : ax;\n"
+            f"          a[e / 16] = item.a[g];\n"
+            f"          b[e / 16] = C::MIN ? item.b[g] : 0.0f;\n"
+            f"        }}\n"
+            f"    }}\n}}"
+        )
+    d = tmp_path_factory.mktemp("codes")
+    (d / "codes.cpp").write_text("\n".join(src) + "\n")
+    cmd = ["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC"]
+    cmd += [f"-I{SHIM}", f"-I{KERNELS}", *quants.cuda_defines()]
+    cmd += ["-o", str(d / "codes.so"), str(d / "codes.cpp")]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(d / "codes.so"))
+
+
+def _aligned(raw: np.ndarray) -> np.ndarray:
+    """raw at a 16-byte aligned address (the launcher's requirement for mmvq weights)."""
+    buf = np.empty(raw.size + 16, np.uint8)
+    start = -buf.ctypes.data % 16
+    out = buf[start : start + raw.size]
+    out[...] = raw
+    return out
+
+
+def _same(g: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return (g.view(np.uint32) == w.view(np.uint32)) | (np.isnan(g) & np.isnan(w))
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+def test_codes_rebuild_the_gguf_values_and_match_int_parts(lib: ctypes.CDLL, qt: QuantType):
+    rng = np.random.default_rng(21)
+    finite = dequant.random_blocks(qt, N_BLOCKS, rng)
+    wild = rng.integers(0, 256, N_BLOCKS * qt.type_size, dtype=np.uint8)
+    raw = _aligned(np.concatenate([finite, wild]))
+    n = 2 * N_BLOCKS
+    vals = n * qt.block_size
+    x = np.full(vals, 0x7FBADBAD, np.uint32).view(np.float32)  # poison
+    c = np.full(vals, 99, np.int8)  # 99 is no type's code
+    a = np.full(vals // INT_GROUP, np.nan, np.float32)
+    b = np.full(vals // INT_GROUP, np.nan, np.float32)
+    ptr = ctypes.c_void_p
+    getattr(lib, f"run_{qt.device}")(
+        ptr(raw.ctypes.data), ctypes.c_long(n), ptr(x.ctypes.data), ptr(c.ctypes.data),
+        ptr(a.ctypes.data), ptr(b.ctypes.data),
+    )  # fmt: skip
+    with np.errstate(all="ignore"):
+        want = dequantize(raw.reshape(n, qt.type_size), qt.qtype).reshape(-1)
+    bad = np.flatnonzero(~_same(x, want))
+    assert bad.size == 0, (
+        f"{qt.name}: {bad.size} values differ, first at value {bad[0]} (block "
+        f"{bad[0] // qt.block_size}): {x[bad[0]]!r} vs gguf {want[bad[0]]!r}"
+    )
+    assert np.isfinite(want[: N_BLOCKS * qt.block_size]).all()
+    with np.errstate(all="ignore"):
+        parts = qt.int_parts(raw.reshape(n, qt.type_size))
+    assert np.array_equal(c, parts.codes.reshape(-1)), f"{qt.name}: codes differ from int_parts"
+    assert _same(a, parts.a.reshape(-1)).all(), f"{qt.name}: scales differ from int_parts"
+    pb = np.zeros_like(a) if parts.b is None else parts.b.reshape(-1)
+    assert _same(b, pb).all(), f"{qt.name}: offsets differ from int_parts"

@@ -1,0 +1,296 @@
+// The integer view of every quant type, for the q8 matrix-vector product (matvec.cu's mmvq):
+// a block's values as x = a[g] * (code + OFF) + b[g] over groups g of 16 values, the codes
+// small integers packed four to a 32-bit word (one byte each), so that a group's dot product
+// with 16 int8 activations is four DP4A. One Codes<T> per type of quant_decoders.cuh, in the
+// same layout terms (its drawing is the type's declaration in tracekit/quants.py, whose
+// ``int_parts`` is the NumPy twin: the same codes, a and b, tests/kernels/test_matvec.py checks
+// both against gguf-py's values).
+//
+// Codes<T> has
+//   ITEMS            work items per block (one lane's unit: 32 values, Q2_K/Q3_K 64)
+//   NG               groups of 16 values per item
+//   OFF              added to every code (Q4_0's -8: the codes are stored unsigned, the offset
+//                    is folded into the integer sum as OFF * sum(q8), exact)
+//   MIN              whether b (a per-group offset: Q4_1's m, the K-quants' -dmin m) exists
+//   load(b, i, it)   item i of the block at b: it.w[4g..4g+4) the codes of group g, it.v[g] its
+//                    first value's index in the block, it.a[g] / it.b[g] its factors (f32,
+//                    exact products of the f16 scale and a small integer, as gguf-py's)
+// A block is at raw + i * TS with raw 16-byte aligned (the launcher checks), so each type's
+// fields have a fixed alignment: gcd(TS, 16).
+#pragma once
+
+#include "quant_decoders.cuh"
+
+template <int NG>
+struct CodeItem {
+    u32 w[4 * NG];
+    int v[NG];
+    float a[NG], b[NG];
+};
+
+// 16 bytes at a 2-byte aligned p as four little-endian words (5 aligned loads at p % 4 == 2,
+// the fifth word predicated off at p % 4 == 0 so a tensor's last bytes are not overrun).
+__device__ __forceinline__ uint4 ld16_a2(const u8* p) {
+    const u32 q = (u32)(reinterpret_cast<unsigned long long>(p) & 3);
+    const u32* w = reinterpret_cast<const u32*>(p - q);
+    const u32 w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = q ? w[4] : 0u;
+    const u32 s = 8 * q;
+    return make_uint4(__funnelshift_r(w0, w1, s), __funnelshift_r(w1, w2, s),
+                      __funnelshift_r(w2, w3, s), __funnelshift_r(w3, w4, s));
+}
+__device__ __forceinline__ uint4 ld16_a4(const u8* p) {  // p 4-byte aligned
+    const u32* w = reinterpret_cast<const u32*>(p);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ uint4 ld16_a8(const u8* p) {  // p 8-byte aligned
+    const uint2* w = reinterpret_cast<const uint2*>(p);
+    const uint2 lo = w[0], hi = w[1];
+    return make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ u32 word(uint4 q, int i) {
+    return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
+}
+
+// Four 4-bit codes (one per byte) -> their IQ4 levels as int8 bytes: each half of the table
+// looked up with PRMT (selectors = the codes' low 3 bits), a third PRMT picks the half by bit 3.
+__device__ __forceinline__ u32 iq4_levels4(u32 n) {
+    const u32 t = n | (n >> 4);                    // bytes 0, 2: code pairs (a | b << 4)
+    const u32 sel = __byte_perm(t, 0u, 0x4420u);   // the four codes as nibbles 0..3
+    const u32 s7 = sel & 0x7777u;
+    const u32 pick = ((sel >> 1) & 0x4444u) | 0x3210u;
+    return __byte_perm(__byte_perm(IQ4_LEVELS_0, IQ4_LEVELS_1, s7),
+                       __byte_perm(IQ4_LEVELS_2, IQ4_LEVELS_3, s7), pick);
+}
+
+template <class T>
+struct Codes;  // a type without its integer view does not compile into mmvq
+
+// 32-value blocks whose 16 qs bytes hold value j in the low nibble of byte j, j + 16 in the
+// high: group 0 = the low nibbles, group 1 = the high ones (Q4_0, Q4_1, Q5_*, IQ4_NL).
+template <class Item>
+__device__ __forceinline__ void nibble_groups(uint4 q, Item& it) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        it.w[i] = word(q, i) & 0x0F0F0F0Fu;
+        it.w[4 + i] = (word(q, i) >> 4) & 0x0F0F0F0Fu;
+    }
+    it.v[0] = 0;
+    it.v[1] = 16;
+}
+
+template <>
+struct Codes<Q8_0> {  // d | qs[32] int8: x = d q
+    static constexpr int ITEMS = 1, NG = 2, OFF = 0;
+    static constexpr bool MIN = false;
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        const uint4 lo = ld16_a2(b + 2), hi = ld16_a2(b + 18);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) it.w[i] = word(lo, i), it.w[4 + i] = word(hi, i);
+        it.v[0] = 0, it.v[1] = 16;
+        it.a[0] = it.a[1] = f16_at(b);
+    }
+};
+
+template <>
+struct Codes<Q4_0> {  // d | qs[16]: x = d (q - 8)
+    static constexpr int ITEMS = 1, NG = 2, OFF = -8;
+    static constexpr bool MIN = false;
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        nibble_groups(ld16_a2(b + 2), it);
+        it.a[0] = it.a[1] = f16_at(b);
+    }
+};
+
+template <>
+struct Codes<Q4_1> {  // d | m | qs[16]: x = d q + m  (TS 20: 4-byte aligned)
+    static constexpr int ITEMS = 1, NG = 2, OFF = 0;
+    static constexpr bool MIN = true;
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        const u32 dm = *reinterpret_cast<const u32*>(b);
+        nibble_groups(ld16_a4(b + 4), it);
+        it.a[0] = it.a[1] = half_lo(dm);
+        it.b[0] = it.b[1] = half_hi(dm);
+    }
+};
+
+// Q5_0/Q5_1's 5th bits: bit j of qh is bit 4 of value j.
+template <class Item>
+__device__ __forceinline__ void fifth_bits(u32 qh, Item& it) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        it.w[i] |= spread4(qh >> (4 * i));
+        it.w[4 + i] |= spread4(qh >> (16 + 4 * i));
+    }
+}
+
+template <>
+struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
+    static constexpr int ITEMS = 1, NG = 2, OFF = -16;
+    static constexpr bool MIN = false;
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        nibble_groups(ld16_a2(b + 6), it);
+        fifth_bits(ld_4(b + 2), it);
+        it.a[0] = it.a[1] = f16_at(b);
+    }
+};
+
+template <>
+struct Codes<Q5_1> {  // d | m | qh | qs[16]: x = d q + m  (TS 24: 8-byte aligned)
+    static constexpr int ITEMS = 1, NG = 2, OFF = 0;
+    static constexpr bool MIN = true;
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        const uint2 h = ld8_al(b);  // d | m, qh
+        nibble_groups(ld16_a8(b + 8), it);
+        fifth_bits(h.y, it);
+        it.a[0] = it.a[1] = half_lo(h.x);
+        it.b[0] = it.b[1] = half_hi(h.x);
+    }
+};
+
+template <>
+struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
+    static constexpr int ITEMS = 1, NG = 2, OFF = 0;
+    static constexpr bool MIN = false;
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        nibble_groups(ld16_a2(b + 2), it);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) it.w[i] = iq4_levels4(it.w[i]);
+        it.a[0] = it.a[1] = f16_at(b);
+    }
+};
+
+// Q4_K/Q5_K item i: qs bytes [32 r + 16 h, +16) (r = i / 2, h = i % 2), whose low nibbles are
+// values 16 h.. of sub-block 2 r and high nibbles the same values of sub-block 2 r + 1.
+__device__ __forceinline__ void k_item(uint4 head, uint4 q, int i, CodeItem<2>& it) {
+    const int r = i >> 1, h = i & 1;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+        float dsc, dmn;
+        k_scales_w(head, 2 * r + g, &dsc, &dmn);
+        it.a[g] = dsc;
+        it.b[g] = -dmn;
+        it.v[g] = 64 * r + 32 * g + 16 * h;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (4 * g)) & 0x0F0F0F0Fu;
+    }
+}
+
+template <>
+struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
+    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    static constexpr bool MIN = true;
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        const uint4 head = *reinterpret_cast<const uint4*>(b);
+        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 16 * i);
+        k_item(head, q, i, it);
+    }
+};
+
+template <>
+struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
+    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    static constexpr bool MIN = true;
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        const uint4 head = *reinterpret_cast<const uint4*>(b);
+        const uint4 q = *reinterpret_cast<const uint4*>(b + 48 + 16 * i);
+        const uint4 qh = *reinterpret_cast<const uint4*>(b + 16 + 16 * (i & 1));
+        k_item(head, q, i, it);
+        const int j0 = 2 * (i >> 1);
+#pragma unroll
+        for (int g = 0; g < 2; ++g)
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                it.w[4 * g + k] |= ((word(qh, k) >> (j0 + g)) & 0x01010101u) << 4;
+    }
+};
+
+template <>
+struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
+    static constexpr int ITEMS = 8, NG = 2, OFF = -32;
+    static constexpr bool MIN = false;
+    // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
+    // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
+    // bits 2 (u / 2) and 2 (u / 2) + 4
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        const int h = i >> 2, u = i & 3;
+        const uint4 ql = ld16_a2(b + 64 * h + 16 * u);
+        const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * (u & 1));
+        const float d = f16_at(b + 208);
+        const int s0 = 2 * (u >> 1);
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+            it.v[g] = 128 * h + 64 * g + 16 * u;
+            it.a[g] = __fmul_rn(d, (float)(signed char)b[192 + (it.v[g] >> 4)]);
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
+                                  (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
+        }
+    }
+};
+
+template <>
+struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
+    static constexpr bool MIN = true;
+    // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
+    // 128 h + 32 s + 16 l.. (group s): 64 values, sub-blocks j = 8 h + 2 s + l
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+        const int h = i >> 1, l = i & 1;
+        const uint4 q = ld16_a4(b + 16 + 32 * h + 16 * l);
+        const uint4 sc = ld16_a4(b);
+        const u32 dm = *reinterpret_cast<const u32*>(b + 80);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int j = 8 * h + 2 * s + l;
+            const u32 scj = (word(sc, j >> 2) >> (8 * (j & 3))) & 0xFFu;
+            it.v[s] = 16 * j;
+            it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
+            it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
+#pragma unroll
+            for (int k = 0; k < 4; ++k) it.w[4 * s + k] = (word(q, k) >> (2 * s)) & 0x03030303u;
+        }
+    }
+};
+
+template <>
+struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
+    static constexpr int ITEMS = 4, NG = 4, OFF = -4;
+    static constexpr bool MIN = false;
+    // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
+    // third bit = bit g of hmask[16 l..]
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+        const int h = i >> 1, l = i & 1;
+        const uint4 q = ld16_a2(b + 32 + 32 * h + 16 * l);
+        const uint4 m = ld16_a2(b + 16 * l);
+        const u32 s0 = ld_4(b + 96), s1 = ld_4(b + 100), s2 = ld_4(b + 104);
+        const float d = f16_at(b + 108);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int g = 4 * h + s, j = 2 * g + l;
+            const u32 lo = (((j & 4) ? s1 : s0) >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
+            const u32 hi = (s2 >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
+            it.v[s] = 16 * j;
+            it.a[s] = __fmul_rn(d, code_f(lo | (hi << 4), 32.0f));
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                it.w[4 * s + k] = ((word(q, k) >> (2 * s)) & 0x03030303u) |
+                                  (((word(m, k) >> g) & 0x01010101u) << 2);
+        }
+    }
+};
+
+template <>
+struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] - 32)) LEVELS[q]
+    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    static constexpr bool MIN = false;
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
+        const u32 ls = ((hd.y >> (4 * i)) & 15u) | (((hd.x >> (16 + 2 * i)) & 3u) << 4);
+        nibble_groups(ld16_a8(b + 8 + 16 * i), it);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) it.w[k] = iq4_levels4(it.w[k]);
+        it.v[0] = 32 * i, it.v[1] = 32 * i + 16;
+        it.a[0] = it.a[1] = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
+    }
+};
