@@ -252,6 +252,10 @@ def test_quantize_q8_rounds_each_run_to_its_own_scale() -> None:
     # round to nearest: |x - d q| <= d / 2 for every value of a finite run
     err = np.abs(r - qq * d[..., None].astype(np.float64))[ok]
     assert (err <= d[ok][:, None] * (0.5 + 1e-6)).all()
+    inv = np.float32(127) / amax[ok & (amax > 0)].astype(np.float32)
+    assert np.array_equal(
+        qq[ok & (amax > 0)], np.rint(r[ok & (amax > 0)].astype(np.float32) * inv[:, None])
+    )
     assert np.array_equal(qsum, q.reshape(3, 16, 16).sum(-1))
 
 

@@ -158,8 +158,8 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
     MATVEC_KERNEL(suffix, T, 8)
 
 // ---- mmvq: quantized weights x 8-bit activations -------------------------------------------
-// Activations: each run of 32 values of a token's x is quantized as d = amax / 127 (IEEE
-// division), q = rint(x / d) in [-127, 127] (q = 0 when amax = 0), with the sums of q over each
+// Activations: each run of 32 values of a token's x is quantized as d = amax / 127 and
+// q = rint(x * (127 / amax)) in [-127, 127] (IEEE divisions; q = 0 when amax = 0), with the sums of q over each
 // half (16 values); a run holding a NaN or an Inf gets d = NaN, so every output it feeds is NaN
 // (a float product would give Inf or NaN there too). Each thread block quantizes the whole x
 // into shared memory first (NT k (1 + 4/32 + 4/16) bytes: 19.7 KB for one token of k = 14336),
@@ -194,6 +194,8 @@ __device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, c
 }
 
 // x [NT, k] -> shared: xq int8 [NT][k] (as words), xd f32 [NT][k / 32], xs int [NT][k / 16].
+// q = rint(x * (127 / amax)): the reciprocal once per run, and rint as one FADD of 1.5 * 2^23
+// (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
 template <int NT>
 __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, int* xq, float* xd,
                                            int* xs) {
@@ -217,10 +219,14 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
             finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
             amax = fmaxf(amax, a);
         }
+        const bool scaled = finite && amax > 0.0f;
         const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
+        const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
         int q[32];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) q[i] = (finite && d > 0.0f) ? __float2int_rn(__fdiv_rn(v[i], d)) : 0;
+        for (int i = 0; i < 32; ++i)
+            q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
+                          : 0;
         int4* dst = reinterpret_cast<int4*>(xq + (i64)t * (k >> 2) + 8 * r);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -228,7 +234,8 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int* c = q + 16 * h + 4 * i;
-                w[i] = (c[0] & 0xFF) | ((c[1] & 0xFF) << 8) | ((c[2] & 0xFF) << 16) | (c[3] << 24);
+                w[i] = (int)__byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040),
+                                        0x5410);
                 s += c[0] + c[1] + c[2] + c[3];
             }
             dst[h] = make_int4(w[0], w[1], w[2], w[3]);
@@ -252,24 +259,40 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     int* xq = reinterpret_cast<int*>(mmvq_smem);
     float* xd = reinterpret_cast<float*>(xq + NT * (k >> 2));
     int* xs = reinterpret_cast<int*>(xd + NT * (k >> 5));
-    quantize_x<NT>(x, k, xq, xd, xs);
-    __syncthreads();
     const int lane = threadIdx.x, lanes = 32 * blockDim.y;
     const int nb = k / T::QK, nitems = nb * C::ITEMS;
+    const int first = threadIdx.y * 32 + lane;  // this lane's first item of a row
+    // the first row's first items are loaded before x is quantized: their latency hides the
+    // prologue's
+    CodeItem<NG> it[MV_UNROLL];
+    int row = blockIdx.x * blockDim.z + threadIdx.z;
+    if (row < n) {
+        const u8* w = raw + (i64)row * nb * T::TS;
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; ++u) {
+            const int i = first + lanes * u;
+            if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+        }
+    }
+    quantize_x<NT>(x, k, xq, xd, xs);
+    __syncthreads();
+    bool loaded = true;
     for (int base = blockIdx.x * blockDim.z; base < n; base += gridDim.x * blockDim.z) {
-        const int row = base + threadIdx.z;
+        row = base + threadIdx.z;
         float acc[NT];
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
         if (row < n) {
             const u8* w = raw + (i64)row * nb * T::TS;
-            for (int i0 = threadIdx.y * 32 + lane; i0 < nitems; i0 += lanes * MV_UNROLL) {
-                CodeItem<NG> it[MV_UNROLL];
+            for (int i0 = first; i0 < nitems; i0 += lanes * MV_UNROLL) {
+                if (!loaded) {
 #pragma unroll
-                for (int u = 0; u < MV_UNROLL; ++u) {
-                    const int i = i0 + lanes * u;
-                    if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+                    for (int u = 0; u < MV_UNROLL; ++u) {
+                        const int i = i0 + lanes * u;
+                        if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+                    }
                 }
+                loaded = false;
 #pragma unroll
                 for (int u = 0; u < MV_UNROLL; ++u) {
                     const int i = i0 + lanes * u;
@@ -282,6 +305,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                 }
             }
         }
+        loaded = false;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
 #pragma unroll

@@ -7,7 +7,7 @@
 copy of the weight is ever written.
 
 ``mmvq`` (as llama.cpp's MMVQ): x is quantized to 8 bits per run of 32 values
-(:func:`quantize_q8`: d = amax / 127, q = rint(x / d)), the weight is read as small integer codes
+(:func:`quantize_q8`: d = amax / 127, q = rint(x 127 / amax)), the weight is read as small integer codes
 with an f32 scale (and offset) per group of 16 values (``QuantType.int_parts``; on the GPU
 ``Codes<T>`` in ``quant_codes.cuh``), and each group's dot product is four DP4A. Every group's
 term ``(a dx) s + (b dx) qsum`` is rounded identically by :func:`ref_mmvq` and the kernel, so the
@@ -137,7 +137,8 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     Returns:
         (q int8 [nt, k], d f32 [nt, k / 32], qsum int32 [nt, k / 16]): per run of 32 values
-        d = amax / 127 and q = rint(x / d) (q = 0 where amax = 0); a run holding a NaN or an
+        d = amax / 127 and q = rint(x * (127 / amax)) (q = 0 where amax = 0; the reciprocal is
+        taken once per run, so the kernel multiplies instead of dividing); a run holding a NaN or an
         Inf gets d = NaN and q = 0, so every output it feeds is NaN; qsum = the sums of q over
         each half run.
     """
@@ -147,7 +148,8 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with np.errstate(invalid="ignore", divide="ignore"):
         amax = np.where(finite, np.abs(r).max(axis=-1), np.float32(0))
         d = (amax / np.float32(127)).astype(np.float32)
-        q = np.where((d > 0)[..., None], np.rint(r / d[..., None]), np.float32(0))
+        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+        q = np.where((amax > 0)[..., None], np.rint(r * inv[..., None]), np.float32(0))
     q = q.astype(np.int8).reshape(nt, k)
     d = np.where(finite, d, np.float32(np.nan)).astype(np.float32)
     qsum = q.reshape(nt, k // 16, 16).sum(axis=-1, dtype=np.int32)
@@ -259,15 +261,29 @@ def _device_limits() -> tuple[int, int]:
     return int(attrs["MultiProcessorCount"]), int(attrs["MaxSharedMemoryPerBlockOptin"])
 
 
+#: mmvq: weight rows per block (8 warps: few blocks, so x is quantized few times) and the warps
+#: per SM its grid fills (a block quantizes all of x before its rows; more blocks per SM repeat
+#: that work, fewer leave the loads too few warps): scripts/bench_matvec.py's sweep picks them.
+MMVQ_ROWS_PER_BLOCK = 8
+MMVQ_WARPS_PER_SM = 32
+
+
 def mmvq_geometry(
-    n: int, k: int, nt: int, sms: int, rows_per_block: int = ROWS_PER_BLOCK, wpr: int | None = None
+    n: int,
+    k: int,
+    nt: int,
+    sms: int,
+    rows_per_block: int = MMVQ_ROWS_PER_BLOCK,
+    wpr: int | None = None,
+    warps_per_sm: int = MMVQ_WARPS_PER_SM,
 ) -> tuple[Geometry, int]:
-    """matvec's block shape; grid.x capped at the blocks ``sms`` SMs hold at once (rows are
-    grid-strided), since every block first quantizes x. Returns (geometry, shared bytes)."""
+    """matvec's block shape; grid.x capped at ``warps_per_sm`` warps on each of ``sms`` SMs
+    (rows are grid-strided), since every block first quantizes x. Returns (geometry, shared
+    bytes)."""
     geo = geometry(n, k, rows_per_block, wpr)
     smem = mmvq_shared_bytes(nt, k)
     threads = geo.block[0] * geo.block[1] * geo.block[2]
-    per_sm = max(1, min(2048 // threads, 32, (228 * 1024) // (smem + 1024)))
+    per_sm = max(1, min(32 * warps_per_sm // threads, (228 * 1024) // (smem + 1024)))
     grid = min(geo.grid[0], sms * per_sm)
     return Geometry((grid, 1, 1), geo.block, geo.work_items), smem
 
@@ -279,9 +295,10 @@ def launch_matvec(
     shape: tuple[int, int],
     out: Any = None,
     *,
-    rows_per_block: int = ROWS_PER_BLOCK,
+    rows_per_block: int | None = None,
     unroll: int = UNROLL,
     wpr: int | None = None,
+    warps_per_sm: int = MMVQ_WARPS_PER_SM,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -293,8 +310,8 @@ def launch_matvec(
             for mmvq.
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
-        rows_per_block, unroll, wpr: the kernel configuration (the bench sweeps them; wpr None:
-            :func:`warps_per_row`).
+        rows_per_block, unroll, wpr, warps_per_sm: the kernel configuration (the bench sweeps
+            them; None: ROWS_PER_BLOCK / MMVQ_ROWS_PER_BLOCK, wpr :func:`warps_per_row`).
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -316,7 +333,7 @@ def launch_matvec(
     o = device_out(out, (nt, n), np.float32, "matvec out")
     ts, qk = block_sizes(qt)
     if not qt.is_quantized:
-        geo = geometry(n, k, rows_per_block, wpr)
+        geo = geometry(n, k, rows_per_block or ROWS_PER_BLOCK, wpr)
         fast = np.int32(raw.data.ptr % 16 == 0)  # Fast<T> decoders need 16-byte aligned blocks
         args = (
             raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
@@ -339,7 +356,9 @@ def launch_matvec(
     for t0 in range(0, nt, per_launch):
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
-        geo, smem = mmvq_geometry(n, k, t1 - t0, sms, rows_per_block, wpr)
+        geo, smem = mmvq_geometry(
+            n, k, t1 - t0, sms, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr, warps_per_sm
+        )
         fn = _kernel(qt.suffix, t1 - t0, unroll)
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = smem
