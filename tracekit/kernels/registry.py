@@ -39,9 +39,9 @@ class KernelOp:
             keyword-only options).
         kernels: the ``__global__`` functions ``launch`` may launch (default: ``(name,)``;
             dequant and embed have one per quant type of the table).
-        flops: flops recorded per element the op produces (transcendentals counted as 1), or
-            None where the family counts them from the shapes (attention's keys per query,
-            rms_norm's weight or not).
+        flops: flops recorded per element the op streams (its output's, or its input's for
+            a reduction such as argmax; transcendentals counted as 1), or None where the family
+            counts them from the shapes (attention's keys per query, rms_norm's weight or not).
         per_item: for a streaming kernel, the elements one vectorized work item covers, read at
             launch time from the family's geometry constants (which reach the kernel as ``-D``
             defines, and which the elementwise sweep changes); None elsewhere.
