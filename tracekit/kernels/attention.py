@@ -26,6 +26,7 @@ import numpy as np
 from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array
 from tracekit.kernels.launch import Geometry, LaunchRecord
+from tracekit.kernels.registry import KernelOp, declare
 
 #: The CUDA kernel keeps one query row in registers/shared memory: head_dim up to this.
 MAX_HEAD_DIM = 256
@@ -129,17 +130,31 @@ def _attention_record(
 
 
 # -- NumPy references ------------------------------------------------------------------------
+def _same_start(positions: Any, start: int, what: str) -> None:
+    """On the host the scalar is the truth; positions, when given, must agree with it."""
+    if positions is not None and len(positions) and int(positions[0]) != int(start):
+        raise KernelInputError(
+            f"{what} positions start at {int(positions[0])}, but n_past is {int(start)}"
+        )
+
+
 def ref_kv_store_f32(
-    cache: np.ndarray, x: np.ndarray, start: int
+    cache: np.ndarray, x: np.ndarray, start: int, positions: np.ndarray | None = None
 ) -> tuple[np.ndarray, LaunchRecord]:
     """Write ``x`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of ``cache`` in place.
+
+    ``positions`` (the step's int32 positions, ``[0] == start``) is what lets the device read
+    the start row at run time, so a replayed step is right at any position; on the host it is
+    only checked against ``start``.
 
     Returns:
         (cache, record): the same cache object, updated.
 
     Raises:
-        KernelInputError: dtype/contiguity/shape mismatch, or ``start + nt > n_ctx``.
+        KernelInputError: dtype/contiguity/shape mismatch, ``start + nt > n_ctx``, or
+            positions that do not start at ``start``.
     """
+    _same_start(positions, start, "KV store")
     start = int(start)
     _check_kv_store(cache, x, start)
     cache[start : start + x.shape[0]] = x
@@ -154,6 +169,8 @@ def ref_attention_f32(
     scale: float,
     window: int = 0,
     softcap: float = 0.0,
+    *,
+    positions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LaunchRecord]:
     """Causal (optionally sliding-window, soft-capped) GQA attention over a KV cache, in f32.
 
@@ -164,6 +181,8 @@ def ref_attention_f32(
         scale: multiplies q·k (usually 1/sqrt(head_dim)).
         window: > 0 restricts query at position p to keys j > p - window.
         softcap: > 0 applies ``softcap * tanh(s / softcap)`` to the scaled scores.
+        positions: the step's positions (the device reads n_past from them); on the host
+            only checked to start at ``n_past``.
 
     Returns:
         (out [nt, n_head*head_dim] float32, record)
@@ -171,6 +190,7 @@ def ref_attention_f32(
     Raises:
         KernelInputError: a gate fails (n_head % n_kv, head_dim, n_past + nt > n_ctx, ...).
     """
+    _same_start(positions, n_past, "attention")
     n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
     nt, n_head, hd, _, n_kv = _check_attention(q, k_cache, v_cache, n_past, window, softcap)
     g = n_head // n_kv
@@ -333,3 +353,13 @@ def launch_attention_f32(
         ),
     )
     return o, _attention_record("attention_f32", geo, q, k_cache, n_past, window)
+
+
+# -- the op declarations (tracekit/kernels/registry.py) ---------------------------------------
+declare(
+    [
+        KernelOp("kv_store_f32", "attention", ref_kv_store_f32, launch_kv_store_f32, flops=0),
+        # flops counted by attention_record: keys per query x heads x (4 head_dim + 5)
+        KernelOp("attention_f32", "attention", ref_attention_f32, launch_attention_f32),
+    ]
+)

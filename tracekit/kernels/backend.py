@@ -2,15 +2,20 @@
 
     runner/ (graph op)  ->  backend method  ->  launcher (grid contract)  ->  kernel
 
-Two implementations of one interface. ``CupyBackend`` calls the launchers of each kernel family
-(``tracekit/kernels/<family>.py``, which load ``<family>.cu``); ``NumpyBackend`` calls the NumPy
-references that sit beside those launchers. Both append one :class:`LaunchRecord` per launch to
-``self.records``; the runner takes them after each node. A backend is chosen once per run
-(``auto``: cupy when a GPU is usable, else numpy) and never falls back mid-run.
+Two implementations of one interface. The interface is the op declarations
+(``tracekit/kernels/registry.py``, one per op at the end of its family module): a method per
+declared op, with the reference's arguments, runs the op's :meth:`Backend.impl` here,
+``CupyBackend`` the launcher (``tracekit/kernels/<family>.py``, which loads ``<family>.cu``),
+``NumpyBackend`` the NumPy reference beside it. A new op is one declaration, one kernel and one
+reference; no backend method is written for it. The matmul is the one routed method (it picks a
+path per call). Both backends append one :class:`LaunchRecord` per launch to ``self.records``;
+the runner takes them after each node. A backend is chosen once per run (``auto``: cupy when a
+GPU is usable, else numpy) and never falls back mid-run.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
@@ -30,7 +35,14 @@ from tracekit.kernels import (
 from tracekit.kernels.checks import KernelInputError
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.kernels.matmul import MatmulWeight
+from tracekit.kernels.registry import KERNEL_OPS, Impl, KernelOp
 from tracekit.quants import QuantType, quant_type
+
+#: The kernel families; importing them declares their ops (tracekit/kernels/registry.py).
+FAMILIES = (attention, dequant, elementwise, embed, matmul, matvec, norm, reduce, rope)
+#: Backend methods that are not one declared op, by family: the matmul picks its path, and so
+#: its kernels, per call (``matmul.choose_path``); each backend routes it in ``_matmul_on``.
+ROUTED = {"matmul": "matmul"}
 
 BACKEND_NAMES = ("auto", "cupy", "numpy")
 
@@ -122,92 +134,22 @@ class Backend:
         """A host clock in seconds, for wall times (after ``synchronize``)."""
         return time.perf_counter()
 
-    # -- ops (each returns its output; the launch records go to self.records) ---------------
-    def add_f32(self, x: Any, y: Any) -> Any:
+    # -- ops ---------------------------------------------------------------------------------
+    # One method per declared backend op (tracekit/kernels/registry.py), made below by
+    # _op_method: it runs the op's ``impl`` here and keeps its launch records. Each returns
+    # the op's output; the records go to self.records.
+    def impl(self, op: KernelOp) -> Impl:
+        """What runs ``op`` on this backend: its NumPy reference or its launcher."""
         raise NotImplementedError
 
-    def add_bias_f32(self, y: Any, b: Any) -> Any:
-        raise NotImplementedError
+    def run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Run the declared backend op ``name`` with the reference's arguments; returns its
+        output and keeps its launch records (``be.run("add_f32", x, y)`` is ``be.add_f32(x, y)``).
 
-    def mul_f32(self, x: Any, y: Any) -> Any:
-        raise NotImplementedError
-
-    def silu_f32(self, x: Any) -> Any:
-        raise NotImplementedError
-
-    def gelu_tanh_f32(self, x: Any) -> Any:
-        raise NotImplementedError
-
-    def scale_f32(self, x: Any, s: float) -> Any:
-        raise NotImplementedError
-
-    def softcap_f32(self, x: Any, cap: float) -> Any:
-        raise NotImplementedError
-
-    def slice_cols_f32(self, x: Any, start: int, width: int) -> Any:
-        raise NotImplementedError
-
-    def f32_bits_to_i32(self, x: Any) -> Any:
-        raise NotImplementedError
-
-    def convert_f32_f16(self, x: Any) -> Any:
-        raise NotImplementedError
-
-    def dequantize_f16(self, raw: Any, qtype: QuantType, shape: tuple[int, ...]) -> Any:
-        raise NotImplementedError
-
-    def embed_rows(
-        self,
-        raw: Any,
-        qtype: QuantType,
-        shape: tuple[int, int],
-        ids: Any,
-        ids_checked: bool = False,
-    ) -> Any:
-        """Rows ``ids`` of the table as f32. ``ids_checked``: the caller range-checked the ids on
-        the host already, so device ids need no error flag (and no sync) after the launch."""
-        raise NotImplementedError
-
-    def gather_rows_f32(self, x: Any, ids: Any) -> Any:
-        raise NotImplementedError
-
-    def rms_norm_f32(self, x: Any, w: Any, eps: float) -> Any:
-        raise NotImplementedError
-
-    def rope_f32(
-        self,
-        x: Any,
-        positions: Any,
-        base: float,
-        neox: bool,
-        freq_scale: float = 1.0,
-        freq_factors: Any = None,
-    ) -> Any:
-        raise NotImplementedError
-
-    def kv_store_f32(self, cache: Any, x: Any, start: int, positions: Any = None) -> Any:
-        """``positions`` (the step's int32 positions, ``[0] == start``) lets the device read the
-        start row at run time, so a replayed step is right at any position."""
-        raise NotImplementedError
-
-    def attention_f32(
-        self,
-        q: Any,
-        k_cache: Any,
-        v_cache: Any,
-        n_past: int,
-        scale: float,
-        window: int = 0,
-        softcap: float = 0.0,
-        positions: Any = None,
-    ) -> Any:
-        raise NotImplementedError
-
-    def softmax_f32(self, x: Any) -> Any:
-        raise NotImplementedError
-
-    def argmax_f32(self, x: Any) -> Any:
-        raise NotImplementedError
+        Raises:
+            KeyError: no backend op of that name is declared.
+        """
+        return self._emit(self.impl(KERNEL_OPS[name])(*args, **kwargs))
 
     def w16_cache_on(self, matmul_bytes: int) -> bool:
         """Whether :meth:`matmul_weight` makes the w16 cache (``matmul.w16_cache_on``'s rule)."""
@@ -254,12 +196,38 @@ class Backend:
         raise NotImplementedError
 
 
-def _same_start(positions: Any, start: int, what: str) -> None:
-    """On the host the scalar is the truth; positions, when given, must agree with it."""
-    if positions is not None and len(positions) and int(positions[0]) != int(start):
-        raise KernelInputError(
-            f"{what} positions start at {int(positions[0])}, but n_past is {int(start)}"
-        )
+def family_of(name: str) -> str:
+    """The kernel family of backend method ``name`` (a declared op or a routed one).
+
+    Raises:
+        KeyError: ``name`` is neither.
+    """
+    if name in ROUTED:
+        return ROUTED[name]
+    if name not in KERNEL_OPS:
+        raise KeyError(f"{name!r} is not a backend op (declared: {', '.join(sorted(KERNEL_OPS))})")
+    return KERNEL_OPS[name].family
+
+
+def _op_method(op: KernelOp) -> Any:
+    def method(self: Backend, *args: Any, **kwargs: Any) -> Any:
+        return self._emit(self.impl(op)(*args, **kwargs))
+
+    sig = inspect.signature(op.ref)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    method.__name__ = method.__qualname__ = op.name
+    method.__doc__ = op.ref.__doc__
+    method.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[self_param, *sig.parameters.values()], return_annotation=Any
+    )
+    return method
+
+
+for _op in KERNEL_OPS.values():
+    if hasattr(Backend, _op.name):
+        raise TypeError(f"backend op {_op.name!r} would replace Backend.{_op.name}")
+    setattr(Backend, _op.name, _op_method(_op))
+del _op
 
 
 class NumpyBackend(Backend):
@@ -282,68 +250,8 @@ class NumpyBackend(Backend):
 
         return f"CPU ({platform.processor() or platform.machine()}, NumPy {np.__version__})"
 
-    def add_f32(self, x, y):
-        return self._emit(elementwise.ref_add_f32(x, y))
-
-    def add_bias_f32(self, y, b):
-        return self._emit(elementwise.ref_add_bias_f32(y, b))
-
-    def mul_f32(self, x, y):
-        return self._emit(elementwise.ref_mul_f32(x, y))
-
-    def silu_f32(self, x):
-        return self._emit(elementwise.ref_silu_f32(x))
-
-    def gelu_tanh_f32(self, x):
-        return self._emit(elementwise.ref_gelu_tanh_f32(x))
-
-    def scale_f32(self, x, s):
-        return self._emit(elementwise.ref_scale_f32(x, s))
-
-    def softcap_f32(self, x, cap):
-        return self._emit(elementwise.ref_softcap_f32(x, cap))
-
-    def slice_cols_f32(self, x, start, width):
-        return self._emit(elementwise.ref_slice_cols_f32(x, start, width))
-
-    def f32_bits_to_i32(self, x):
-        return self._emit(elementwise.ref_f32_bits_to_i32(x))
-
-    def convert_f32_f16(self, x):
-        return self._emit(elementwise.ref_convert_f32_f16(x))
-
-    def dequantize_f16(self, raw, qtype, shape):
-        return self._emit(dequant.ref_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
-
-    def embed_rows(self, raw, qtype, shape, ids, ids_checked=False):
-        return self._emit(embed.ref_embed_rows(raw, quant_type(qtype), tuple(shape), ids))
-
-    def gather_rows_f32(self, x, ids):
-        return self._emit(embed.ref_gather_rows_f32(x, ids))
-
-    def rms_norm_f32(self, x, w, eps):
-        return self._emit(norm.ref_rms_norm_f32(x, w, eps))
-
-    def rope_f32(self, x, positions, base, neox, freq_scale=1.0, freq_factors=None):
-        return self._emit(rope.ref_rope_f32(x, positions, base, neox, freq_scale, freq_factors))
-
-    def kv_store_f32(self, cache, x, start, positions=None):
-        _same_start(positions, start, "KV store")
-        return self._emit(attention.ref_kv_store_f32(cache, x, start))
-
-    def attention_f32(
-        self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0, positions=None
-    ):
-        _same_start(positions, n_past, "attention")
-        return self._emit(
-            attention.ref_attention_f32(q, k_cache, v_cache, n_past, scale, window, softcap)
-        )
-
-    def softmax_f32(self, x):
-        return self._emit(reduce.ref_softmax_f32(x))
-
-    def argmax_f32(self, x):
-        return self._emit(reduce.ref_argmax_f32(x))
+    def impl(self, op: KernelOp) -> Impl:
+        return op.ref
 
     def _dequantize_f32(self, raw, qt, shape):
         return dequant.ref_dequantize_f32(raw, qt, shape)
@@ -395,72 +303,8 @@ class CupyBackend(Backend):
         name = props["name"]
         return name.decode() if isinstance(name, bytes) else str(name)
 
-    def add_f32(self, x, y):
-        return self._emit(elementwise.launch_add_f32(x, y))
-
-    def add_bias_f32(self, y, b):
-        return self._emit(elementwise.launch_add_bias_f32(y, b))
-
-    def mul_f32(self, x, y):
-        return self._emit(elementwise.launch_mul_f32(x, y))
-
-    def silu_f32(self, x):
-        return self._emit(elementwise.launch_silu_f32(x))
-
-    def gelu_tanh_f32(self, x):
-        return self._emit(elementwise.launch_gelu_tanh_f32(x))
-
-    def scale_f32(self, x, s):
-        return self._emit(elementwise.launch_scale_f32(x, s))
-
-    def softcap_f32(self, x, cap):
-        return self._emit(elementwise.launch_softcap_f32(x, cap))
-
-    def slice_cols_f32(self, x, start, width):
-        return self._emit(elementwise.launch_slice_cols_f32(x, start, width))
-
-    def f32_bits_to_i32(self, x):
-        return self._emit(elementwise.launch_f32_bits_to_i32(x))
-
-    def convert_f32_f16(self, x):
-        return self._emit(elementwise.launch_convert_f32_f16(x))
-
-    def dequantize_f16(self, raw, qtype, shape):
-        return self._emit(dequant.launch_dequantize_f16(raw, quant_type(qtype), tuple(shape)))
-
-    def embed_rows(self, raw, qtype, shape, ids, ids_checked=False):
-        return self._emit(
-            embed.launch_embed_rows(
-                raw, quant_type(qtype), tuple(shape), ids, ids_checked=ids_checked
-            )
-        )
-
-    def gather_rows_f32(self, x, ids):
-        return self._emit(embed.launch_gather_rows_f32(x, ids))
-
-    def rms_norm_f32(self, x, w, eps):
-        return self._emit(norm.launch_rms_norm_f32(x, w, eps))
-
-    def rope_f32(self, x, positions, base, neox, freq_scale=1.0, freq_factors=None):
-        return self._emit(rope.launch_rope_f32(x, positions, base, neox, freq_scale, freq_factors))
-
-    def kv_store_f32(self, cache, x, start, positions=None):
-        return self._emit(attention.launch_kv_store_f32(cache, x, start, positions))
-
-    def attention_f32(
-        self, q, k_cache, v_cache, n_past, scale, window=0, softcap=0.0, positions=None
-    ):
-        return self._emit(
-            attention.launch_attention_f32(
-                q, k_cache, v_cache, n_past, scale, window, softcap, positions=positions
-            )
-        )
-
-    def softmax_f32(self, x):
-        return self._emit(reduce.launch_softmax_f32(x))
-
-    def argmax_f32(self, x):
-        return self._emit(reduce.launch_argmax_f32(x))
+    def impl(self, op: KernelOp) -> Impl:
+        return op.launch
 
     def warm_dequant(self, qt):
         dequant._kernel(dequant.kernel_name(qt))

@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tracekit.kernels.launch import Geometry, LaunchRecord
 from tracekit.quants import QUANT_TABLE, cuda_defines
 
 _HERE = Path(__file__).resolve().parent
@@ -186,6 +188,48 @@ def launch(
         fn(grid, block, args, shared_mem=shared_mem)
     if _tape is not None:
         _tape.entries.append(entry)
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel launch as an object: what :meth:`issue` launches is what :attr:`record` says
+    (kernel name, grid, block, threads), both taken from this one ``geometry``. A launch that
+    is prepared once and issued again (the statistics batch, captured in a CUDA graph) keeps
+    this object, never a geometry beside it.
+
+    ``record_fields`` go to ``LaunchRecord.of`` (bytes read/written, flops, extras).
+    """
+
+    family: str
+    name: str
+    geometry: Geometry
+    args: tuple[Any, ...]
+    shared_mem: int = 0
+    record_fields: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def issue(self) -> None:
+        """Launch it on the current stream, through :func:`launch` (taped, stamped)."""
+        g = self.geometry
+        launch(kernel(self.family, self.name), g.grid, g.block, self.args, self.shared_mem)
+
+    @property
+    def record(self) -> LaunchRecord:
+        return LaunchRecord.of(self.name, self.geometry, **self.record_fields)
+
+
+def run(
+    family: str,
+    name: str,
+    geometry: Geometry,
+    args: tuple[Any, ...],
+    shared_mem: int = 0,
+    **record_fields: Any,
+) -> LaunchRecord:
+    """Launch ``family``'s kernel ``name`` with ``geometry`` and return the record of exactly
+    that launch (see :class:`KernelLaunch`)."""
+    k = KernelLaunch(family, name, geometry, tuple(args), int(shared_mem), record_fields)
+    k.issue()
+    return k.record
 
 
 def host_launch(call: Any) -> None:

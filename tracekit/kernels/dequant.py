@@ -49,6 +49,7 @@ from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array, require_contiguous
 from tracekit.kernels.cuda import is_device_array
 from tracekit.kernels.launch import MAX_GRID_X, Geometry, LaunchRecord, ceil_div, grid_1d
+from tracekit.kernels.registry import KernelOp, declare, flops
 from tracekit.quants import QUANT_TABLE, QUANTIZED_TYPES, DequantConfig, QuantType, quant_type
 
 FAMILY = "dequant"
@@ -70,8 +71,6 @@ VARIANTS = {0: "stage", 1: "stage_w", 2: "direct"}
 #: carries its winner: scripts/sweep_dequant.py on the H200, 2026-11-30, % of copy bandwidth at
 #: 256 MB packed; the direct variant won for every type); the sweep script rewrites it in place.
 CONFIG: dict[GGMLQuantizationType, KernelConfig] = {t.qtype: t.dequant for t in QUANTIZED_TYPES}
-#: Flops per output element recorded in launch records (a multiply and an add/subtract).
-FLOPS_PER_ELEMENT = 2
 #: Elements the CPU reference decodes per step: large enough that the ~1.5 µs of Python per
 #: NumPy call is noise, small enough that the temporaries (1 MB of f32) stay in cache.
 CPU_CHUNK_ELEMS = 1 << 18
@@ -244,7 +243,7 @@ def _ref(raw: Any, qt: Any, shape: Any, dtype: Any) -> tuple[np.ndarray, LaunchR
         None,
         bytes_read=raw.nbytes,
         bytes_written=out.nbytes,
-        flops=FLOPS_PER_ELEMENT * n,
+        flops=flops("dequantize_f16", n),  # f32 out: the same decode
     )
     return out, rec
 
@@ -411,7 +410,7 @@ def launch_dequantize_f16(
         geo,
         bytes_read=raw_d.nbytes,
         bytes_written=out.nbytes,
-        flops=FLOPS_PER_ELEMENT * n,
+        flops=flops("dequantize_f16", n),
     )
     return out, rec
 
@@ -478,3 +477,13 @@ def cpu_speedup_vs_gguf(
             t_gguf = min(t_gguf, _seconds(lambda: deq(raw, qt.qtype)))
             t_ours = min(t_ours, _seconds(lambda: ref(raw, qt, shape)))
     return t_gguf / t_ours
+
+
+# -- the op declaration (tracekit/kernels/registry.py) ----------------------------------------
+declare(
+    [
+        # a multiply and an add/subtract per value; one kernel per type of the quant table
+        KernelOp("dequantize_f16", FAMILY, ref_dequantize_f16, launch_dequantize_f16,
+                 kernels=tuple(kernel_name(t) for t in QUANT_TABLE.values()), flops=2),
+    ]
+)  # fmt: skip

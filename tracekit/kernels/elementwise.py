@@ -46,6 +46,7 @@ from tracekit.kernels.checks import (
 )
 from tracekit.kernels.cuda import NO_STAMP
 from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d, grid_rows
+from tracekit.kernels.registry import KERNEL_OPS, KernelOp, declare, flops
 
 FAMILY = "elementwise"
 #: Threads per block of the streaming kernels (a multiple of the warp width).
@@ -64,9 +65,6 @@ BLOCKS_PER_SM = 2**31 // 132
 STREAM_UNROLL = 2
 #: Evict-first loads/stores in the streaming kernels (-DSTREAM_HINTS; swept as above).
 STREAM_HINTS = 0
-_UNROLLED = frozenset(
-    {"add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32", "softcap_f32"}
-)
 #: f16 values convert_f32_f16 writes per work item: one 16-byte store (-DCONVERT_ELEMS).
 CONVERT_ELEMS = 8
 
@@ -85,25 +83,25 @@ cuda.defines(FAMILY, kernel_defines)
 
 def elems_per_item(name: str) -> int:
     """Elements one work item of the streaming kernel ``name`` covers when vectorized (the
-    kernel's loop step, from the same constants as :func:`kernel_defines`)."""
-    if name == "convert_f32_f16":
-        return CONVERT_ELEMS
-    return 4 * (STREAM_UNROLL if name in _UNROLLED else 1)
+    kernel's loop step: its declaration's ``per_item``, from the same constants as
+    :func:`kernel_defines`)."""
+    per_item = KERNEL_OPS[name].per_item
+    if per_item is None:
+        raise ValueError(f"{name} is not a streaming kernel (its declaration has no per_item)")
+    return per_item()
 
 
-#: Flops per element of each op (transcendentals counted as 1), for the launch records.
-FLOPS_PER_ELEMENT = {
-    "add_f32": 1,
-    "add_bias_f32": 1,
-    "mul_f32": 1,
-    "silu_f32": 3,  # exp, add, divide
-    "gelu_tanh_f32": 9,  # x^3 (2), fma-like (2), scale, tanh, add, 2 muls
-    "scale_f32": 1,
-    "softcap_f32": 3,  # divide, tanh, multiply
-    "slice_cols_f32": 0,
-    "f32_bits_to_i32": 0,
-    "convert_f32_f16": 0,
-}
+def _unrolled() -> int:  # add, mul, silu, gelu, scale, softcap: UNROLL float4s per iteration
+    return 4 * STREAM_UNROLL
+
+
+def _one_vector() -> int:  # f32_bits_to_i32: one int4 per iteration
+    return 4
+
+
+def _convert_item() -> int:
+    return CONVERT_ELEMS
+
 
 _SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
 _GELU_C = np.float32(0.044715)
@@ -136,7 +134,7 @@ def _check_bias(y: Any, b: Any) -> tuple[int, int]:
 
 def _record(name: str, geometry: Geometry | None, reads: Any, writes: Any, n: int, **extra: Any):
     return LaunchRecord.of(
-        name, geometry, reads=reads, writes=writes, flops=FLOPS_PER_ELEMENT[name] * n, **extra
+        name, geometry, reads=reads, writes=writes, flops=flops(name, n), **extra
     )
 
 
@@ -466,3 +464,48 @@ def launch_empty() -> LaunchRecord:
     geo = Geometry((1, 1, 1), (32, 1, 1), 0)
     launch(kernel(FAMILY, "empty_kernel"), geo.grid, geo.block, ())
     return LaunchRecord.of("empty_kernel", geo)
+
+
+# -- the op declarations (tracekit/kernels/registry.py); flops per element, transcendentals as 1 --
+declare(
+    [
+        KernelOp("add_f32", FAMILY, ref_add_f32, launch_add_f32, flops=1, per_item=_unrolled),
+        KernelOp("add_bias_f32", FAMILY, ref_add_bias_f32, launch_add_bias_f32, flops=1),
+        KernelOp("mul_f32", FAMILY, ref_mul_f32, launch_mul_f32, flops=1, per_item=_unrolled),
+        # exp, add, divide
+        KernelOp("silu_f32", FAMILY, ref_silu_f32, launch_silu_f32, flops=3, per_item=_unrolled),
+        # x^3 (2), fma-like (2), scale, tanh, add, 2 muls
+        KernelOp(
+            "gelu_tanh_f32",
+            FAMILY,
+            ref_gelu_tanh_f32,
+            launch_gelu_tanh_f32,
+            flops=9,
+            per_item=_unrolled,
+        ),  # fmt: skip
+        KernelOp(
+            "scale_f32", FAMILY, ref_scale_f32, launch_scale_f32, flops=1, per_item=_unrolled
+        ),  # fmt: skip
+        # divide, tanh, multiply
+        KernelOp(
+            "softcap_f32", FAMILY, ref_softcap_f32, launch_softcap_f32, flops=3, per_item=_unrolled
+        ),  # fmt: skip
+        KernelOp("slice_cols_f32", FAMILY, ref_slice_cols_f32, launch_slice_cols_f32, flops=0),
+        KernelOp(
+            "f32_bits_to_i32",
+            FAMILY,
+            ref_f32_bits_to_i32,
+            launch_f32_bits_to_i32,
+            flops=0,
+            per_item=_one_vector,
+        ),  # fmt: skip
+        KernelOp(
+            "convert_f32_f16",
+            FAMILY,
+            ref_convert_f32_f16,
+            launch_convert_f32_f16,
+            flops=0,
+            per_item=_convert_item,
+        ),  # fmt: skip
+    ]
+)

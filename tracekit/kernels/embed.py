@@ -33,6 +33,7 @@ from tracekit.kernels.checks import (
 )
 from tracekit.kernels.cuda import is_device_array
 from tracekit.kernels.launch import MAX_GRID_X, Geometry, LaunchRecord, ceil_div, grid_1d
+from tracekit.kernels.registry import KERNEL_OPS, KernelOp, declare, flops
 from tracekit.quants import QUANT_TABLE, QuantType, quant_type
 
 FAMILY = "embed"
@@ -41,8 +42,6 @@ BLOCK = 256
 #: Values per thread: 8 for the embed_rows kernels (two float4 stores), 4 for gather_rows_f32.
 CHUNK_ELEMS = 8
 GATHER_CHUNK_ELEMS = 4
-#: Flops per output value recorded (the dequant's multiply and add; 0 for a plain gather).
-FLOPS_PER_ELEMENT = dequant.FLOPS_PER_ELEMENT
 
 
 # -- gates (shared by the references and the launchers) ----------------------------------------
@@ -93,13 +92,22 @@ def ref_gather_rows_f32(x: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Lau
     require_ids_in_range(ids, rows)
     out = np.take(x, ids, axis=0)
     rec = LaunchRecord.of(
-        "gather_rows_f32", None, bytes_read=nt * n * 4 + ids.nbytes, bytes_written=out.nbytes
+        "gather_rows_f32",
+        None,
+        bytes_read=nt * n * 4 + ids.nbytes,
+        bytes_written=out.nbytes,
+        flops=flops("gather_rows_f32", out.size),
     )
     return out, rec
 
 
 def ref_embed_rows(
-    raw: np.ndarray, qt: QuantType, shape: tuple[int, int], ids: np.ndarray
+    raw: np.ndarray,
+    qt: QuantType,
+    shape: tuple[int, int],
+    ids: np.ndarray,
+    *,
+    ids_checked: bool = False,
 ) -> tuple[np.ndarray, LaunchRecord]:
     """The f32 embedding rows of ``ids`` out of a packed table, on the CPU.
 
@@ -108,6 +116,9 @@ def ref_embed_rows(
         qt: its type (QuantType, ``gguf.GGMLQuantizationType`` or name).
         shape: (rows, n_embd); n_embd a multiple of the type's block.
         ids: int32 [nt] token ids, each in [0, rows).
+        ids_checked: the caller range-checked the ids already (the launcher then skips the
+            device error flag and its sync); host ids are checked here regardless, which
+            costs nothing next to the gather.
 
     Returns:
         (f32 [nt, n_embd] equal to gguf-py's dequantized rows, launch record
@@ -133,7 +144,7 @@ def ref_embed_rows(
         None,
         bytes_read=picked.nbytes + ids.nbytes,
         bytes_written=out.nbytes,
-        flops=FLOPS_PER_ELEMENT * out.size,
+        flops=flops("embed_rows", out.size),
     )
     return out, rec
 
@@ -231,7 +242,11 @@ def launch_gather_rows_f32(
     )
     _raise_if_flagged(err, ids_d, rows)
     rec = LaunchRecord.of(
-        "gather_rows_f32", geo, bytes_read=nt * n * 4 + ids_d.nbytes, bytes_written=out.nbytes
+        "gather_rows_f32",
+        geo,
+        bytes_read=nt * n * 4 + ids_d.nbytes,
+        bytes_written=out.nbytes,
+        flops=flops("gather_rows_f32", out.size),
     )
     return out, rec
 
@@ -303,6 +318,19 @@ def launch_embed_rows(
         geo,
         bytes_read=nt * qt.row_bytes(n_embd) + ids_d.nbytes,
         bytes_written=out.nbytes,
-        flops=FLOPS_PER_ELEMENT * nt * n_embd,
+        flops=flops("embed_rows", nt * n_embd),
     )
     return out, rec
+
+
+# -- the op declarations (tracekit/kernels/registry.py) ---------------------------------------
+declare(
+    [
+        # dequant's decoders, so dequant's flops per value; an F32 table is a plain gather
+        KernelOp("embed_rows", FAMILY, ref_embed_rows, launch_embed_rows,
+                 kernels=tuple(t.embed_kernel for t in QUANT_TABLE.values()),
+                 flops=KERNEL_OPS["dequantize_f16"].flops),
+        KernelOp("gather_rows_f32", FAMILY, ref_gather_rows_f32, launch_gather_rows_f32,
+                 flops=0),
+    ]
+)  # fmt: skip

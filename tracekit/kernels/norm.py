@@ -21,6 +21,7 @@ import numpy as np
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
 from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
+from tracekit.kernels.registry import KernelOp, declare
 
 FAMILY = "norm"
 KERNEL = "rms_norm_f32"
@@ -130,3 +131,8 @@ def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[An
     )
     working = min(rows, geo.grid[0]) * min(geo.block[0], d)
     return y, _record(geo, x, w, y, rows, d, threads_working=working)
+
+
+# -- the op declaration (tracekit/kernels/registry.py) ----------------------------------------
+# flops counted by _record: 3 per element without a weight, 4 with one
+declare([KernelOp(KERNEL, FAMILY, ref_rms_norm_f32, launch_rms_norm_f32)])

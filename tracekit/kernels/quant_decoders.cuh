@@ -404,8 +404,12 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
         }
     }
     // word-wise (Fast<Q3_K>): a block at a multiple of ALIGN bytes (TS 110 = 2 * 55). Every
-    // field starts at b + 4k, so all are read as aligned words of w = b - b % 4 (word_at). A
-    // warp decodes one block, so the branch on b % 4 is the same for all its lanes.
+    // field starts at b + 4k, so all are read as the aligned words of w = b - b % 4 that hold
+    // them (word_at); a warp decodes one block, so the branch on b % 4 is warp-uniform. Per
+    // chunk: 4 (b % 4 = 0) or 6 words of hmask and qs at two computed addresses, and the scales
+    // and d as 4 words at fixed offsets (b % 4 = 0: words 24, 25 or 26 chosen by a predicated
+    // load, 26, and d; 2: words 24-27, realigned by 16 bits, d in the last), so that the only
+    // address arithmetic is l0 = 8 (c % 4) and 32 h on top of it.
     static constexpr int ALIGN = 2;
     static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         if (reinterpret_cast<unsigned long long>(b) & 2)
@@ -415,21 +419,40 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
     }
     template <u32 O>  // O = b % 4
     static __device__ __forceinline__ void dec8_at(const u8* b, int c, float* v) {
-        const int j = c >> 1, g = c >> 2;
         const u32* w = reinterpret_cast<const u32*>(b - O);
-        const int qf = 8 + 8 * (g >> 2) + 2 * (c & 3), mf = 2 * (c & 3);  // words of qs, hmask
-        const u32 sq = 2 * (g & 3), sm = g;  // the bit planes: shifted to bit 0 by word_at
-        const u32 hx = (word_at<O>(w, mf, sm) & 0x01010101u) << 2;  // bit g of hmask -> bit 2
-        const u32 hy = (word_at<O>(w, mf + 1, sm) & 0x01010101u) << 2;
-        const uint2 code = make_uint2((word_at<O>(w, qf, sq) & 0x03030303u) | hx,
-                                      (word_at<O>(w, qf + 1, sq) & 0x03030303u) | hy);
-        // scales[j % 8] in word 24 or 25, scales[8 + j % 4] in word 26 (bytes 96.. of b)
-        const u32 lw = word_at<O>(w, 24 + ((j >> 2) & 1), 0);
-        const u32 lo = (lw >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
-        const u32 hi = (word_at<O>(w, 26, 0) >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
-        const float dl = __fmul_rn(f16_at(b + 108), code_f(lo | (hi << 4), 32.0f));
+        const u32* m = w + 2 * (c & 3);           // hmask[l0 ..], l0 = 8 (c % 4)
+        const u32* q = m + 8 + ((c & 16) >> 1);   // qs[32 h + l0 ..], h = c / 16
+        const u32 sq = (u32)(c & 12) >> 1;         // 2 s: the qs bit plane, s = g % 4
+        const u32 qx = word_at<O>(q, 0, sq) & 0x03030303u, qy = word_at<O>(q, 1, sq) & 0x03030303u;
+        u32 mx, my;  // bit g of hmask at bit 2 of each byte
+        if constexpr (O == 0) {
+            mx = ((m[0] >> (c >> 2)) & 0x01010101u) << 2;
+            my = ((m[1] >> (c >> 2)) & 0x01010101u) << 2;
+        } else {  // the realigning funnel shift moves bit g to bit 2 for free
+            const u32 sm = 8 * O - 2 + (c >> 2);
+            mx = __funnelshift_r(m[0], m[1], sm) & 0x04040404u;
+            my = __funnelshift_r(m[1], m[2], sm) & 0x04040404u;
+        }
+        u32 s0, s1, s2;  // scales[0..3], [4..7], [8..11]
+        float d;
+        if constexpr (O == 0) {
+            s0 = w[24], s1 = w[25], s2 = w[26];
+            d = f16_at(b + 108);
+        } else {
+            const u32 w27 = w[27];  // scales[10..11] | d: one load for both
+            s0 = __funnelshift_r(w[24], w[25], 16), s1 = __funnelshift_r(w[25], w[26], 16);
+            s2 = __funnelshift_r(w[26], w27, 16);
+            d = half_hi(w27);
+        }
+        // sc[j], j = c / 2: low nibble j / 8 of byte j % 4 of s0 (j % 8 < 4) or s1, at bit
+        // p = 8 (j % 4) + 4 (j / 8); high 2 bits at p + 2 ((j / 4) % 2) of s2, rotated to bit 4
+        const u32 p = ((c & 6) | (c >> 4)) << 2;
+        const u32 lo = (c & 8 ? s1 : s0) >> p;
+        const u32 hi = __funnelshift_r(s2, s2, p + ((c & 8) >> 2) + 28);
+        const u32 bits = (lo & 15u) | (hi & 0x30u) | 0x4B000000u;  // 2^23 + sc
+        const float dl = __fmul_rn(d, __fsub_rn(__uint_as_float(bits), 8388608.0f + 32.0f));
         float f[8];
-        codes8(code, 4.0f, f);
+        codes8(make_uint2(qx | mx, qy | my), 4.0f, f);
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(dl, f[k]);
     }

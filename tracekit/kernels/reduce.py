@@ -23,6 +23,7 @@ import numpy as np
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
 from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
+from tracekit.kernels.registry import KernelOp, declare, flops
 
 FAMILY = "reduce"
 #: argmax returns int32 indices, so a row holds at most 2^31 - 1 elements.
@@ -50,7 +51,13 @@ def ref_softmax_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
         s = e.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
         y = e / s
     return y, LaunchRecord.of(
-        "softmax_f32", None, reads=(x,), writes=(y,), flops=5 * x.size, rows=rows, cols=n
+        "softmax_f32",
+        None,
+        reads=(x,),
+        writes=(y,),
+        flops=flops("softmax_f32", x.size),
+        rows=rows,
+        cols=n,
     )
 
 
@@ -71,7 +78,13 @@ def ref_argmax_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
         idx[low] = np.argmax(~nan[low], axis=1)
     out = idx.astype(np.int32)
     return out, LaunchRecord.of(
-        "argmax_f32", None, reads=(x,), writes=(out,), flops=x.size, rows=rows, cols=n
+        "argmax_f32",
+        None,
+        reads=(x,),
+        writes=(out,),
+        flops=flops("argmax_f32", x.size),
+        rows=rows,
+        cols=n,
     )
 
 
@@ -86,7 +99,7 @@ def geometry(rows: int, n: int) -> Geometry:
     return grid_1d(rows * block, block)
 
 
-def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: Any, flops: int):
+def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: Any):
     from tracekit.kernels.cuda import kernel, launch
 
     rows, n = _check(x, name)
@@ -100,7 +113,7 @@ def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: 
         geo,
         reads=(x,),
         writes=(y,),
-        flops=flops,
+        flops=flops(name, x.size),
         threads_working=working,
         rows=rows,
         cols=n,
@@ -110,11 +123,20 @@ def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: 
 
 def launch_softmax_f32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
     """Row-wise softmax on the device (see module doc)."""
-    return _launch("softmax_f32", x, out, tuple(x.shape), np.float32, 5 * int(x.size))
+    return _launch("softmax_f32", x, out, tuple(x.shape), np.float32)
 
 
 def launch_argmax_f32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
     """Row-wise argmax on the device -> int32 [rows] (see module doc)."""
-    return _launch(
-        "argmax_f32", x, out, (int(x.shape[0]),) if x.ndim else (), np.int32, int(x.size)
-    )
+    return _launch("argmax_f32", x, out, (int(x.shape[0]),) if x.ndim else (), np.int32)
+
+
+# -- the op declarations (tracekit/kernels/registry.py) ---------------------------------------
+declare(
+    [
+        # max, subtract, exp, sum, divide per element
+        KernelOp("softmax_f32", FAMILY, ref_softmax_f32, launch_softmax_f32, flops=5),
+        # one compare per element
+        KernelOp("argmax_f32", FAMILY, ref_argmax_f32, launch_argmax_f32, flops=1),
+    ]
+)

@@ -31,10 +31,10 @@ import numpy as np
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
 from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
+from tracekit.kernels.registry import KernelOp, declare, flops
 
 FAMILY = "rope"
 KERNEL = "rope_f32"
-FLOPS_PER_ELEMENT = 3
 
 
 def theta_scale(base: float, head_dim: int) -> np.float32:
@@ -137,7 +137,7 @@ def _record(
         geometry,
         reads=reads,
         writes=(y,),
-        flops=FLOPS_PER_ELEMENT * int(x.size),
+        flops=flops(KERNEL, x.size),
         mode="neox" if neox else "normal",
     )
 
@@ -186,3 +186,8 @@ def launch_rope_f32(
         ),
     )
     return y, _record(geo, x, positions, y, neox, freq_factors)
+
+
+# -- the op declaration (tracekit/kernels/registry.py) ----------------------------------------
+# 3 flops per element: see the module doc
+declare([KernelOp(KERNEL, FAMILY, ref_rope_f32, launch_rope_f32, flops=3)])

@@ -309,7 +309,7 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
     from tracekit.kernels.launch import Geometry, ceil_div
 
     def launch(name: str, geo: Geometry, args: tuple[Any, ...], smem: int = 0) -> None:
-        cuda.launch(cuda.kernel("stats", name), geo.grid, geo.block, args, smem)
+        cuda.KernelLaunch("stats", name, geo, args, smem).issue()
 
     shape = tuple(int(s) for s in x.shape)
     n_rows, n_cols, R, C = _grid(shape, heat_rows, heat_cols)
@@ -566,7 +566,7 @@ class PreparedStats:
     def __init__(self, items: list[tuple[Any, ...]], bins: int) -> None:
         import cupy
 
-        from tracekit.kernels.launch import Geometry, LaunchRecord
+        from tracekit.kernels.launch import Geometry
 
         self.items, self.bins = items, bins
         T = len(items)
@@ -600,33 +600,29 @@ class PreparedStats:
         elems = int(cols[:, 1].sum())
         nbytes = sum(int(it[1].nbytes) for it in items)
         block = (_BATCH_BLOCK, 1, 1)
-        # each launch once: (kernel, geometry, arguments, shared memory), launched by enqueue
-        # and recorded from the same geometry
-        self._specs: list[tuple[str, Geometry, tuple[Any, ...], int]] = []
-        self.launches = []
+        # each launch once, as the object enqueue issues and whose record is kept
+        self._launches: list[cuda.KernelLaunch] = []
         if n_red:
-            geo = Geometry((n_red, 1, 1), block, elems)
-            self._specs.append(
-                ("stats_batch_reduce", geo,
-                 (self.t_desc, np.int32(T), self.t_red, np.int64(_BATCH_CHUNK), self.res,
-                  self.part, self.tickets), 0)
-            )  # fmt: skip
-            self.launches.append(
-                LaunchRecord.of("stats_batch_reduce", geo,
-                                bytes_read=nbytes, bytes_written=T * _RES_WORDS * 8)
+            self._launches.append(
+                cuda.KernelLaunch(
+                    "stats", "stats_batch_reduce", Geometry((n_red, 1, 1), block, elems),
+                    (self.t_desc, np.int32(T), self.t_red, np.int64(_BATCH_CHUNK), self.res,
+                     self.part, self.tickets), 0,
+                    {"bytes_read": nbytes, "bytes_written": T * _RES_WORDS * 8},
+                )
             )  # fmt: skip
         if n_red + n_heat:
-            geo = Geometry((n_red + n_heat, 1, 1), block, elems + n_cells)
-            self._specs.append(
-                ("stats_batch_hist_heat", geo,
-                 (self.t_desc, np.int32(T), self.t_red, self.t_heat, np.int64(n_red),
-                  np.int64(_BATCH_CHUNK), np.int32(bins), self.res, self.hist, self.cells),
-                 bins * 8)
+            self._launches.append(
+                cuda.KernelLaunch(
+                    "stats", "stats_batch_hist_heat",
+                    Geometry((n_red + n_heat, 1, 1), block, elems + n_cells),
+                    (self.t_desc, np.int32(T), self.t_red, self.t_heat, np.int64(n_red),
+                     np.int64(_BATCH_CHUNK), np.int32(bins), self.res, self.hist, self.cells),
+                    bins * 8,
+                    {"bytes_read": 2 * nbytes, "bytes_written": (T * bins + n_cells) * 8},
+                )
             )  # fmt: skip
-            self.launches.append(
-                LaunchRecord.of("stats_batch_hist_heat", geo,
-                                bytes_read=2 * nbytes, bytes_written=(T * bins + n_cells) * 8)
-            )  # fmt: skip
+        self.launches = [k.record for k in self._launches]
 
     def enqueue(self) -> None:
         """Zero the results and launch the reduction, then the histograms and heatmaps."""
@@ -634,8 +630,8 @@ class PreparedStats:
 
         stream = cupy.cuda.get_current_stream().ptr
         cupy.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.buf.nbytes, stream)
-        for name, geo, args, smem in self._specs:
-            cuda.launch(cuda.kernel("stats", name), geo.grid, geo.block, args, smem)
+        for k in self._launches:
+            k.issue()
 
     def read_part(self, words: np.ndarray | None = None) -> tuple[Any, ...]:
         """The packed results as arrays: from the device (one copy, waiting for the kernels),

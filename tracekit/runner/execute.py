@@ -22,7 +22,7 @@ import numpy as np
 
 from tracekit.kernels.checks import KernelInputError
 from tracekit.runner.graph import Node
-from tracekit.runner.ops import ARMS, OpError, StepContext
+from tracekit.runner.ops import OPS, OpError, StepContext
 from tracekit.runner.replay import REPLAY_MODES, StepReplay
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ class Session:
             frees.setdefault(last, []).append(name)
         self._shapes: dict[tuple[int, int], list[tuple[int, ...]]] = {}
         self._plan = [
-            (n, ARMS[n.op], n.data_inputs, tuple(frees.get(n.id, ()))) for n in self.graph
+            (n, OPS[n.op].arm, n.data_inputs, tuple(frees.get(n.id, ()))) for n in self.graph
         ]
 
     def reset(self) -> None:

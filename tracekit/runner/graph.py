@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tracekit.runner.ops import OPS
+
 if TYPE_CHECKING:
     from tracekit.runner.model import ModelConfig
 
@@ -26,24 +28,6 @@ if TYPE_CHECKING:
 STEP_INPUTS = ("tokens", "positions", "rows")
 #: Symbolic dimensions of output shapes: tokens in the step, logit rows selected.
 NT, NR = "nt", "nr"
-
-#: op -> kernel family. One op per backend method (or fixed sequence: attention).
-OP_FAMILY = {
-    "embed_rows": "embed",
-    "gather_rows": "embed",
-    "scale": "elementwise",
-    "add": "elementwise",
-    "add_bias": "elementwise",
-    "mul": "elementwise",
-    "silu": "elementwise",
-    "gelu_tanh": "elementwise",
-    "softcap": "elementwise",
-    "slice_cols": "elementwise",
-    "rms_norm": "norm",
-    "rope": "rope",
-    "attention": "attention",
-    "matmul": "matmul",
-}
 
 
 @dataclass(frozen=True)
@@ -166,12 +150,14 @@ class _Builder:
         **attrs: Any,
     ) -> str:
         weight = next((i[7:] for i in inputs if i.startswith("weight:")), None)
+        if op not in OPS:
+            raise ValueError(f"node {name}: op {op!r} is not declared (runner/ops.py: {list(OPS)})")
         self.nodes.append(
             Node(
                 id=len(self.nodes),
                 name=name,
                 op=op,
-                family=OP_FAMILY[op],
+                family=OPS[op].family,
                 layer=layer,
                 inputs=inputs,
                 attrs=attrs,

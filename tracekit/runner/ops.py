@@ -1,9 +1,14 @@
-"""The graph ops ("arms"): each takes (backend, node, step, *inputs) and calls ONE backend method.
+"""The graph ops: one declaration each (:class:`Op`: name, arm, the backend ops it calls).
 
-This is hop 1 of the dispatch chain (``Op::Add`` arm -> ``CudaState::add`` in the seed): an arm
-does not know grid sizes or kernel names; it reshapes its inputs (views only), checks the shape
-invariants the next hop relies on and names the node in every error. Attention is the one fixed
-sequence: store K, store V, attend (three launches in one node).
+This is hop 1 of the dispatch chain (``Op::Add`` arm -> ``CudaState::add`` in the seed). An arm
+takes (backend, node, step, *inputs) and calls ONE backend op; it does not know grid sizes or
+kernel names; it reshapes its inputs (views only), checks the shape invariants the next hop
+relies on and names the node in every error. Attention is the one fixed sequence: store K,
+store V, attend (three launches in one node).
+
+An op is declared by decorating its arm with :func:`op`, naming the backend ops it calls; its
+family, reference, launcher, flops and stamping are those backend ops' declarations
+(``tracekit/kernels/registry.py``), so nothing about an op is typed twice.
 """
 
 from __future__ import annotations
@@ -12,11 +17,60 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tracekit.runner.graph import Node
+from tracekit.kernels.backend import family_of
+from tracekit.kernels.registry import KERNEL_OPS, KernelOp
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
+    from tracekit.runner.graph import Node
     from tracekit.runner.model import Weights
+
+Arm = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Op:
+    """A graph op: its name (the ``op`` of a node), its arm, and the backend ops the arm calls
+    in launch order (declared ops of tracekit/kernels/registry.py, or the routed matmul)."""
+
+    name: str
+    arm: Arm
+    calls: tuple[str, ...]
+
+    @property
+    def family(self) -> str:
+        """The node's kernel family: that of the backend op it calls first."""
+        return family_of(self.calls[0])
+
+    @property
+    def kernel_ops(self) -> tuple[KernelOp, ...]:
+        """The declarations of the backend ops it calls (the routed matmul has none)."""
+        return tuple(KERNEL_OPS[c] for c in self.calls if c in KERNEL_OPS)
+
+
+#: op name -> declaration, in the order the arms are declared below.
+OPS: dict[str, Op] = {}
+
+
+def op(*calls: str) -> Callable[[Arm], Arm]:
+    """Declare the decorated arm as the graph op of its name, calling backend ops ``calls``.
+
+    Raises:
+        ValueError: no backend op is named, or the op is declared twice.
+        KeyError: a named backend op is not declared.
+    """
+    if not calls:
+        raise ValueError("a graph op calls at least one backend op")
+    for c in calls:
+        family_of(c)  # raises for an undeclared backend op
+
+    def register(arm: Arm) -> Arm:
+        if arm.__name__ in OPS:
+            raise ValueError(f"graph op {arm.__name__!r} is declared twice")
+        OPS[arm.__name__] = Op(arm.__name__, arm, tuple(calls))
+        return arm
+
+    return register
 
 
 class OpError(ValueError):
@@ -49,27 +103,32 @@ def _want(node: Node, x: Any, shape: tuple[int, ...], what: str) -> None:
         raise _fail(node, f"{what} has shape {tuple(x.shape)}, expected {shape}")
 
 
+@op("embed_rows")
 def embed_rows(be: Backend, node: Node, st: StepContext, tokens: Any) -> Any:
     t = st.weights.embed
     # Session.check_step range-checked the ids on the host before any kernel ran.
     return be.embed_rows(t.raw, t.qtype, t.shape, tokens, ids_checked=True)
 
 
+@op("gather_rows_f32")
 def gather_rows(be: Backend, node: Node, st: StepContext, x: Any, rows: Any) -> Any:
     _want(node, x, (st.nt, int(node.shape[-1])), "input")  # type: ignore[arg-type]
     return be.gather_rows_f32(x, rows)
 
 
+@op("scale_f32")
 def scale(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.scale_f32(x, float(node.attrs["scale"]))
 
 
+@op("add_f32")
 def add(be: Backend, node: Node, st: StepContext, x: Any, y: Any) -> Any:
     if tuple(x.shape) != tuple(y.shape):
         raise _fail(node, f"inputs have shapes {tuple(x.shape)} and {tuple(y.shape)}")
     return be.add_f32(x, y)
 
 
+@op("add_bias_f32")
 def add_bias(be: Backend, node: Node, st: StepContext, y: Any) -> Any:
     b = st.weights.vectors[node.weight]
     if y.ndim != 2 or int(b.shape[0]) != int(y.shape[1]):
@@ -77,24 +136,29 @@ def add_bias(be: Backend, node: Node, st: StepContext, y: Any) -> Any:
     return be.add_bias_f32(y, b)  # in place: y is the matmul output, read by nothing else
 
 
+@op("mul_f32")
 def mul(be: Backend, node: Node, st: StepContext, x: Any, y: Any) -> Any:
     if tuple(x.shape) != tuple(y.shape):
         raise _fail(node, f"inputs have shapes {tuple(x.shape)} and {tuple(y.shape)}")
     return be.mul_f32(x, y)
 
 
+@op("silu_f32")
 def silu(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.silu_f32(x)
 
 
+@op("gelu_tanh_f32")
 def gelu_tanh(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.gelu_tanh_f32(x)
 
 
+@op("softcap_f32")
 def softcap(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.softcap_f32(x, float(node.attrs["cap"]))
 
 
+@op("slice_cols_f32")
 def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     start, width = int(node.attrs["start"]), int(node.attrs["width"])
     if x.ndim != 2 or start + width > int(x.shape[1]):
@@ -102,6 +166,7 @@ def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.slice_cols_f32(x, start, width)
 
 
+@op("rms_norm_f32")
 def rms_norm(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     w = st.weights.vectors[node.weight]
     heads = node.attrs.get("heads")
@@ -115,6 +180,7 @@ def rms_norm(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.rms_norm_f32(x, w, float(node.attrs["eps"]))
 
 
+@op("rope_f32")
 def rope(be: Backend, node: Node, st: StepContext, x: Any, positions: Any) -> Any:
     heads = int(node.attrs["heads"])
     # llama 3: rope_freqs.weight, the per-pair angle divisors (an f32 vector on the backend)
@@ -133,6 +199,7 @@ def rope(be: Backend, node: Node, st: StepContext, x: Any, positions: Any) -> An
     )
 
 
+@op("kv_store_f32", "attention_f32")
 def attention(be: Backend, node: Node, st: StepContext, q: Any, k: Any, v: Any) -> Any:
     a = node.attrs
     n_head, n_kv, hd = int(a["n_head"]), int(a["n_head_kv"]), int(a["head_dim"])
@@ -163,30 +230,10 @@ def attention(be: Backend, node: Node, st: StepContext, q: Any, k: Any, v: Any) 
     )
 
 
+@op("matmul")
 def matmul(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     w = st.weights.matmul[node.weight]
     k = int(node.attrs["k"])
     if x.ndim != 2 or int(x.shape[1]) != k:
         raise _fail(node, f"input {tuple(x.shape)} is not [rows, k={k}]")
     return be.matmul(x, w)
-
-
-Arm = Callable[..., Any]
-
-#: op name -> arm. One per op in graph.OP_FAMILY; tests check the two tables agree.
-ARMS: dict[str, Arm] = {
-    "embed_rows": embed_rows,
-    "gather_rows": gather_rows,
-    "scale": scale,
-    "add": add,
-    "add_bias": add_bias,
-    "mul": mul,
-    "silu": silu,
-    "gelu_tanh": gelu_tanh,
-    "softcap": softcap,
-    "slice_cols": slice_cols,
-    "rms_norm": rms_norm,
-    "rope": rope,
-    "attention": attention,
-    "matmul": matmul,
-}
