@@ -318,7 +318,10 @@ def test_mmvq_shared_memory_and_grid_cap() -> None:
     assert matvec.mmvq_shared_bytes(1, 14336) == 14336 + 4 * 448 + 4 * 896
     geo, smem = matvec.mmvq_geometry(151936, 896, 1, sms=132)
     assert smem == matvec.mmvq_shared_bytes(1, 896)
-    assert geo.block == matvec.geometry(151936, 896).block
-    assert geo.grid[0] < matvec.geometry(151936, 896).grid[0] and geo.strided
+    full = matvec.geometry(151936, 896, matvec.MMVQ_ROWS_PER_BLOCK)
+    assert geo.block == full.block
+    threads = geo.block[0] * geo.block[1] * geo.block[2]
+    assert geo.grid[0] == 132 * (32 * matvec.MMVQ_WARPS_PER_SM // threads) < full.grid[0]
+    assert geo.strided
     geo, _ = matvec.mmvq_geometry(4, 896, 1, sms=132)  # few rows: no cap reached
-    assert geo.grid == matvec.geometry(4, 896).grid
+    assert geo.grid == matvec.geometry(4, 896, matvec.MMVQ_ROWS_PER_BLOCK).grid
