@@ -445,7 +445,10 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
         )
     fams = d.families(trace)
     if timed:
-        axis = "µs from the step's device start"
+        axis = (
+            "µs from the step's device start · a bar: a node's first launch's start to its "
+            "last launch's end"
+        )
     elif trace["steps"][j]["kind"] == "load":
         axis = "µs, nodes back to back (timed one by one at load: no device intervals)"
     else:
@@ -465,23 +468,21 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
 def timeline_title(trace: Trace, j: int) -> str:
     """What the timeline's bars sum and how the step's device span divides
     (:func:`tracekit.viz.data.step_times`), in words that keep the two apart: the bars run from
-    a node's first launch's start to its last launch's end, so they hold the gaps between a
-    node's own launches, which kernel time (launches summed, the step line's) does not."""
+    a node's first launch's start to its last launch's end (the x axis says so), so they hold
+    the gaps between a node's own launches, which kernel time (launches summed, the step
+    line's) does not."""
     tt, name, dev = d.step_times(trace, j), trace["steps"][j]["name"], d.device_word(trace)
     kern = f"kernel time {d.fmt_time(tt['kernel_s'])}"
     if tt["inside_s"] is None:
         how = "timed one by one at load" if trace["steps"][j]["kind"] == "load" else "v1 trace"
         title = f"{name} · node bars end to end ({how}): {kern} ({dev})"
     elif tt["inside_s"] < 1e-9:  # whole ns on the clock: nothing between a node's launches
-        title = (
-            f"{name} · node bars (first launch's start to last launch's end) sum to "
-            f"{d.fmt_time(tt['bars_s'])}, the {kern}: no gaps inside nodes"
-        )
+        bars = d.fmt_time(tt["bars_s"])
+        title = f"{name} · node bars sum to {bars}, the {kern}: no gaps inside nodes"
     else:
         title = (
-            f"{name} · node bars (first launch's start to last launch's end) sum to "
-            f"{d.fmt_time(tt['bars_s'])}: {kern} + {d.fmt_time(tt['inside_s'])} between a "
-            "node's own launches"
+            f"{name} · node bars sum to {d.fmt_time(tt['bars_s'])} = {kern} + "
+            f"{d.fmt_time(tt['inside_s'])} between a node's own launches"
         )
     if tt["span_s"] is not None:
         title += (
