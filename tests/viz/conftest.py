@@ -306,3 +306,23 @@ def demo_trace(demo_trace_path: Path) -> dict[str, Any]:
     from tracekit.runner.trace import load_trace
 
     return load_trace(demo_trace_path)
+
+
+@pytest.fixture(scope="session")
+def load_trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo model on NumPy with ``--matmul f16 --w16-cache on``: a trace with a load phase
+    (one dequant node per matmul weight), prefill + 2 decode steps."""
+    from tracekit.runner.record import record_trace
+
+    out = tmp_path_factory.mktemp("traces") / "demo-load.json"
+    return Path(
+        record_trace(None, tokens=[1, 2, 3], steps=2, backend="numpy", matmul="f16",
+                     w16_cache="on", output=out, progress=False, nvtx=False)
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def load_trace(load_trace_path: Path) -> dict[str, Any]:
+    from tracekit.runner.trace import load_trace as read
+
+    return read(load_trace_path)

@@ -132,7 +132,7 @@ def test_node_detail_is_a_few_components(demo_trace):
     # components replaced times the components mounted (one store update per new component),
     # so its tables are one Markdown component each, not one per cell.
     for i in range(len(demo_trace["nodes"])):
-        head, body = viz_app._detail(demo_trace, 1, i)
+        head, body = viz_app._detail(demo_trace, None, 1, i)
         assert _components(body) <= 8, demo_trace["nodes"][i]["name"]
         n_links = len(set(viz_app.d.input_ids(demo_trace, i)))
         n_links += len(viz_app.d.consumer_ids(demo_trace, i))

@@ -363,3 +363,50 @@ def test_play_walks_the_nodes_in_execution_order(dash_duo: Any, demo_trace_path:
     dash_duo.find_element("#play").click()
     dash_duo.wait_for_text_to_equal("#play", "play", timeout=TIMEOUT)
     assert dash_duo.get_logs() == []
+
+
+def test_the_load_phase_is_a_step_before_the_prefill(
+    dash_duo: Any, load_trace_path: Path, load_trace
+):
+    """◀ from the prefill goes to ``load``: the graph shows one cell per dequantized weight, a
+    click on one shows its dequant launch and says it has no statistics, and its "read by"
+    link goes back to the prefill's matmul that reads the weight."""
+    t = load_trace
+    loads = t["load"]["nodes"]
+    dash_duo.start_server(create_app([load_trace_path]))
+    _wait_graph(dash_duo, "prefill")
+    dash_duo.find_element("#step-prev").click()
+    _wait_graph(dash_duo, "load")
+    dash_duo.wait_for_contains_text("#step-info", "w16 cache warm-up", timeout=TIMEOUT)
+    assert int(np.isfinite(_graph_z(dash_duo)).sum()) == len(loads)
+    # the prefill's selection became the load node of its weight (or the slowest one)
+    dash_duo.wait_for_contains_text("#detail-where", "· load", timeout=TIMEOUT)
+    lv = d.load_view(t)
+    k = next(k for k, n in enumerate(loads) if n["weight"].startswith("blk.1.ffn_down"))
+    _click_cell_until(dash_duo, *d.grid_layout(lv["nodes"]).cell[k], "#detail-name",
+                      loads[k]["weight"])  # fmt: skip
+    dash_duo.wait_for_contains_text("#detail-nostats", "load phase: no statistics", timeout=TIMEOUT)
+    assert loads[k]["launches"][0]["kernel"] in dash_duo.find_element("#detail-launches").text
+    assert "f16-cached" in dash_duo.find_element("#detail-launches").text
+    reader = d.weight_consumers(t, loads[k]["weight"])[0]
+    dash_duo.find_element("#detail-consumers .tk-link").click()
+    dash_duo.wait_for_text_to_equal("#detail-name", t["nodes"][reader]["name"], timeout=TIMEOUT)
+    _wait_graph(dash_duo, "prefill")
+    dash_duo.wait_for_contains_text("#detail-path", "f16-cached", timeout=TIMEOUT)
+    # and the Timeline tab at the load phase lays the dequant nodes end to end
+    dash_duo.find_element("#step-prev").click()
+    _wait_graph(dash_duo, "load")
+    next(e for e in dash_duo.find_elements(".tab") if e.text == "Timeline").click()
+    from dash.testing.wait import until
+
+    until(
+        lambda: (
+            "timed one by one at load"
+            in dash_duo.driver.execute_script(
+                "const gd = document.querySelector('#timeline .js-plotly-plot');"
+                "return gd && gd.layout && gd.layout.title ? gd.layout.title.text : '';"
+            )
+        ),
+        timeout=TIMEOUT,
+    )
+    assert dash_duo.get_logs() == []

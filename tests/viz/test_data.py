@@ -178,8 +178,8 @@ def test_the_detail_panel_names_the_matmul_path(tmp_path):
     rec = t["steps"][1]["nodes"][mm]
     assert d.node_path(rec) == "quant" and d.node_path(t["steps"][1]["nodes"][other]) is None
     assert [r["path"] for r in d.launch_rows(rec, "numpy")] == ["quant"]
-    _, body = _detail(t, 1, mm)
+    _, body = _detail(t, None, 1, mm)
     texts = [getattr(c, "children", None) for c in body if getattr(c, "id", None) == "detail-path"]
     assert texts == ["matmul path: quant"]
-    _, body = _detail(t, 1, other)
+    _, body = _detail(t, None, 1, other)
     assert not any(getattr(c, "id", None) == "detail-path" for c in body)

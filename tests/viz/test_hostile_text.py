@@ -54,6 +54,6 @@ def test_no_trace_text_reaches_a_figure_unescaped() -> None:
 
 def test_node_detail_views_escape_figure_titles() -> None:
     a = _hostile(0)
-    _, _, heat, hist = viz_app._detail_views(a, 1, 3)
+    _, _, heat, hist = viz_app._detail_views(a, None, 1, 3)
     for fig in (heat, hist):
         assert "<a" not in pio.to_json(fig, validate=False)

@@ -7,6 +7,8 @@ slice and a layer slice (``blk.7``), as the NVTX ranges nest; the gaps in which 
 waited for the host are slices of a second thread (``host wait``); each slice is named after the node (the NVTX message) with its kernel
 family as category (the NVTX category) and carries perf and stats in ``args``. Steps follow each
 other on one clock. Counter tracks per step hold absmax, mean and the NaN+Inf count per node.
+A trace's load phase (the w16 cache's warm-up) is a process ``load`` before the steps: one
+dequant slice per weight, laid end to end by its time (they were timed one by one).
 Times are whole nanoseconds internally, so a parent slice always contains its children.
 """
 
@@ -65,8 +67,7 @@ def _node_args(node: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
 def chrome_events(trace: dict[str, Any]) -> dict[str, Any]:
     """The Chrome Trace Event document (``{"traceEvents": [...], ...}``) of a trace."""
     nodes = trace["nodes"]
-    events: list[dict[str, Any]] = []
-    clock_ns = 0
+    events, clock_ns = _load_events(trace.get("load"))  # the steps start after it
     for step in trace["steps"]:
         pid = step["index"] + 1
         name = step["name"]
@@ -193,6 +194,44 @@ def chrome_events(trace: dict[str, Any]) -> dict[str, Any]:
             else "v1 trace: node slices laid end to end by measured node time (gaps removed)",
         },
     }
+
+
+def _load_events(load: dict[str, Any] | None) -> tuple[list[dict[str, Any]], int]:
+    """The load phase as process 0 (``load``): a ``dequant`` slice per weight, end to end from
+    0 by its time, inside one ``load`` slice; and where it ends (ns). ([], 0) without one."""
+    if not load or not load["nodes"]:
+        return [], 0
+    meta = {"ph": "M", "pid": 0, "tid": 0}
+    out: list[dict[str, Any]] = [
+        {**meta, "name": "process_name", "args": {"name": "load"}},
+        {**meta, "name": "process_sort_index", "args": {"sort_index": 0}},
+        {**meta, "name": "thread_name", "tid": _NODE_TID, "args": {"name": "nodes"}},
+    ]
+    slices, clock = [], 0
+    for k, n in enumerate(load["nodes"]):
+        dur = max(1, round(n["time_s"] * 1e9))
+        args = {"weight": n["weight"], "weight_type": n["weight_type"], "shape": n["shape"]}
+        args |= {
+            "time_us": n["time_s"] * 1e6,
+            "kernels": [la["kernel"] for la in n["launches"]],
+            "path": [(la.get("extra") or {}).get("path") for la in n["launches"]],
+        }
+        perf = n.get("perf") or {}
+        args |= {k: perf[k] for k in ("bound", "bytes", "achieved_Bps", "reason") if k in perf}
+        slices.append(
+            {
+                "ph": "X", "name": n["weight"], "cat": "dequant", "pid": 0, "tid": _NODE_TID,
+                "ts": _us(clock), "dur": _us(dur), "args": {"id": k, **args},
+            }
+        )  # fmt: skip
+        clock += dur
+    out.append(
+        {
+            "ph": "X", "name": "load", "cat": "step", "pid": 0, "tid": _NODE_TID, "ts": 0.0,
+            "dur": _us(clock), "args": {"weights": len(slices), "seconds": load["seconds"]},
+        }
+    )  # fmt: skip
+    return out + slices, clock
 
 
 def _layer_slice(pid: int, layer: tuple[int, int], end_ns: int) -> dict[str, Any]:

@@ -86,19 +86,19 @@ def md_table(
     return dcc.Markdown("\n".join(lines), className=f"tk-md {cls}", **kw)
 
 
-def _goto(node_id: int, label: str, src: str, step: int = -1) -> html.Button:
-    """A link-styled button that selects ``node_id`` (and step ``step`` when >= 0); ``src``
+def _goto(node_id: int, label: str, src: str, step: int | None = None) -> html.Button:
+    """A link-styled button that selects ``node_id`` (a global id, :func:`d.resolve_node`) and
+    step position ``step`` (None: stay at this step; ``d.LOAD`` is the load phase); ``src``
     names the panel it sits in.
 
     No Dash id: one click listener in assets/tracekit.js reads the ``data-`` attributes and
     sets the ``goto`` store. (A pattern-matching id per link made every detail render
     re-register the links with the renderer and re-run the navigation callback.)
     """
-    return html.Button(
-        label,
-        className="tk-link",
-        **{"data-node": str(node_id), "data-step": str(step), "data-src": src},
-    )
+    attrs = {"data-node": str(node_id), "data-src": src}
+    if step is not None:
+        attrs["data-step"] = str(step)
+    return html.Button(label, className="tk-link", **attrs)
 
 
 def _graph(gid: str, small: bool = False, figure: Any = None, **kw: Any) -> dcc.Graph:
@@ -107,9 +107,10 @@ def _graph(gid: str, small: bool = False, figure: Any = None, **kw: Any) -> dcc.
     return dcc.Graph(id=gid, figure=fig, config=config, **kw)
 
 
-def _step_marks(n: int) -> dict[int, str]:
+def _step_marks(n: int, load: bool = False) -> dict[int, str]:
     every = max(1, -(-n // 10))
-    return {j: ("prefill" if j == 0 else str(j)) for j in range(0, n, every)}
+    marks = {j: ("prefill" if j == 0 else str(j)) for j in range(0, n, every)}
+    return {d.LOAD: "load", **marks} if load else marks
 
 
 def _nan_alert(trace: Trace, where: str) -> html.Div | None:
@@ -172,6 +173,8 @@ def _overview(trace: Trace, path: Path) -> html.Div:
             f"{run['steps_requested']})"
             + ("" if trace["complete"] else " · INCOMPLETE: run interrupted"),
         ),
+        ("matmul", f"{run.get('matmul') or '—'} · w16 cache {run.get('w16_cache') or '—'}"),
+        *((("load phase", x),) if (x := d.load_summary(trace)) else ()),
     ]
     method = c["method"]
     method_txt = (
@@ -240,7 +243,15 @@ def _overview(trace: Trace, path: Path) -> html.Div:
             html.Tr(
                 [
                     html.Th(h)
-                    for h in ("node", "family", "prefill", "decode (mean)", "all steps", "share")
+                    for h in (
+                        "node",
+                        "family",
+                        "matmul path",
+                        "prefill",
+                        "decode (mean)",
+                        "all steps",
+                        "share",
+                    )
                 ]
             )
         ]
@@ -249,6 +260,7 @@ def _overview(trace: Trace, path: Path) -> html.Div:
                 [
                     html.Td(_goto(r["id"], r["name"], "slowest")),
                     html.Td(r["family"]),
+                    html.Td(d.paths_by_step(trace, r["id"]) or "—"),
                     html.Td(d.fmt_time(r["prefill_s"])),
                     html.Td(d.fmt_time(r["decode_mean_s"])),
                     html.Td(d.fmt_time(r["total_s"])),
@@ -302,13 +314,44 @@ def _overview(trace: Trace, path: Path) -> html.Div:
 
 
 # -- node detail -----------------------------------------------------------------------------
-def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
+def _weight_link(a: Trace, w: str, wtype: str | None, loaded: Mapping[str, int]) -> Any:
+    """A weight input: a link to its load node (the load phase) where the w16 cache's warm-up
+    dequantized it, else its name."""
+    label = f"weight {w}" + (f" ({wtype})" if wtype else "")
+    if w not in loaded:
+        return html.Span(label, className="tk-weight")
+    return _goto(d.global_node(a, d.LOAD, loaded[w]), label, "weights", step=d.LOAD)
+
+
+def _detail(a: Trace, lv: Trace | None, step: int, node_id: int) -> tuple[list[Any], list[Any]]:
+    """The detail panel of the dashboard's selection ``node_id`` (a global id) at step position
+    ``step`` (``d.LOAD``: a node of the load phase, drawn from the load view ``lv``)."""
+    trace, j = d.view(a, step, lv)
+    i = d.resolve_node(a, step, node_id)
+    load = step == d.LOAD
     node, rec = trace["nodes"][i], trace["steps"][j]["nodes"][i]
     p = rec["perf"]
     ins, outs = d.input_ids(trace, i), d.consumer_ids(trace, i)
     weights = d.weight_inputs(trace, i)
     others = d.other_inputs(trace, i)
     shape = "×".join(map(str, rec["shape"])) or "scalar"
+    loaded = (
+        {}
+        if load or not d.has_load(a)
+        else {n["weight"]: k for k, n in enumerate(a["load"]["nodes"])}
+    )
+    if load:  # a load node is read by the graph nodes that read its weight, at every step
+        readers = d.weight_consumers(a, node["name"])
+        read_by = [html.Span("read by (every step): ", className="tk-label")] + [
+            _goto(k, a["nodes"][k]["name"], "consumers", step=0) for k in readers
+        ]
+        consumers = read_by + ([] if readers else [html.Span("no graph node")])
+    else:
+        consumers = (
+            [html.Span("consumers: ", className="tk-label")]
+            + [_goto(k, trace["nodes"][k]["name"], "consumers") for k in outs]
+            + ([] if outs else [html.Span("none (a graph output)")])
+        )
     head = [
         html.H2(node["name"], id="detail-name"),
         html.Div(
@@ -321,25 +364,13 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
         html.Div(
             [html.Span("inputs: ", className="tk-label")]
             + [_goto(k, trace["nodes"][k]["name"], "inputs") for k in dict.fromkeys(ins)]
-            + [
-                html.Span(
-                    f"weight {w}" + (f" ({node['weight_type']})" if node["weight_type"] else ""),
-                    className="tk-weight",
-                )
-                for w in weights
-            ]
+            + [_weight_link(a, w, node["weight_type"], loaded) for w in weights]
             + [html.Span(f"step input {x}", className="tk-weight") for x in others]
             + ([] if ins or weights or others else [html.Span("none")]),
             className="tk-nav",
             id="detail-inputs",
         ),
-        html.Div(
-            [html.Span("consumers: ", className="tk-label")]
-            + [_goto(k, trace["nodes"][k]["name"], "consumers") for k in outs]
-            + ([] if outs else [html.Span("none (a graph output)")]),
-            className="tk-nav",
-            id="detail-consumers",
-        ),
+        html.Div(consumers, className="tk-nav", id="detail-consumers"),
     ]
     attrs = node.get("attrs") or {}
     if attrs:
@@ -391,15 +422,27 @@ def _detail(trace: Trace, j: int, i: int) -> tuple[list[Any], list[Any]]:
         )
     stats = rec["stats"]
     if stats is None:
-        body.append(html.Div("timing capture: no statistics for this node", className="tk-sub"))
+        body.append(html.Div(_no_stats(load), className="tk-sub", id="detail-nostats"))
     else:
         body.append(md_table(d.stats_rows(stats), cls="tk-kv tk-stats", id="detail-stats"))
     return head, body
 
 
-def _detail_views(trace: Trace, j: int, i: int) -> tuple[Any, Any, go.Figure, go.Figure]:
-    head, body = _detail(trace, j, i)
-    stats = trace["steps"][j]["nodes"][i]["stats"]
+def _no_stats(load: bool) -> str:
+    if load:
+        return "load phase: no statistics (the dequantized weights' values are not recorded)"
+    return "timing capture: no statistics for this node"
+
+
+def _detail_views(
+    a: Trace, lv: Trace | None, step: int, node_id: int
+) -> tuple[Any, Any, go.Figure, go.Figure]:
+    head, body = _detail(a, lv, step, node_id)
+    trace, j = d.view(a, step, lv)
+    stats = trace["steps"][j]["nodes"][d.resolve_node(a, step, node_id)]["stats"]
+    if stats is None and step == d.LOAD:  # say why, not "timing capture"
+        why = f"no heatmap: {_no_stats(True)}"
+        return head, body, f.empty_figure(why), f.empty_figure("no histogram (load phase)")
     hist = None if stats is None else stats["hist"]
     return head, body, f.heatmap_figure(stats), f.histogram_figure(hist)
 
@@ -674,14 +717,17 @@ def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] =
     app.index_string = app.index_string.replace("{%css%}", "{%css%}" + preload)
     a = traces[0]
     b = traces[1] if len(traces) == 2 else None
+    # the load phase (the w16 cache's warm-up) as a one-step trace of its own, built once
+    lv = d.load_view(a) if d.has_load(a) else None
     lay = d.grid_layout(a["nodes"])
+    lay_load = d.grid_layout(lv["nodes"]) if lv is not None else None
     n_steps, n_nodes = len(a["steps"]), len(a["nodes"])
     first_node = max(range(n_nodes), key=lambda i: a["steps"][0]["nodes"][i]["time_s"])
-    meta = _meta(a, lay)
+    meta = _meta(a, lay, lay_load)
     # The first view is rendered into the layout itself: the page draws without waiting for
     # a round of callbacks (those start at the first click).
     graph0 = f.graph_figure(a, 0, "time", first_node, lay)
-    head0, body0, heat0, hist0 = _detail_views(a, 0, first_node)
+    head0, body0, heat0, hist0 = _detail_views(a, lv, 0, first_node)
 
     tabs = [
         dcc.Tab(label="Overview", value="overview", children=_overview(a, paths[0])),
@@ -740,17 +786,19 @@ def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] =
                     html.Div(
                         dcc.Slider(
                             id="step",
-                            min=0,
+                            min=d.first_step(a),
                             max=n_steps - 1,
                             step=1,
                             value=0,
-                            marks=_step_marks(n_steps),
+                            marks=_step_marks(n_steps, lv is not None),
                             updatemode="mouseup",
                         ),
                         className="tk-slider",
                     ),
                     html.Button("▶", id="step-next", className="tk-btn", title="next step"),
-                    html.Span(meta["info"][0], id="step-info", className="tk-stepinfo"),
+                    html.Span(
+                        meta["info"][-meta["step_min"]], id="step-info", className="tk-stepinfo"
+                    ),
                     html.Label("colour by", className="tk-label"),
                     dcc.Dropdown(
                         id="measure",
@@ -799,7 +847,7 @@ def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] =
         ],
         className="tk-app",
     )
-    _register(app, a, b, lay, paths)
+    _register(app, a, b, lv, lay, lay_load, paths)
     return app
 
 
@@ -820,33 +868,32 @@ _GATED: dict[str, tuple[str, tuple[str, ...]]] = {
 _DEPS = {"step": ("step", "value"), "measure": ("measure", "value"), "node": ("node", "data")}
 
 
-def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
-    """What the clientside callbacks need: sizes, the cell -> node map, the step info lines,
-    the gated views ([view, tab, [dependency names]], :data:`_GATED`'s order) and the
-    property behind each dependency name (in ``route``'s input order)."""
+def _cells(lay: d.GridLayout | None) -> list[list[int]]:
+    if lay is None:
+        return []
     cells = [[-1] * len(lay.cols) for _ in lay.rows]
     for i, (r, c) in lay.cell.items():
         cells[r][c] = i
-    label = d.time_label(trace)
+    return cells
 
-    def idle(s: Mapping[str, Any]) -> str:
-        b = s.get("breakdown")
-        if not b:
-            return ""
-        return (
-            f" · device {d.fmt_time(b['span_s'])}: kernels {d.fmt_time(b['kernel_s'])}, "
-            f"host wait {d.fmt_time(b['host_wait_s'])}, other gaps {d.fmt_time(b['other_gap_s'])}"
-        )
 
-    info = [
-        f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']} · "
-        f"nodes {d.fmt_time(s['gpu_s'])} {label} · wall {d.fmt_time(s['wall_s'])}{idle(s)}"
-        for s in trace["steps"]
-    ]
+def _meta(trace: Trace, lay: d.GridLayout, lay_load: d.GridLayout | None = None) -> dict[str, Any]:
+    """What the clientside callbacks need: sizes (``n_nodes`` graph nodes; the load phase's
+    ``n_load`` nodes have the global ids after them), the first step position (``step_min``:
+    ``d.LOAD`` when the trace has a load phase), the cell -> node maps of the graph view
+    (``load_cells``: the load view's, local ids), the step info lines (``info[j - step_min]``),
+    the gated views ([view, tab, [dependency names]], :data:`_GATED`'s order) and the
+    property behind each dependency name (in ``route``'s input order)."""
+    step_min = d.first_step(trace)
+    lv = d.load_view(trace) if step_min == d.LOAD else None
+    info = [d.step_info(*d.view(trace, j, lv)) for j in range(step_min, len(trace["steps"]))]
     return {
         "n_steps": len(trace["steps"]),
         "n_nodes": len(trace["nodes"]),
-        "cells": cells,
+        "n_load": len(lv["nodes"]) if lv is not None else 0,
+        "step_min": step_min,
+        "cells": _cells(lay),
+        "load_cells": _cells(lay_load),
         "info": info,
         "views": [[v, tab, list(deps)] for v, (tab, deps) in _GATED.items()],
         "deps": {k: f"{cid}.{prop}" for k, (cid, prop) in _DEPS.items()},
@@ -854,10 +901,24 @@ def _meta(trace: Trace, lay: d.GridLayout) -> dict[str, Any]:
 
 
 def _register(
-    app: dash.Dash, a: Trace, b: Trace | None, lay: d.GridLayout, paths: Sequence[Path]
+    app: dash.Dash,
+    a: Trace,
+    b: Trace | None,
+    lv: Trace | None,
+    lay: d.GridLayout,
+    lay_load: d.GridLayout | None,
+    paths: Sequence[Path],
 ) -> None:
     """The callbacks, registered once on ``app``: clientside navigation and gates
-    (assets/tracekit.js), thin server callbacks that call the figure builders."""
+    (assets/tracekit.js), thin server callbacks that call the figure builders. A step
+    position ``d.LOAD`` draws the load view ``lv``; node ids from the browser are global
+    (:func:`d.resolve_node`)."""
+
+    def at(j: int, node: int) -> tuple[Trace, int, int]:
+        # (the trace to draw, its step position, the selection's id in it)
+        t, jj = d.view(a, j, lv)
+        return t, jj, d.resolve_node(a, j, node)
+
     cs = ClientsideFunction
     app.clientside_callback(
         cs("tracekit", "navigate"),
@@ -908,7 +969,8 @@ def _register(
     )
     def update_graph(key: list[Any], node: int) -> Any:
         j, measure = key
-        return f.graph_figure(a, j, measure, node, lay)
+        t, jj, i = at(j, node)
+        return f.graph_figure(t, jj, measure, i, lay_load if j == d.LOAD else lay)
 
     @app.callback(
         Output("graph", "figure", allow_duplicate=True),
@@ -919,7 +981,8 @@ def _register(
     def update_selection(key: list[Any], j: int) -> Any:
         # A node change only moves the outlines: patch the shapes, keep the heatmap.
         patch = Patch()
-        patch["layout"]["shapes"] = f.selection_shapes(a, lay, key[0])
+        t, _, i = at(j, key[0])
+        patch["layout"]["shapes"] = f.selection_shapes(t, lay_load if j == d.LOAD else lay, i)
         return patch
 
     @app.callback(
@@ -932,19 +995,19 @@ def _register(
         prevent_initial_call=True,
     )
     def update_detail(j: int, node: int) -> tuple[Any, Any, Any, Any]:
-        return _detail_views(a, j, node)
+        return _detail_views(a, lv, j, node)
 
     @app.callback(
         Output("timeline", "figure"), Input("timeline-key", "data"), prevent_initial_call=True
     )
     def update_timeline(key: list[int]) -> Any:
-        return f.timeline_figure(a, *key)
+        return f.timeline_figure(*at(*key))
 
     @app.callback(
         Output("roofline", "figure"), Input("roofline-key", "data"), prevent_initial_call=True
     )
     def update_roofline(key: list[int]) -> Any:
-        return f.roofline_figure(a, *key)
+        return f.roofline_figure(*at(*key))
 
     @app.callback(
         Output("topk", "figure"),
@@ -956,6 +1019,9 @@ def _register(
     )
     def update_tokens(key: list[int]) -> tuple[Any, Any, Any, Any]:
         (j,) = key
+        if j == d.LOAD:
+            none = f.empty_figure("the load phase chooses no token")
+            return none, f.entropy_figure(a), none, "load phase: no tokens yet"
         prompt = a["run"]["prompt"] or ""
         text = [
             html.Span(f"text through {a['steps'][j]['name']}: ", className="tk-label"),
@@ -984,6 +1050,10 @@ def _register(
     )
     def update_compare(key: list[int]) -> tuple[Any, ...]:
         j, node = key
+        if j == d.LOAD:
+            none = f.empty_figure("the load phase is not compared (tracekit diff compares steps)")
+            return html.Div("load phase: not compared"), none, none, none, html.Div()
+        node = d.resolve_node(a, j, node)
         deltas = d.compare_step(a, b, j)
         name = a["nodes"][node]["name"]
         ib = next((n["id"] for n in b["nodes"] if n["name"] == name), None)

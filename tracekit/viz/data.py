@@ -3,17 +3,25 @@
 Everything takes the trace dict that :func:`tracekit.runner.trace.load_trace` returns
 (docs/trace-format.md) and a step *position* ``j`` (``trace["steps"][j]``: 0 = prefill,
 k = decode k). Node ids index ``trace["nodes"]`` and every ``step["nodes"]`` alike.
+
+The load phase (``trace["load"]``: the w16 cache's warm-up, one dequant node per weight) is
+step position :data:`LOAD` in the dashboard. :func:`load_view` shapes it as a one-step trace
+of its own, so every builder here and in :mod:`tracekit.viz.figures` shows it as ``(view, 0)``;
+the app's node store holds *global* ids (graph nodes ``0..N-1``, load nodes ``N..N+L-1``) and
+:func:`resolve_node` turns one into the id of the step shown.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
 
 Trace = Mapping[str, Any]
@@ -25,6 +33,7 @@ MEASURES: dict[str, str] = {
     "bound": "bound class",
     "absmax": "absmax",
     "nonfinite": "NaN/Inf count",
+    "path": "matmul path",
 }
 BOUND_CLASSES: tuple[str, ...] = ("launch", "bandwidth", "compute")
 #: Tolerance of the compare view, the same rule as ``tracekit diff`` (tracekit/runner/diff.py):
@@ -192,7 +201,8 @@ def nonfinite(stats: Mapping[str, Any] | None) -> int | None:
 def measure_values(trace: Trace, j: int, measure: str) -> np.ndarray:
     """One float per node of step ``j`` for ``measure`` (a :data:`MEASURES` key); NaN = none.
 
-    ``time`` is in µs, ``fraction`` in %, ``bound`` is the index into :data:`BOUND_CLASSES`.
+    ``time`` is in µs, ``fraction`` in %, ``bound`` is the index into :data:`BOUND_CLASSES`,
+    ``path`` the index into :data:`tracekit.kernels.matmul.PATHS`.
     """
     if measure not in MEASURES:
         raise ValueError(f"measure {measure!r} is not one of {', '.join(MEASURES)}")
@@ -210,6 +220,10 @@ def measure_values(trace: Trace, j: int, measure: str) -> np.ndarray:
             v = None if b is None else BOUND_CLASSES.index(b)
         elif measure == "absmax":
             v = None if stats is None else stats["absmax"]
+        elif measure == "path":
+            # the index into PATHS; a node whose launches name two paths takes the first
+            named = [x for x in launch_paths(rec) if x in PATHS]
+            v = PATHS.index(named[0]) if named else None
         else:
             v = nonfinite(stats)
         out[i] = np.nan if v is None else v
@@ -267,11 +281,34 @@ def launch_rows(rec: Mapping[str, Any], backend: str = "cupy") -> list[dict[str,
     return out
 
 
+def launch_paths(rec: Mapping[str, Any]) -> list[str]:
+    """The matmul paths a node record's launches name (``extra.path``), in launch order."""
+    paths = ((la.get("extra") or {}).get("path") for la in rec["launches"])
+    return list(dict.fromkeys(str(x) for x in paths if x is not None))
+
+
 def node_path(rec: Mapping[str, Any]) -> str | None:
     """The matmul path a node's launches ran on (``extra.path``: quant, f16-per-call,
     f16-cached, f32), or None for a node that names none (not a matmul, or an older trace)."""
-    paths = sorted({(la.get("extra") or {}).get("path") for la in rec["launches"]} - {None})
+    paths = launch_paths(rec)
     return ", ".join(paths) if paths else None
+
+
+def paths_by_step(trace: Trace, node_id: int) -> str | None:
+    """The matmul path(s) of a graph node over the whole trace, naming the steps where it
+    changes (a long prefill runs ``f16-per-call`` where decode runs ``quant``): ``quant``, or
+    ``f16-per-call (prefill), quant (decode)``; None for a node that names no path."""
+    by_kind: dict[str, list[str]] = {}
+    for step in trace["steps"]:
+        for x in launch_paths(step["nodes"][node_id]):
+            kinds = by_kind.setdefault(x, [])
+            if step["kind"] not in kinds:
+                kinds.append(step["kind"])
+    if not by_kind:
+        return None
+    if len(by_kind) == 1:
+        return next(iter(by_kind))
+    return ", ".join(f"{x} ({', '.join(k)})" for x, k in by_kind.items())
 
 
 def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -281,14 +318,19 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
     written = sum(la["bytes_written"] for la in rec["launches"])
     host, full_host = rec.get("host_s"), rec.get("full_host_s")
     label = time_label(trace)
-    rows = [
-        (f"{label} (timing pass)", fmt_time(rec["time_s"])),
-        ("time in the full pass", fmt_time(rec.get("full_time_s"))),
-        ("host time, timing / full pass", f"{fmt_time(host)} / {fmt_time(full_host)}"),
-        (
-            "capture cost",
-            "—" if rec["capture_cost"] is None else f"{rec['capture_cost']:.3g}× host time",
-        ),
+    if trace.get("load_view"):  # timed once, at load: no passes, no capture
+        rows = [(f"{label} (dequant at load)", fmt_time(rec["time_s"]))]
+    else:
+        rows = [
+            (f"{label} (timing pass)", fmt_time(rec["time_s"])),
+            ("time in the full pass", fmt_time(rec.get("full_time_s"))),
+            ("host time, timing / full pass", f"{fmt_time(host)} / {fmt_time(full_host)}"),
+            (
+                "capture cost",
+                "—" if rec["capture_cost"] is None else f"{rec['capture_cost']:.3g}× host time",
+            ),
+        ]
+    rows += [
         ("bytes read / written", f"{fmt_bytes(read)} / {fmt_bytes(written)}"),
         ("flops", fmt_num(int(p["flops"]))),
         ("intensity", "—" if p["intensity"] is None else f"{p['intensity']:.3g} flop/B"),
@@ -302,8 +344,9 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
         ),
         ("bound T*", fmt_time(p.get("t_star_s"))),
         ("efficiency (T* / time)", fmt_efficiency(p)),
-        ("host wait before it", fmt_time(rec.get("host_wait_s"))),
     ]
+    if not trace.get("load_view"):
+        rows.append(("host wait before it", fmt_time(rec.get("host_wait_s"))))
     if p.get("flag"):
         rows.append(("flag", p["flag"]))
     ncu = rec.get("ncu")
@@ -318,6 +361,202 @@ def stats_rows(stats: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         return []
     keys = ("count", "min", "max", "mean", "std", "absmax", "nan", "pos_inf", "neg_inf", "zeros")
     return [(k.replace("_", " "), fmt_num(stats[k])) for k in keys]
+
+
+# -- the load phase (the w16 cache's warm-up) ------------------------------------------------
+#: The step position of the load phase: before the prefill (position 0).
+LOAD = -1
+_LAYER_OF = re.compile(r"blk\.(\d+)\.")
+
+
+def has_load(trace: Trace) -> bool:
+    return bool((trace.get("load") or {}).get("nodes"))
+
+
+def first_step(trace: Trace) -> int:
+    """The first step position the dashboard shows: :data:`LOAD` when the trace has one."""
+    return LOAD if has_load(trace) else 0
+
+
+def load_view(trace: Trace) -> dict[str, Any]:
+    """The load phase as a trace of one step (``steps[0]``, named ``load``) whose nodes are
+    the load nodes, one per weight dequantized into the w16 cache: name = the weight's tensor
+    name, op ``dequant``, family ``dequant``, layer from ``blk.N.``, the weight as its input;
+    records as a step's (``stats`` null: nothing was kept of their outputs). Their times were
+    taken one by one, so they carry no device intervals and the timeline lays them end to end.
+
+    Raises:
+        ValueError: the trace has no load phase.
+    """
+    if not has_load(trace):
+        raise ValueError("the trace has no load phase (recorded without a warmed w16 cache)")
+    load = trace["load"]
+    nodes, recs = [], []
+    for k, n in enumerate(load["nodes"]):
+        m = _LAYER_OF.match(n["weight"])
+        nodes.append(
+            {
+                "id": k,
+                "name": n["weight"],
+                "op": "dequant",
+                "family": "dequant",
+                "layer": int(m.group(1)) if m else None,
+                "inputs": [f"weight:{n['weight']}"],
+                "attrs": {},
+                "weight_type": n["weight_type"],
+                "shape": list(n["shape"]),
+                "dtype": "float16",
+            }
+        )
+        recs.append(
+            {
+                "id": k,
+                "shape": list(n["shape"]),
+                "dtype": "float16",
+                "time_s": n["time_s"],
+                "capture_cost": None,
+                "launches": n["launches"],
+                "perf": n["perf"],
+                "stats": None,
+            }
+        )
+    step = {
+        "index": LOAD,
+        "kind": "load",
+        "name": "load",
+        "n_tokens": 0,
+        "n_past": 0,
+        "wall_s": load["seconds"],
+        "gpu_s": sum(r["time_s"] for r in recs),
+        "nodes": recs,
+        "logits": None,
+    }
+    return {**trace, "nodes": nodes, "steps": [step], "load_view": True}
+
+
+def weight_consumers(trace: Trace, weight: str) -> list[int]:
+    """Ids of the graph nodes that read ``weight`` (a tensor name), in execution order."""
+    return [n["id"] for n in trace["nodes"] if f"weight:{weight}" in n["inputs"]]
+
+
+def load_node_of(trace: Trace, node_id: int) -> int | None:
+    """The load-view id of the first weight graph node ``node_id`` reads that the load phase
+    dequantized, or None."""
+    if not has_load(trace):
+        return None
+    where = {n["weight"]: k for k, n in enumerate(trace["load"]["nodes"])}
+    return next((where[w] for w in weight_inputs(trace, node_id) if w in where), None)
+
+
+def _slowest(recs: Sequence[Mapping[str, Any]]) -> int:
+    return max(range(len(recs)), key=lambda i: recs[i]["time_s"])
+
+
+def resolve_node(trace: Trace, j: int, node: int) -> int:
+    """The id, in the nodes of step position ``j`` (the load view's at :data:`LOAD`), of the
+    dashboard's selection ``node``, a global id (graph nodes ``0..N-1``, load nodes ``N..``).
+
+    A load node shown at a step is the first graph node reading its weight; a graph node shown
+    at the load phase is the load node of its weight. Where there is none (or the id is out of
+    range), the slowest node of the step shown.
+    """
+    n = len(trace["nodes"])
+    loads = trace["load"]["nodes"] if has_load(trace) else []
+    if j == LOAD:
+        if n <= node < n + len(loads):
+            return node - n
+        k = load_node_of(trace, node) if 0 <= node < n else None
+        return k if k is not None else _slowest(loads)
+    if 0 <= node < n:
+        return node
+    if n <= node < n + len(loads):
+        readers = weight_consumers(trace, loads[node - n]["weight"])
+        if readers:
+            return readers[0]
+    return _slowest(trace["steps"][j]["nodes"])
+
+
+def global_node(trace: Trace, j: int, local: int) -> int:
+    """The dashboard's (global) id of node ``local`` of step position ``j``."""
+    return local + len(trace["nodes"]) if j == LOAD else local
+
+
+def view(trace: Trace, j: int, lv: Trace | None = None) -> tuple[Trace, int]:
+    """(the trace to draw, its step position) for the dashboard's step ``j``: the load view
+    (``lv`` when given, else built) and 0 for :data:`LOAD`, else ``trace`` and ``j``."""
+    if j == LOAD:
+        return (lv if lv is not None else load_view(trace)), 0
+    return trace, j
+
+
+def load_summary(trace: Trace) -> str | None:
+    """One line on the load phase, or None without one: weights, bytes, kernel time, the
+    whole preparation's host time."""
+    if not has_load(trace):
+        return None
+    ns = trace["load"]["nodes"]
+    t = sum(n["time_s"] for n in ns)
+    moved = sum(la["bytes_read"] + la["bytes_written"] for n in ns for la in n["launches"])
+    return (
+        f"{len(ns)} weights dequantized into the w16 cache: kernel time {fmt_time(t)} "
+        f"({time_label(trace)}) moving {fmt_bytes(moved)} "
+        f"({fmt_rate(moved / t if t > 0 else None, 'B/s')}), "
+        f"{fmt_time(trace['load']['seconds'])} of weight preparation in all (host clock)"
+    )
+
+
+# -- what a step's times sum ---------------------------------------------------------------
+def step_times(trace: Trace, j: int) -> dict[str, Any]:
+    """What the step's time labels sum, in seconds (None where the trace holds no intervals):
+
+    - ``kernel_s``: the node times summed, each the sum of its launches' own device times
+      (= the step's ``gpu_s``; the breakdown's ``kernel_s``);
+    - ``bars_s``: the timeline's node bars summed, each from its first launch's start to its
+      last launch's end (v2), so ``bars_s - kernel_s`` = ``inside_s``, the gaps between a
+      node's own launches (a stamp kernel, a host wait before a library call);
+    - ``span_s``, ``host_wait_s``, ``other_gap_s``: the step's device span and its idle
+      parts (:mod:`tracekit.runner.timeline`): span = kernel time + host wait + other gaps,
+      the gaps inside nodes included.
+    """
+    recs = trace["steps"][j]["nodes"]
+    kernel = sum(r["time_s"] for r in recs)
+    timed = bool(recs) and all("start_ns" in r and "end_ns" in r for r in recs)
+    bars = sum(r["end_ns"] - r["start_ns"] for r in recs) * 1e-9 if timed else kernel
+    b = trace["steps"][j].get("breakdown") or {}
+    return {
+        "kernel_s": kernel,
+        "bars_s": bars,
+        "inside_s": max(bars - kernel, 0.0) if timed else None,
+        "span_s": b.get("span_s"),
+        "host_wait_s": b.get("host_wait_s"),
+        "other_gap_s": b.get("other_gap_s"),
+    }
+
+
+def device_word(trace: Trace) -> str:
+    """``GPU`` or ``CPU``: whose clock a trace's times are on."""
+    return time_label(trace).split()[0]
+
+
+def step_info(trace: Trace, j: int) -> str:
+    """The dashboard's step line: what the step ran, its kernel time of its device span and
+    where the rest of the span went, its wall time."""
+    s, t = trace["steps"][j], step_times(trace, j)
+    dev = device_word(trace)
+    if s["kind"] == "load":
+        what = f"load · w16 cache warm-up, {len(s['nodes'])} weights"
+        wall = f"weight preparation {fmt_time(s['wall_s'])} (host clock)"
+    else:
+        what = f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']}"
+        wall = f"wall {fmt_time(s['wall_s'])}"
+    kern = f"kernel time {fmt_time(t['kernel_s'])}"
+    if t["span_s"] is None:
+        return f"{what} · {kern} ({dev}) · {wall}"
+    return (
+        f"{what} · {kern} of a {fmt_time(t['span_s'])} {dev} span "
+        f"(host wait {fmt_time(t['host_wait_s'])}, other gaps {fmt_time(t['other_gap_s'])}) "
+        f"· {wall}"
+    )
 
 
 # -- overview --------------------------------------------------------------------------------

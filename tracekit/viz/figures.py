@@ -27,6 +27,9 @@ Trace = Mapping[str, Any]
 
 #: One colour per bound class (launch = amber, bandwidth = blue, compute = green).
 BOUND_COLOURS = {"launch": "#e69f00", "bandwidth": "#0072b2", "compute": "#009e73"}
+#: One colour per matmul path (tracekit.kernels.matmul.PATHS: quant, f16-per-call, f16-cached,
+#: f32); nodes that name no path stay grey (empty cells).
+PATH_COLOURS = ("#d55e00", "#cc79a7", "#56b4e9", "#999933")
 #: Colour-blind-safe qualitative palette for kernel families (Okabe-Ito, then extras).
 FAMILY_PALETTE = (
     "#0072b2",
@@ -129,6 +132,14 @@ def _colour_spec(
         scale = [[0, c[0]], [1 / 3, c[0]], [1 / 3, c[1]], [2 / 3, c[1]], [2 / 3, c[2]], [1, c[2]]]
         bar = dict(tickvals=[0, 1, 2], ticktext=list(d.BOUND_CLASSES), title="bound")
         return values, dict(colorscale=scale, zmin=-0.5, zmax=2.5, colorbar=bar)
+    if measure == "path":
+        from tracekit.kernels.matmul import PATHS
+
+        assert len(PATH_COLOURS) == len(PATHS), "one colour per matmul path"
+        n = len(PATHS)
+        scale = [[(k + e) / n, c] for k, c in enumerate(PATH_COLOURS) for e in (0, 1)]
+        bar = dict(tickvals=list(range(n)), ticktext=list(PATHS), title="matmul path")
+        return values, dict(colorscale=scale, zmin=-0.5, zmax=n - 0.5, colorbar=bar)
     if measure in ("time", "absmax"):
         # Node times and magnitudes span decades: colour by log10, label the bar in real units.
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -244,9 +255,11 @@ def graph_figure(
         n, rec = nodes[i], recs[i]
         bound = rec["perf"]["bound"] or "—"
         nf = d.nonfinite(rec["stats"])
+        path = d.node_path(rec)
         hover[r, c] = (
-            f"<b>{plain(n['name'])}</b><br>{plain(n['op'])} · {plain(n['family'])}<br>"
-            f"{d.fmt_time(rec['time_s'])} · {bound}-bound · "
+            f"<b>{plain(n['name'])}</b><br>{plain(n['op'])} · {plain(n['family'])}"
+            + ("" if path is None else f" · path {plain(path)}")
+            + f"<br>{d.fmt_time(rec['time_s'])} · {bound}-bound · "
             f"{d.fmt_efficiency(rec['perf'])} of ceiling"
             + (
                 ""
@@ -431,25 +444,53 @@ def timeline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Fig
             )
         )
     fams = d.families(trace)
-    axis = "µs from the step's device start" if timed else "µs, nodes back to back (v1 trace)"
+    if timed:
+        axis = (
+            "µs from the step's device start · a bar: a node's first launch's start to its "
+            "last launch's end"
+        )
+    elif trace["steps"][j]["kind"] == "load":
+        axis = "µs, nodes back to back (timed one by one at load: no device intervals)"
+    else:
+        axis = "µs, nodes back to back (v1 trace)"
     layout = dict(
         barmode="overlay",
         bargap=0.3,
         clickmode="event",
         xaxis=dict(title=dict(text=axis)),
         yaxis=dict(autorange="reversed"),
-        # left: a lane per family; right: the legend of families
-        margin=dict(l=14 + text_px(fams), r=75 + text_px(fams), b=45),
+        # left: a lane per family; right: the legend of families; top: a two-line title
+        margin=dict(l=14 + text_px(fams), r=75 + text_px(fams), t=64, b=45),
     )
-    total = d.fmt_time(float(t.sum()) / 1e6)
-    title = f"{trace['steps'][j]['name']} · {d.time_label(trace)} of the nodes, {total} in all"
-    b = trace["steps"][j].get("breakdown")
-    if b:
-        title += (
-            f" · span {d.fmt_time(b['span_s'])}, host wait {d.fmt_time(b['host_wait_s'])}, "
-            f"other gaps {d.fmt_time(b['other_gap_s'])}"
+    return _figure(data, layout, timeline_title(trace, j), 380)
+
+
+def timeline_title(trace: Trace, j: int) -> str:
+    """What the timeline's bars sum and how the step's device span divides
+    (:func:`tracekit.viz.data.step_times`), in words that keep the two apart: the bars run from
+    a node's first launch's start to its last launch's end (the x axis says so), so they hold
+    the gaps between a node's own launches, which kernel time (launches summed, the step
+    line's) does not."""
+    tt, name, dev = d.step_times(trace, j), trace["steps"][j]["name"], d.device_word(trace)
+    kern = f"kernel time {d.fmt_time(tt['kernel_s'])}"
+    if tt["inside_s"] is None:
+        how = "timed one by one at load" if trace["steps"][j]["kind"] == "load" else "v1 trace"
+        title = f"{name} · node bars end to end ({how}): {kern} ({dev})"
+    elif tt["inside_s"] < 1e-9:  # whole ns on the clock: nothing between a node's launches
+        bars = d.fmt_time(tt["bars_s"])
+        title = f"{name} · node bars sum to {bars}, the {kern}: no gaps inside nodes"
+    else:
+        title = (
+            f"{name} · node bars sum to {d.fmt_time(tt['bars_s'])} = {kern} + "
+            f"{d.fmt_time(tt['inside_s'])} between a node's own launches"
         )
-    return _figure(data, layout, title, 360)
+    if tt["span_s"] is not None:
+        title += (
+            f"<br>{dev} span {d.fmt_time(tt['span_s'])} = {kern} + host wait "
+            f"{d.fmt_time(tt['host_wait_s'])} + other gaps {d.fmt_time(tt['other_gap_s'])}"
+            + (" (gaps inside nodes included)" if (tt["inside_s"] or 0) >= 1e-9 else "")
+        )
+    return title
 
 
 # -- roofline --------------------------------------------------------------------------------

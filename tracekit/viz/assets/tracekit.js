@@ -19,13 +19,17 @@ if (!window.hljs) {
     const dc = window.dash_clientside;
     if (!el || !dc || !dc.set_props) return;
     seq += 1;  // a new value per click, so the same link clicked twice still navigates
-    dc.set_props('goto', {data: {node: +el.dataset.node, step: +el.dataset.step, seq: seq}});
+    // no data-step: stay at this step (null; a step position may be -1, the load phase)
+    const step = el.dataset.step === undefined ? null : +el.dataset.step;
+    dc.set_props('goto', {data: {node: +el.dataset.node, step: step, seq: seq}});
   });
 })();
 
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
   tracekit: {
     // -> [step, node, tab, play timer disabled, play button label]
+    // Node ids are global: graph nodes 0..n_nodes-1, then the load phase's n_load nodes (step
+    // position -1 = meta.step_min, drawn from their own view with local ids 0..n_load-1).
     navigate: function (prev, next, graphClick, timelineClick, rooflineClick, goto, ticks,
                         step, node, meta) {
       const nu = window.dash_clientside.no_update;
@@ -34,17 +38,26 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       if (!trig || !trig.value) return keep;
       const cut = trig.prop_id.lastIndexOf('.');
       const idText = trig.prop_id.slice(0, cut);
-      if (idText === 'step-prev') return [Math.max(step - 1, 0), nu, nu, nu, nu];
+      const inLoad = step < 0;
+      const offset = inLoad ? meta.n_nodes : 0;  // local id of the view shown -> global id
+      if (idText === 'step-prev') return [Math.max(step - 1, meta.step_min), nu, nu, nu, nu];
       if (idText === 'step-next') return [Math.min(step + 1, meta.n_steps - 1), nu, nu, nu, nu];
       if (idText === 'play-timer') {
-        if (node + 1 < meta.n_nodes) return [nu, node + 1, nu, nu, nu];
+        // the nodes of the step shown, in execution order; a selection of the other kind
+        // (a load node at a step, a graph node at the load phase) starts from the first
+        const first = offset, end = offset + (inLoad ? meta.n_load : meta.n_nodes);
+        if (node < first || node >= end) return [nu, first, nu, nu, nu];
+        if (node + 1 < end) return [nu, node + 1, nu, nu, nu];
         if (step + 1 < meta.n_steps) return [step + 1, 0, nu, nu, nu];
         return [nu, nu, nu, true, 'play'];  // end of the trace: stop
       }
-      if (idText === 'goto') {  // a node link: {node, step (-1: this step), seq}
+      if (idText === 'goto') {  // a node link: {node, step (null: this step), seq}
         const g = trig.value;
-        if (typeof g.node !== 'number' || !(g.node >= 0 && g.node < meta.n_nodes)) return keep;
-        if (g.step >= 0 && g.step < meta.n_steps) return [g.step, g.node, 'graph', nu, nu];
+        const total = meta.n_nodes + meta.n_load;
+        if (typeof g.node !== 'number' || !(g.node >= 0 && g.node < total)) return keep;
+        if (Number.isInteger(g.step) && g.step >= meta.step_min && g.step < meta.n_steps) {
+          return [g.step, g.node, 'graph', nu, nu];
+        }
         return [nu, g.node, nu, nu, nu];
       }
       const pt = trig.value.points && trig.value.points[0];
@@ -52,12 +65,13 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       let hit = null;
       if (idText === 'graph') {
         // heatmap cell (x = column, y = row) -> node id; -1 marks an empty cell
-        const row = meta.cells[pt.y];
+        const row = (inLoad ? meta.load_cells : meta.cells)[pt.y];
         hit = row === undefined ? null : row[pt.x];
       } else if (typeof pt.customdata === 'number') {
         hit = pt.customdata;  // timeline bars and roofline points carry their node id
       }
-      return (hit === null || hit === undefined || hit < 0) ? keep : [nu, hit, nu, nu, nu];
+      return (hit === null || hit === undefined || hit < 0) ? keep
+        : [nu, hit + offset, nu, nu, nu];
     },
 
     togglePlay: function (clicks, disabled) {
@@ -73,7 +87,7 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       const values = {step: step, measure: measure, node: node};
       const trig = new Set(
         (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id));
-      const out = [trig.has('step.value') ? meta.info[step] : nu];
+      const out = [trig.has('step.value') ? meta.info[step - meta.step_min] : nu];
       for (const [, want, deps] of meta.views) {
         const hit = tab === want && (trig.has('tabs.value') || deps.some(k => trig.has(props[k])));
         out.push(hit ? deps.map(k => values[k]) : nu);
