@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [(r, u, w) for r in (2, 4, 8) for u in (1, 2, 4) for w in (16, 32, 64)]
+    sweep = [(8, u, w, m) for u in (1, 2) for w in (24, 32, 48) for m in (2, 3, 4)]
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
     rows = []
     for (n, k), qt in ((sh, qt) for sh in shapes for qt in types):
@@ -82,27 +82,29 @@ def main(argv: list[str] | None = None) -> int:
             out = cp.empty((nt, n), cp.float32)
             first = (n, k) == shapes[0]
             rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
-            default = [(rpb0, matvec.UNROLL, matvec.MMVQ_WARPS_PER_SM)]
+            u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
+            default = [(rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS)]
             configs = sweep if first and nt == 1 and qt.name in sweep_types else default
-            for rpb, unroll, wps in configs:
+            for rpb, unroll, wps, mb in configs:
 
-                def fn(i, rpb=rpb, unroll=unroll, wps=wps, x=x, out=out, raws=raws, qt=qt,
+                def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, x=x, out=out, raws=raws, qt=qt,
                        shape=(n, k)):  # fmt: skip
                     w = raws[i % len(raws)]
                     return matvec.launch_matvec(
-                        x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll, warps_per_sm=wps
-                    )
+                        x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll,
+                        warps_per_sm=wps, min_blocks=mb,
+                    )  # fmt: skip
 
                 s = timed(fn)
                 pct = 100 * nbytes / s / copy_bps
                 row = {
                     "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
-                    "unroll": unroll, "warps_per_sm": wps, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
+                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
                     "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
                 }  # fmt: skip
                 rows.append(row)
                 print(
-                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps}: {s * 1e6:7.2f} us "
+                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb}: {s * 1e6:7.2f} us "
                     f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
                     flush=True,
                 )
@@ -111,17 +113,19 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
     print(
-        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM) | met |"
+        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks) | met |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for (n, k), qt, nt in ((sh, qt, nt) for sh in shapes for qt in types for nt in nts):
         mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
-        dflt = (rpb0, matvec.UNROLL, matvec.MMVQ_WARPS_PER_SM)
-        d = next(r for r in mine if (r["rows_per_block"], r["unroll"], r["warps_per_sm"]) == dflt)
+        u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
+        dflt = (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS)
+        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks")
+        d = next(r for r in mine if tuple(r[c] for c in key) == dflt)
         b = min(mine, key=lambda r: r["us"])
         met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"
-        cfg = f"({b['rows_per_block']}, {b['unroll']}, {b['warps_per_sm']})"
+        cfg = "(" + ", ".join(str(b[c]) for c in key) + ")"
         best = f"{b['pct_copy']:.1f} {cfg}" if b is not d else "–"
         print(
             f"| {qt.name} | {n}x{k} | {d['bytes'] / 1e6:.1f} | {nt} | {d['us']:.2f} | "

@@ -122,10 +122,15 @@ def test_tolerance_is_calibrated_per_path() -> None:
     assert r.path.name == "f16-gemm-gpu" and r.rtol == PATHS["f16-gemm-gpu"].rtol
     assert r.text().startswith("path: f16-gemm-gpu (calibration: ")
     m = copy.deepcopy(gpu)
-    m["run"]["matmul"] = "quant"  # issue 13's matvec: f32 decode, f16-GEMM prefill
+    m["run"]["matmul"] = "quant"  # a quant-path trace from before mmvq: f32 decode (matvec_*)
     assert run_path(m) == "f16-gemm-gpu"
-    q = copy.deepcopy(gpu)
-    q["run"]["matmul"] = "quant-act"  # the quantized-activation slot: not calibrated yet
+    q = copy.deepcopy(m)  # one that ran mmvq: 8-bit activations
+    q["steps"][-1]["nodes"][0]["launches"] = [{"kernel": "mmvq_q4_k_n1"}]
+    assert run_path(q) == "quant-act-gpu"
+    # two runs of the quant path, GPU and the NumPy backend's ref_mmvq: the same operands
+    qc = copy.deepcopy(q)
+    qc["run"]["backend"] = "numpy"
+    assert diff_traces(q, qc).path.name == "f16-gemm-gpu"
     with pytest.raises(ValueError, match="no calibrated tolerance for the quant-act-gpu path"):
         diff_traces(q, cpu)
     assert diff_traces(q, cpu, rtol=1e-2).path.name == "quant-act-gpu"

@@ -46,8 +46,10 @@ STEPS = 8
 
 
 def record(model: Model, backend_name: str, prompt: list[int]):
-    """Greedy generation with every node's output copied to the host as it is produced."""
-    be = get_backend(backend_name)
+    """Greedy generation with every node's output copied to the host as it is produced. Both
+    backends run the quant path (the GPU's default; on the CPU ref_mmvq): the same 8-bit
+    activations, decode matmuls differing only in summation order."""
+    be = get_backend(backend_name, "quant")
     s = Session(model, be, n_ctx=len(prompt) + STEPS + 1)
     outs: dict[tuple[str, str], np.ndarray] = {}
     cur = ["?"]
@@ -128,7 +130,7 @@ def test_smollm2_gpu_matches_cpu_node_by_node() -> None:
 
 def test_logits_api_on_gpu(demo: Model) -> None:
     ids = demo.tokenize("The kernel reads one block")
-    cpu = demo.logits(ids, backend="numpy")
+    cpu = demo.logits(ids, backend=demo.backend("numpy", "quant", "auto"))
     gpu = demo.logits(ids, backend="cupy")
     assert isinstance(gpu, np.ndarray) and gpu.dtype == np.float32 and gpu.shape == cpu.shape
     assert np.abs(gpu - cpu).max() <= RTOL * np.abs(cpu).max()

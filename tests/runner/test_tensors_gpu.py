@@ -88,7 +88,7 @@ def test_gpu_vs_cpu_passes_at_the_default_tolerance(
 ) -> None:
     flags = ("--cuda-graph",) if graph else ()
     g = rec(demo, tmp_path / "g.json", "cupy", *flags, "--dump", ".*")
-    c = rec(demo, tmp_path / "c.json", "numpy", "--dump", ".*")
+    c = rec(demo, tmp_path / "c.json", "numpy", "--matmul", "quant", "--dump", ".*")
     for tensors in (False, True):
         r = diff(g, c, tensors)
         print(f"\ndemo GPU vs CPU (graph={graph}, tensors={tensors}):\n{r.text()}")
@@ -100,7 +100,8 @@ def test_gpu_vs_cpu_passes_at_the_default_tolerance(
 def test_smollm2_gpu_vs_cpu_passes(tmp_path: Path) -> None:
     m = smollm2_path()
     g = rec(m, tmp_path / "g.json", "cupy", "--dump", r"blk\.(0|15|29)\..*|output", steps=6)
-    c = rec(m, tmp_path / "c.json", "numpy", "--dump", r"blk\.(0|15|29)\..*|output", steps=6)
+    c = rec(m, tmp_path / "c.json", "numpy", "--matmul", "quant", "--dump",
+            r"blk\.(0|15|29)\..*|output", steps=6)  # fmt: skip
     for tensors in (False, True):
         r = diff(g, c, tensors)
         print(f"\nSmolLM2 GPU vs CPU (tensors={tensors}):\n{r.text()}")
@@ -111,7 +112,7 @@ def test_plus_0_01_localized_gpu_vs_cpu(demo: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bias.gguf"
     plant(demo, bad, "blk.1.attn_v.bias", 17, 0.01)
     g = rec(bad, tmp_path / "g.json", "cupy", "--dump", ".*")
-    c = rec(demo, tmp_path / "c.json", "numpy", "--dump", ".*")
+    c = rec(demo, tmp_path / "c.json", "numpy", "--matmul", "quant", "--dump", ".*")
     r = diff(g, c)
     print(f"\n+0.01 blk.1.attn_v.bias[17], GPU vs CPU:\n{r.text()}")
     fi = r.tensors.first_introduced

@@ -331,8 +331,13 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     }
 }
 
+// MMVQ_MIN_BLOCKS: resident 256-thread blocks an SM must fit (registers <= 64K / (256 x it)):
+// mmvq needs many loads in flight, so its register count is capped (matvec.py passes it).
+#ifndef MMVQ_MIN_BLOCKS
+#define MMVQ_MIN_BLOCKS 1
+#endif
 #define MMVQ_KERNEL(suffix, T, NT)                                                             \
-    extern "C" __global__ void __launch_bounds__(256)                                          \
+    extern "C" __global__ void __launch_bounds__(256, MMVQ_MIN_BLOCKS)                         \
         mmvq_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,         \
                               float* __restrict__ out, int n, int k, int ts, int qk,           \
                               unsigned long long* stamp) {                                     \

@@ -45,6 +45,9 @@ MAX_NT = 8
 #: chunks decoded per lane before their FMAs: scripts/bench_matvec.py's sweep picks them.
 ROWS_PER_BLOCK = 4
 UNROLL = 4
+#: mmvq's: items loaded per lane before their dot products (each item's codes stay in
+#: registers until used, so more means fewer resident warps)
+MMVQ_UNROLL = 2
 #: Warps a launch aims to run (about half of an H200's 132 SMs x 64 warp slots): rows fewer than
 #: this get several warps each.
 TARGET_WARPS = 4096
@@ -224,8 +227,12 @@ def ref_matvec(
     return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out)
 
 
+#: mmvq's __launch_bounds__ minimum of resident 256-thread blocks per SM (caps its registers).
+MMVQ_MIN_BLOCKS = 3
+
+
 @functools.cache
-def _module(suffix: str, unroll: int) -> Any:
+def _module(suffix: str, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS) -> Any:
     """matvec.cu with the kernels of one type (from the quant table), compiled once."""
     import cupy
 
@@ -237,13 +244,14 @@ def _module(suffix: str, unroll: int) -> Any:
         src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
     else:
         src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
-    return cupy.RawModule(code=src, options=(*cuda._OPTIONS, f"-DMV_UNROLL={unroll}"))
+    opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}")
+    return cupy.RawModule(code=src, options=opts)
 
 
 @functools.cache
-def _kernel(suffix: str, nt: int, unroll: int) -> Any:
+def _kernel(suffix: str, nt: int, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS) -> Any:
     qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
-    return _module(suffix, unroll).get_function(kernel_name(qt, nt))
+    return _module(suffix, unroll, min_blocks).get_function(kernel_name(qt, nt))
 
 
 def mmvq_shared_bytes(nt: int, k: int) -> int:
@@ -296,9 +304,10 @@ def launch_matvec(
     out: Any = None,
     *,
     rows_per_block: int | None = None,
-    unroll: int = UNROLL,
+    unroll: int | None = None,
     wpr: int | None = None,
     warps_per_sm: int = MMVQ_WARPS_PER_SM,
+    min_blocks: int = MMVQ_MIN_BLOCKS,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -338,7 +347,7 @@ def launch_matvec(
         args = (
             raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
         )  # fmt: skip
-        cuda.launch(_kernel(qt.suffix, nt, unroll), geo.grid, geo.block, args)
+        cuda.launch(_kernel(qt.suffix, nt, unroll or UNROLL), geo.grid, geo.block, args)
         return o, [_record(kernel_name(qt, nt), geo, raw, x, o)]
     if raw.data.ptr % 16:
         raise KernelInputError(
@@ -359,7 +368,7 @@ def launch_matvec(
         geo, smem = mmvq_geometry(
             n, k, t1 - t0, sms, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr, warps_per_sm
         )
-        fn = _kernel(qt.suffix, t1 - t0, unroll)
+        fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks)
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = smem
         args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
