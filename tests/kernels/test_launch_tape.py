@@ -95,17 +95,20 @@ def _kernel_params(name: str) -> tuple[str, str]:
             first = re.search(r"\{\s*([^;]*;)", body)
             assert params and first
             return params.group(1), first.group(1)
-        # matvec's kernels too: MATVEC_KERNEL / MMVQ_KERNEL(suffix, T, NT) open the scope
-        fam = name.split("_")[0]
-        if fam in ("matvec", "mmvq") and f"#define {fam.upper()}_KERNEL(" in src:
-            macro = re.search(rf"#define {fam.upper()}_KERNEL\(.*?\n\n", src, re.S)
-            assert macro
-            flat = macro.group(0).replace("\\\n", "")
-            params = re.search(rf"{fam}_##suffix##_n##NT\(([^)]*)\)", flat)
-            assert params
-            first = re.search(r"\{\s*([^;]*;)", flat[params.end() :])
-            assert first
-            return params.group(1), first.group(1)
+        # kernels a macro declares with pasted names (matvec's MMVQ_KERNEL(suffix, T, NT):
+        # mmvq_##suffix##_n##NT): each pasted parameter matches a word
+        for macro in re.finditer(r"#define \w+\([^)]*\)((?:.*\\\n)*.*)", src):
+            flat = macro.group(1).replace("\\\n", "")
+            for decl in re.finditer(
+                r"__global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+(?:##\w+)+)\(([^)]*)\)",
+                flat,
+            ):
+                parts = decl.group(1).split("##")
+                pat = "".join(re.escape(p) if k % 2 == 0 else r"\w+" for k, p in enumerate(parts))
+                if re.fullmatch(pat, name):
+                    first = re.search(r"\{\s*([^;]*;)", flat[decl.end() :])
+                    assert first
+                    return decl.group(2), first.group(1)
     raise AssertionError(f"kernel {name} not found in {KERNELS}/*.cu")
 
 

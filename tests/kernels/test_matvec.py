@@ -128,7 +128,8 @@ def test_matvec_gates_the_weight_bytes() -> None:
 
 def test_every_matvec_kernel_can_carry_a_node_stamp() -> None:
     names = matvec.kernel_names()
-    assert len(names) == len(QUANT_TABLE) * matvec.MAX_NT
+    quantized = sum(t.is_quantized for t in QUANT_TABLE.values())
+    assert len(names) == (len(QUANT_TABLE) + quantized + 1) * matvec.MAX_NT
     assert names <= cuda.STAMPED
 
 
@@ -191,7 +192,8 @@ def test_modes_are_checked() -> None:
     "mode, cache, nt, path, kernels",
     [
         ("f32", "auto", 3, "f32", ["numpy_matmul_f32"]),
-        ("quant", "auto", 3, "quant", ["numpy_mmvq_q4_k"]),
+        ("quant", "auto", 3, "quant",
+         ["numpy_quantize_q8", "numpy_mmvq_q4_k"] if matvec.MMVQ_QX else ["numpy_mmvq_q4_k"]),
         ("quant", "auto", 9, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
         ("f16", "off", 1, "f16-per-call",

@@ -65,17 +65,26 @@ def mmvq_bound(k: int, mag: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 @pytest.mark.parametrize("n, nt", CASES)
-def test_mmvq_matches_its_reference(cp, qt: QuantType, n: int, nt: int):
+@pytest.mark.parametrize("qx", [True, False], ids=["qx", "fused"])
+def test_mmvq_matches_its_reference(cp, qt: QuantType, n: int, nt: int, qx: bool):
     k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}[n]
     k = max(k // qt.block_size, 1) * qt.block_size
     raw, _ = weight(qt, n, k, seed=n + nt, tame=True)
     x = random_x(nt, k, seed=nt)
     out = poisoned(cp, (nt, n))
-    got, recs = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), out)
+    got, recs = matvec.launch_matvec(
+        cp.asarray(x), cp.asarray(raw), qt, (n, k), out, prequantize=qx
+    )
     assert got is out
     want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
     err = np.abs(cp.asnumpy(got) - want)
     assert np.all(err <= mmvq_bound(k, mag)), (float(np.nanmax(err / mag)), n, k, nt)
+    if qx:
+        assert [r.kernel for r in recs] == [f"quantize_q8_n{nt}", f"mmvq_qx_{qt.suffix}_n{nt}"]
+        geo = matvec.geometry(n, k, matvec.MMVQ_ROWS_PER_BLOCK)
+        assert recs[1].grid == geo.grid and recs[1].block == geo.block
+        assert {r.extra["path"] for r in recs} == {"quant"}
+        return
     geo, smem = matvec.mmvq_geometry(n, k, nt, matvec._device_limits()[0])
     assert [r.kernel for r in recs] == [f"mmvq_{qt.suffix}_n{nt}"]
     assert recs[0].grid == geo.grid and recs[0].block == geo.block
@@ -91,13 +100,16 @@ def test_mmvq_on_wild_blocks_and_poisoned_activations(cp, qt: QuantType):
     raw = rng.integers(0, 256, qt.nbytes((n, k)), dtype=np.uint8)
     x = random_x(3, k)
     x[2, 5] = np.nan
-    got, _ = matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (3, n)))
     with np.errstate(all="ignore"):
         want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-    g = cp.asnumpy(got)
-    assert np.array_equal(np.isnan(g), np.isnan(want)) and np.isnan(g[2]).all()
     fin = np.isfinite(want) & np.isfinite(mag)
-    assert np.all(np.abs(g - want)[fin] <= mmvq_bound(k, mag)[fin])
+    for qx in (True, False):
+        got, _ = matvec.launch_matvec(
+            cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (3, n)), prequantize=qx
+        )
+        g = cp.asnumpy(got)
+        assert np.array_equal(np.isnan(g), np.isnan(want)) and np.isnan(g[2]).all()
+        assert np.all(np.abs(g - want)[fin] <= mmvq_bound(k, mag)[fin])
 
 
 def test_mmvq_refuses_a_misaligned_weight(cp):
@@ -115,7 +127,7 @@ def test_mmvq_splits_tokens_whose_x_does_not_fit_in_shared_memory(cp):
     raw, _ = weight(qt, n, k, tame=True)
     x = random_x(nt, k)
     got, recs = matvec.launch_matvec(
-        cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (nt, n))
+        cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (nt, n)), prequantize=False
     )
     per = smem_max // matvec.mmvq_shared_bytes(1, k)
     assert [r.kernel for r in recs] == [f"mmvq_q8_0_n{min(per, nt - t)}" for t in range(0, nt, per)]
@@ -175,7 +187,8 @@ def test_matvec_gates(cp):
 @pytest.mark.parametrize(
     "mode, cache, nt, path, kernels",
     [
-        ("quant", "auto", 2, "quant", ["mmvq_q4_k_n2"]),
+        ("quant", "auto", 2, "quant",
+         ["quantize_q8_n2", "mmvq_qx_q4_k_n2"] if matvec.MMVQ_QX else ["mmvq_q4_k_n2"]),
         ("quant", "auto", 40, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "cublaslt_matmul_f16_f32"]),
         ("f16", "off", 1, "f16-per-call",

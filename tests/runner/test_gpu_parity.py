@@ -53,10 +53,12 @@ def record(model: Model, backend_name: str, prompt: list[int]):
     s = Session(model, be, n_ctx=len(prompt) + STEPS + 1)
     outs: dict[tuple[str, str], np.ndarray] = {}
     cur = ["?"]
+    steps: list[str] = []
 
     @contextlib.contextmanager
     def step_hook(name: str):
         cur[0] = name
+        steps.append(name)
         yield
 
     def node_hook(node, thunk):
@@ -74,18 +76,29 @@ def record(model: Model, backend_name: str, prompt: list[int]):
         on_step=lambda r: logits.append(r.logits),
         stop_at_eos=False,
     )
-    return tokens, outs, logits
+    return tokens, outs, logits, steps
 
 
 def compare(model: Model, prompt: list[int]) -> dict[str, float]:
-    cpu_tokens, cpu, cpu_logits = record(model, "numpy", prompt)
-    gpu_tokens, gpu, _ = record(model, "cupy", prompt)
+    cpu_tokens, cpu, cpu_logits, steps = record(model, "numpy", prompt)
+    gpu_tokens, gpu, _, _ = record(model, "cupy", prompt)
     for k, (a, b) in enumerate(zip(cpu_tokens, gpu_tokens, strict=True)):
         if a != b:
             top2 = np.sort(cpu_logits[k])[-2:]
-            pytest.fail(
-                f"step {k}: cpu chose {a}, gpu chose {b} (cpu top-2 margin {top2[1] - top2[0]:.3g})"
-            )
+            margin = float(top2[1] - top2[0])
+            # a near-tie within the logits' tolerance may go either way (the quant path's 8-bit
+            # activations round differently after any upstream difference): the runs are
+            # compared up to the step that chose it; a wide margin is a real divergence
+            if margin > RTOL * float(np.abs(cpu_logits[k]).max()):
+                pytest.fail(
+                    f"step {k}: cpu chose {a}, gpu chose {b} (cpu top-2 margin {margin:.3g})"
+                )
+            kept = set(steps[: k + 1])
+            cpu = {key: v for key, v in cpu.items() if key[0] in kept}
+            gpu = {key: v for key, v in gpu.items() if key[0] in kept}
+            print(f"\nstep {k}: a near-tie (margin {margin:.3g}) chose differently; "
+                  f"compared steps {steps[0]}..{steps[k]}")  # fmt: skip
+            break
     assert cpu.keys() == gpu.keys()
     worst: dict[str, float] = defaultdict(float)
     families = {n.name: n.family for n in model.graph}

@@ -60,7 +60,10 @@ def test_each_path_matches_the_cpu_and_replays_bit_identically(demo, reference, 
     err_same = float(np.abs(got - same).max()) / scale
     print(f"{mode}/{cache}: max |gpu - cpu f32| = {err:.2e}, |gpu - cpu {mode}| = {err_same:.2e}"
           " of max |logit| (tolerances 2e-2, 2e-3)")  # fmt: skip
-    assert err <= 2e-2 and err_same <= 2e-3
+    # the quant path: x quantized to 8 bits, so a tiny difference upstream (the prefill's f16
+    # GEMM summation order) can move an activation across a rounding boundary (1/254 of its
+    # run's absmax); measured 9.5e-3 on the H200 (2026-12-01), held to 2e-2 as the f32 gap
+    assert err <= 2e-2 and err_same <= (2e-2 if mode == "quant" else 2e-3)
     for replay in ("plan", "graph"):
         np.testing.assert_array_equal(_run(demo, get_backend("cupy", mode, cache), replay), got)
 
@@ -89,7 +92,7 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
             assert paths == {want}, (s["kind"], rows, kernels)
             seen.add(want)
             if want == "quant":
-                assert len(kernels) == 1 and kernels[0].startswith(("mmvq_", "matvec_"))
+                assert kernels[-1].startswith(("mmvq_", "matvec_")) and len(kernels) <= 2
             elif want == "f16-per-call":
                 assert kernels[1].startswith("dequant_") and kernels[1].endswith("_f16")
     assert seen == ({"quant", cached} if mode == "quant" else {cached})

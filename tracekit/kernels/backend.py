@@ -261,9 +261,12 @@ class NumpyBackend(Backend):
             out, rec = matmul.ref_matmul(x, w.cached)
             return out, [rec]
         if path == "quant":  # mmvq's q8 activations for a quantized weight, as the GPU runs it
-            ref = matvec.ref_mmvq if w.quant.is_quantized else matvec.ref_matvec
-            out, rec = ref(x, w.raw, w.quant, w.shape)
-            return out, [rec]
+            if not w.quant.is_quantized:
+                out, rec = matvec.ref_matvec(x, w.raw, w.quant, w.shape)
+                return out, [rec]
+            out, rec = matvec.ref_mmvq(x, w.raw, w.quant, w.shape)
+            # the GPU's launches: x quantized by its own launch, or in mmvq's prologue
+            return out, [matvec.ref_quantize_record(x), rec] if matvec.MMVQ_QX else [rec]
         # the f16 path as the GPU runs it: x rounded to f16, the f16 weight, f32 sums
         x16, rec_x = elementwise.ref_convert_f32_f16(x)
         recs = [rec_x]

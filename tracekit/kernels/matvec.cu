@@ -196,13 +196,12 @@ __device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, c
 // x [NT, k] -> shared: xq int8 [NT][k] (as words), xd f32 [NT][k / 32], xs int [NT][k / 16].
 // q = rint(x * (127 / amax)): the reciprocal once per run, and rint as one FADD of 1.5 * 2^23
 // (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
+// Runs first, first + stride, ... (a block's threads in mmvq's prologue, a grid's in quantize_q8).
 template <int NT>
 __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, int* xq, float* xd,
-                                           int* xs) {
-    const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+                                           int* xs, int first, int stride) {
     const int runs = k >> 5;
-    for (int p = tid; p < NT * runs; p += nthreads) {
+    for (int p = first; p < NT * runs; p += stride) {
         const int t = p / runs, r = p - t * runs;
         const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
         float v[32];
@@ -247,8 +246,11 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
 // / rows per block) (rows grid-strided), dynamic shared memory = mmvq_shared_bytes(NT, k).
-template <class T, int NT>
+// QX: x arrives quantized (quantize_q8's xq / xd / xs in global memory, read through L1), so
+// the block has no prologue and the grid is not capped; else the block quantizes x itself.
+template <class T, int NT, bool QX>
 __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __restrict__ x,
+                                     const int* gxq, const float* gxd, const int* gxs,
                                      float* __restrict__ out, int n, int k, int ts, int qk) {
     using C = Codes<T>;
     constexpr int NG = C::NG;
@@ -256,9 +258,12 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     extern __shared__ int4 mmvq_smem[];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
         __trap();
-    int* xq = reinterpret_cast<int*>(mmvq_smem);
-    float* xd = reinterpret_cast<float*>(xq + NT * (k >> 2));
-    int* xs = reinterpret_cast<int*>(xd + NT * (k >> 5));
+    int* sxq = reinterpret_cast<int*>(mmvq_smem);
+    float* sxd = reinterpret_cast<float*>(sxq + NT * (k >> 2));
+    int* sxs = reinterpret_cast<int*>(sxd + NT * (k >> 5));
+    const int* xq = QX ? gxq : sxq;
+    const float* xd = QX ? gxd : sxd;
+    const int* xs = QX ? gxs : sxs;
     const int lane = threadIdx.x, lanes = 32 * blockDim.y;
     const int nb = k / T::QK, nitems = nb * C::ITEMS;
     const int first = threadIdx.y * 32 + lane;  // this lane's first item of a row
@@ -274,8 +279,11 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
             if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
         }
     }
-    quantize_x<NT>(x, k, xq, xd, xs);
-    __syncthreads();
+    if (!QX) {
+        const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        quantize_x<NT>(x, k, sxq, sxd, sxs, tid, blockDim.x * blockDim.y * blockDim.z);
+        __syncthreads();
+    }
     bool loaded = true;
     for (int base = blockIdx.x * blockDim.z; base < n; base += gridDim.x * blockDim.z) {
         row = base + threadIdx.z;
@@ -342,7 +350,14 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                               float* __restrict__ out, int n, int k, int ts, int qk,           \
                               unsigned long long* stamp) {                                     \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq<T, NT>(raw, x, out, n, k, ts, qk);                                                \
+        mmvq<T, NT, false>(raw, x, nullptr, nullptr, nullptr, out, n, k, ts, qk);              \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, MMVQ_MIN_BLOCKS)                         \
+        mmvq_qx_##suffix##_n##NT(const u8* __restrict__ raw, const int* xq, const float* xd,   \
+                                 const int* xs, float* __restrict__ out, int n, int k, int ts, \
+                                 int qk, unsigned long long* stamp) {                          \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        mmvq<T, NT, true>(raw, nullptr, xq, xd, xs, out, n, k, ts, qk);                        \
     }
 
 #define MMVQ_KERNELS(suffix, T)                                                                \
@@ -354,3 +369,22 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     MMVQ_KERNEL(suffix, T, 6)                                                                  \
     MMVQ_KERNEL(suffix, T, 7)                                                                  \
     MMVQ_KERNEL(suffix, T, 8)
+
+// x [NT, k] f32 -> xq int8 [NT][k], xd f32 [NT][k / 32], xs int [NT][k / 16] in global memory,
+// one thread per run of 32 values (grid: matvec.py's quantize_geometry), for mmvq_qx_*.
+#define QUANTIZE_Q8_KERNEL(NT)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
+        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xq, float* xd, int* xs,     \
+                          unsigned long long* stamp) {                                         \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        quantize_x<NT>(x, k, xq, xd, xs, blockIdx.x * blockDim.x + threadIdx.x,                \
+                       gridDim.x * blockDim.x);                                                \
+    }
+QUANTIZE_Q8_KERNEL(1)
+QUANTIZE_Q8_KERNEL(2)
+QUANTIZE_Q8_KERNEL(3)
+QUANTIZE_Q8_KERNEL(4)
+QUANTIZE_Q8_KERNEL(5)
+QUANTIZE_Q8_KERNEL(6)
+QUANTIZE_Q8_KERNEL(7)
+QUANTIZE_Q8_KERNEL(8)

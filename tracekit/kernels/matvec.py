@@ -34,8 +34,8 @@ import numpy as np
 
 from tracekit.kernels import cuda, dequant
 from tracekit.kernels.checks import KernelInputError, require_array
-from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div
-from tracekit.quants import QUANT_TABLE, QuantType, quant_type
+from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d
+from tracekit.quants import QUANT_TABLE, QUANTIZED_TYPES, QuantType, quant_type
 
 FAMILY = "matvec"
 #: The most tokens one matvec launch takes (decode and speculative-sized batches); larger
@@ -66,11 +66,17 @@ def kernel_name(qt: QuantType, nt: int) -> str:
     return f"{'mmvq' if qt.is_quantized else 'matvec'}_{qt.suffix}_n{nt}"
 
 
+def qx_kernel_name(qt: QuantType, nt: int) -> str:
+    """mmvq's variant that reads x already quantized (by ``quantize_q8_n<nt>``)."""
+    return f"mmvq_qx_{qt.suffix}_n{nt}"
+
+
 def kernel_names() -> frozenset[str]:
     """Every matvec kernel name (each times itself when given a stamp slot: cuda.STAMPED)."""
-    return frozenset(
-        kernel_name(qt, nt) for qt in QUANT_TABLE.values() for nt in range(1, MAX_NT + 1)
-    )
+    nts = range(1, MAX_NT + 1)
+    names = {kernel_name(qt, nt) for qt in QUANT_TABLE.values() for nt in nts}
+    names |= {qx_kernel_name(qt, nt) for qt in QUANTIZED_TYPES for nt in nts}
+    return frozenset(names | {f"quantize_q8_n{nt}" for nt in nts})
 
 
 cuda.register_stamped(kernel_names())
@@ -227,6 +233,10 @@ def ref_matvec(
     return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out)
 
 
+#: Whether mmvq takes x quantized by its own launch (quantize_q8, then mmvq_qx: two launches per
+#: node, full grid) or quantizes it in every block's prologue (one launch, a capped grid):
+#: scripts/bench_matvec.py measures both.
+MMVQ_QX = True
 #: mmvq's __launch_bounds__ minimum of resident 256-thread blocks per SM (caps its registers).
 MMVQ_MIN_BLOCKS = 3
 
@@ -308,6 +318,7 @@ def launch_matvec(
     wpr: int | None = None,
     warps_per_sm: int = MMVQ_WARPS_PER_SM,
     min_blocks: int = MMVQ_MIN_BLOCKS,
+    prequantize: bool | None = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -354,6 +365,8 @@ def launch_matvec(
             f"mmvq weight starts {raw.data.ptr % 16} bytes past a 16-byte boundary; it must be "
             "aligned (each type's fields are read at their block's fixed alignment)"
         )
+    if MMVQ_QX if prequantize is None else prequantize:
+        return o, _launch_qx(x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks)
     sms, smem_max = _device_limits()
     per_launch = max(1, min(nt, smem_max // mmvq_shared_bytes(1, k)))
     if mmvq_shared_bytes(1, k) > smem_max:
@@ -375,3 +388,41 @@ def launch_matvec(
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
         recs.append(_record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, shared_bytes=smem))
     return o, recs
+
+
+def _launch_qx(
+    x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any,
+    rows_per_block: int | None, unroll: int | None, wpr: int | None, min_blocks: int,
+) -> list[LaunchRecord]:  # fmt: skip
+    """quantize_q8_n<nt> (x -> 8 bits in global memory, one thread per run of 32) then
+    mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches."""
+    import cupy
+
+    nt, k = (int(v) for v in x.shape)
+    n = int(shape[0])
+    xq = cupy.empty((nt, k), cupy.int8)
+    xd = cupy.empty((nt, k // 32), cupy.float32)
+    xsum = cupy.empty((nt, k // 16), cupy.int32)
+    qgeo = grid_1d(nt * (k // 32), 256)
+    qfn = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks).get_function(f"quantize_q8_n{nt}")
+    cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xq, xd, xsum, cuda.NO_STAMP))
+    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xq, xd, xsum],
+                           flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
+    geo = geometry(n, k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
+    ts, qk = block_sizes(qt)
+    fn = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks).get_function(qx_kernel_name(qt, nt))
+    args = (raw, xq, xd, xsum, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk),
+            cuda.NO_STAMP)  # fmt: skip
+    cuda.launch(fn, geo.grid, geo.block, args)
+    rec = LaunchRecord.of(qx_kernel_name(qt, nt), geo, reads=[raw, xq, xd, xsum], writes=[o],
+                          flops=2 * nt * n * k, path=PATH, math_path=MATH_MMVQ)  # fmt: skip
+    return [qrec, rec]
+
+
+def ref_quantize_record(x: np.ndarray) -> LaunchRecord:
+    """The NumPy backend's record of quantize_q8 (its values are :func:`quantize_q8`'s, which
+    :func:`ref_mmvq` computes): the same bytes as the GPU launch's."""
+    nt, k = (int(v) for v in x.shape)
+    written = nt * k + 4 * nt * (k // 32) + 4 * nt * (k // 16)
+    return LaunchRecord.of("numpy_quantize_q8", None, reads=[x], bytes_written=written,
+                           flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
