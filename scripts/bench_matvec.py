@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [(8, u, w, m) for u in (1, 2) for w in (24, 32, 48) for m in (2, 3, 4)]
+    sweep = [(8, u, 32, m, q, p) for u in (1, 2) for m in (2, 3, 4) for q in (1, 0) for p in (1, 0)]
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
     rows = []
     for (n, k), qt in ((sh, qt) for sh in shapes for qt in types):
@@ -83,28 +83,32 @@ def main(argv: list[str] | None = None) -> int:
             first = (n, k) == shapes[0]
             rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
-            default = [(rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS)]
+            qx0 = int(matvec.MMVQ_QX)
+            pf0 = int(matvec.MMVQ_PREFETCH)
+            default = [(rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx0, pf0)]
+            if qt.is_quantized:  # the other variant too, each timed with all its launches
+                default.append((*default[0][:4], 1 - qx0, pf0))
             configs = sweep if first and nt == 1 and qt.name in sweep_types else default
-            for rpb, unroll, wps, mb in configs:
+            for rpb, unroll, wps, mb, qx, pf in configs:
 
-                def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, x=x, out=out, raws=raws, qt=qt,
-                       shape=(n, k)):  # fmt: skip
+                def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, x=x, out=out,
+                       raws=raws, qt=qt, shape=(n, k)):  # fmt: skip
                     w = raws[i % len(raws)]
                     return matvec.launch_matvec(
                         x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll,
-                        warps_per_sm=wps, min_blocks=mb,
+                        warps_per_sm=wps, min_blocks=mb, prequantize=bool(qx), prefetch=bool(pf),
                     )  # fmt: skip
 
                 s = timed(fn)
                 pct = 100 * nbytes / s / copy_bps
                 row = {
                     "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
-                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
+                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
                     "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
                 }  # fmt: skip
                 rows.append(row)
                 print(
-                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb}: {s * 1e6:7.2f} us "
+                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf}: {s * 1e6:7.2f} us "
                     f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
                     flush=True,
                 )
@@ -113,15 +117,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
     print(
-        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks) | met |"
+        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch) | met |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for (n, k), qt, nt in ((sh, qt, nt) for sh in shapes for qt in types for nt in nts):
         mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
-        dflt = (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS)
-        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks")
+        dflt = (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, int(matvec.MMVQ_QX),
+                int(matvec.MMVQ_PREFETCH))  # fmt: skip
+        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch")
         d = next(r for r in mine if tuple(r[c] for c in key) == dflt)
         b = min(mine, key=lambda r: r["us"])
         met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"

@@ -246,6 +246,24 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
 // / rows per block) (rows grid-strided), dynamic shared memory = mmvq_shared_bytes(NT, k).
+// MMVQ_PREFETCH: a row's weight bytes are asked into L2 with one bulk prefetch (sm_90's
+// cp.async.bulk.prefetch.L2) when a warp starts the row before it, so a lane's loads of the
+// row find them in L2 instead of each waiting its own DRAM round trip (no registers held).
+#ifndef MMVQ_PREFETCH
+#define MMVQ_PREFETCH 1
+#endif
+__device__ __forceinline__ void prefetch_row_l2(const u8* raw, i64 row_bytes, int row, int n) {
+#if MMVQ_PREFETCH && __CUDA_ARCH__ >= 900
+    if (row >= n || threadIdx.x != 0 || threadIdx.y != 0) return;
+    // 16-byte aligned start and size, inside [raw, raw + n row_bytes) (raw is 16-aligned)
+    const i64 a = ((i64)row * row_bytes) & ~(i64)15;
+    const i64 b = min((i64)(row + 1) * row_bytes + 15, (i64)n * row_bytes) & ~(i64)15;
+    if (b > a)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(raw + a), "r"((u32)(b - a))
+                     : "memory");
+#endif
+}
+
 // QX: x arrives quantized (quantize_q8's xq / xd / xs in global memory, read through L1), so
 // the block has no prologue and the grid is not capped; else the block quantizes x itself.
 template <class T, int NT, bool QX>
@@ -271,6 +289,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     // prologue's
     CodeItem<NG> it[MV_UNROLL];
     int row = blockIdx.x * blockDim.z + threadIdx.z;
+    const i64 row_bytes = (i64)nb * T::TS;
+    prefetch_row_l2(raw, row_bytes, row, n);
     if (row < n) {
         const u8* w = raw + (i64)row * nb * T::TS;
 #pragma unroll
@@ -287,6 +307,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     bool loaded = true;
     for (int base = blockIdx.x * blockDim.z; base < n; base += gridDim.x * blockDim.z) {
         row = base + threadIdx.z;
+        prefetch_row_l2(raw, row_bytes, row + gridDim.x * blockDim.z, n);  // this warp's next
         float acc[NT];
 #pragma unroll
         for (int t = 0; t < NT; ++t) acc[t] = 0.0f;

@@ -47,7 +47,7 @@ ROWS_PER_BLOCK = 4
 UNROLL = 4
 #: mmvq's: items loaded per lane before their dot products (each item's codes stay in
 #: registers until used, so more means fewer resident warps)
-MMVQ_UNROLL = 2
+MMVQ_UNROLL = 1
 #: Warps a launch aims to run (about half of an H200's 132 SMs x 64 warp slots): rows fewer than
 #: this get several warps each.
 TARGET_WARPS = 4096
@@ -238,11 +238,17 @@ def ref_matvec(
 #: scripts/bench_matvec.py measures both.
 MMVQ_QX = True
 #: mmvq's __launch_bounds__ minimum of resident 256-thread blocks per SM (caps its registers).
-MMVQ_MIN_BLOCKS = 3
+MMVQ_MIN_BLOCKS = 4
+
+
+#: mmvq: prefetch each row's bytes into L2 with one bulk prefetch (matvec.cu's MMVQ_PREFETCH)
+MMVQ_PREFETCH = True
 
 
 @functools.cache
-def _module(suffix: str, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS) -> Any:
+def _module(
+    suffix: str, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS, prefetch: bool = MMVQ_PREFETCH
+) -> Any:
     """matvec.cu with the kernels of one type (from the quant table), compiled once."""
     import cupy
 
@@ -254,14 +260,21 @@ def _module(suffix: str, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS) -> Any:
         src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
     else:
         src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
-    opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}")
+    opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
+            f"-DMMVQ_PREFETCH={int(prefetch)}")  # fmt: skip
     return cupy.RawModule(code=src, options=opts)
 
 
 @functools.cache
-def _kernel(suffix: str, nt: int, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS) -> Any:
+def _kernel(
+    suffix: str,
+    nt: int,
+    unroll: int,
+    min_blocks: int = MMVQ_MIN_BLOCKS,
+    prefetch: bool = MMVQ_PREFETCH,
+) -> Any:
     qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
-    return _module(suffix, unroll, min_blocks).get_function(kernel_name(qt, nt))
+    return _module(suffix, unroll, min_blocks, prefetch).get_function(kernel_name(qt, nt))
 
 
 def mmvq_shared_bytes(nt: int, k: int) -> int:
@@ -319,6 +332,7 @@ def launch_matvec(
     warps_per_sm: int = MMVQ_WARPS_PER_SM,
     min_blocks: int = MMVQ_MIN_BLOCKS,
     prequantize: bool | None = None,
+    prefetch: bool = MMVQ_PREFETCH,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -366,7 +380,9 @@ def launch_matvec(
             "aligned (each type's fields are read at their block's fixed alignment)"
         )
     if MMVQ_QX if prequantize is None else prequantize:
-        return o, _launch_qx(x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks)
+        return o, _launch_qx(
+            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch
+        )
     sms, smem_max = _device_limits()
     per_launch = max(1, min(nt, smem_max // mmvq_shared_bytes(1, k)))
     if mmvq_shared_bytes(1, k) > smem_max:
@@ -381,7 +397,7 @@ def launch_matvec(
         geo, smem = mmvq_geometry(
             n, k, t1 - t0, sms, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr, warps_per_sm
         )
-        fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks)
+        fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks, prefetch)
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = smem
         args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
@@ -393,6 +409,7 @@ def launch_matvec(
 def _launch_qx(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any,
     rows_per_block: int | None, unroll: int | None, wpr: int | None, min_blocks: int,
+    prefetch: bool,
 ) -> list[LaunchRecord]:  # fmt: skip
     """quantize_q8_n<nt> (x -> 8 bits in global memory, one thread per run of 32) then
     mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches."""
@@ -404,13 +421,14 @@ def _launch_qx(
     xd = cupy.empty((nt, k // 32), cupy.float32)
     xsum = cupy.empty((nt, k // 16), cupy.int32)
     qgeo = grid_1d(nt * (k // 32), 256)
-    qfn = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks).get_function(f"quantize_q8_n{nt}")
+    mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch)
+    qfn = mod.get_function(f"quantize_q8_n{nt}")
     cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xq, xd, xsum, cuda.NO_STAMP))
     qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xq, xd, xsum],
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
     geo = geometry(n, k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
-    fn = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks).get_function(qx_kernel_name(qt, nt))
+    fn = mod.get_function(qx_kernel_name(qt, nt))
     args = (raw, xq, xd, xsum, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk),
             cuda.NO_STAMP)  # fmt: skip
     cuda.launch(fn, geo.grid, geo.block, args)
