@@ -14,7 +14,7 @@ for spec in "$@"; do
               tests/runner/test_matmul_paths_gpu.py tests/kernels/test_matvec_gpu.py 2>&1 \
               | tee "$OUT/parity.log" | grep -E "worst|max \||largest|passed|failed|FAILED|Error|chose" | tail -40 ;;
     mvsweep) t python3 scripts/bench_matvec.py --shapes 14336x4096 --nt 1 \
-               --sweep Q4_K,Q6_K,Q4_0,Q3_K --json "$OUT/bm.json" > "$OUT/bm.log" 2>&1
+               --sweep Q4_K,Q6_K,Q3_K --json "$OUT/bm.json" > "$OUT/bm.log" 2>&1
              sed -n '/^summary/,$p' "$OUT/bm.log"
              grep " wps=" "$OUT/bm.log" | sort -k7 -n -r | head -0 ;;
     calib)
