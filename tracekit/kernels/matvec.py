@@ -236,7 +236,7 @@ def ref_matvec(
 #: Whether mmvq takes x quantized by its own launch (quantize_q8, then mmvq_qx: two launches per
 #: node, full grid) or quantizes it in every block's prologue (one launch, a capped grid):
 #: scripts/bench_matvec.py measures both.
-MMVQ_QX = True
+MMVQ_QX = False
 #: mmvq's __launch_bounds__ minimum of resident 256-thread blocks per SM (caps its registers).
 MMVQ_MIN_BLOCKS = 4
 
