@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
     # ``tracekit.ModelError`` (what load_model raises), imported on first use: ``import
     # tracekit`` stays light (no gguf/numpy import until a model is touched).
     if name == "ModelError":
-        from tracekit.runner.model import ModelError
+        from tracekit.model.config import ModelError
 
         return ModelError
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

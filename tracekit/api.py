@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.runner.model import Model, ModelConfig, ModelError
+from tracekit.model.config import Model, ModelConfig, ModelError
 
 __all__ = ["Model", "ModelConfig", "ModelError", "dequantize", "embed", "load_model"]
 
@@ -26,7 +26,7 @@ __all__ = ["Model", "ModelConfig", "ModelError", "dequantize", "embed", "load_mo
 def load_model(path: str | os.PathLike[str]) -> Model:
     """Load and validate a GGUF model (llama, qwen2 or gemma3).
 
-    The returned :class:`~tracekit.runner.model.Model` has ``logits(token_ids, backend="auto")``
+    The returned :class:`~tracekit.model.config.Model` has ``logits(token_ids, backend="auto")``
     (the prompt's logits at every position, float32 ``[n_tokens, n_vocab]``, one untraced
     prefill), ``tokenize(text)`` / ``detokenize(ids)`` with the file's own tokenizer, ``config``
     and ``graph``.
@@ -35,7 +35,7 @@ def load_model(path: str | os.PathLike[str]) -> Model:
         ModelError: a missing or malformed file, an unsupported architecture, missing tensors or
             tensors that disagree with the metadata (every problem listed, one per line).
     """
-    from tracekit.runner.model import load_model as _load
+    from tracekit.model.config import load_model as _load
 
     return _load(path)
 

@@ -27,7 +27,7 @@ from tracekit.runner.replay import REPLAY_MODES, StepReplay
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
-    from tracekit.runner.model import Model
+    from tracekit.model.config import Model
 
 #: Default KV cache length when the session is not told (the model's context, capped): 4096
 #: positions of a 30-layer, 3 kv-head, head_dim 64 model are 189 MB of f32 K and V.
@@ -136,7 +136,7 @@ class Session:
     """A model on a backend with its KV cache: run steps, or a whole generation.
 
     Args:
-        model: a loaded :class:`~tracekit.runner.model.Model`.
+        model: a loaded :class:`~tracekit.model.config.Model`.
         backend: a Backend instance or name (``"numpy"``, ``"cupy"``, ``"auto"``).
         n_ctx: KV cache length in tokens (default: the model's context, at most 4096).
         replay: how decode steps after the first run (see ``tracekit/runner/replay.py``):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracekit.runner.model import ModelConfig
+    from tracekit.model.config import ModelConfig
 
 #: Step inputs a node may read besides other nodes and weights.
 STEP_INPUTS = ("tokens", "positions", "rows")
@@ -183,7 +183,7 @@ class _Builder:
 
 
 def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None) -> Graph:
-    """The forward graph of a model of one of the supported architectures (tracekit.runner.model).
+    """The forward graph of a model of one of the supported architectures (tracekit.model.config).
 
     Args:
         config: the model's configuration.

@@ -16,7 +16,7 @@ from tracekit.runner.graph import Node
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
-    from tracekit.runner.model import Weights
+    from tracekit.model.config import Weights
 
 
 class OpError(ValueError):

@@ -59,10 +59,11 @@ import numpy as np
 
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
-from tracekit.runner import perf
-from tracekit.runner.outpath import InterruptedAfterWrite, check_output_path, held_signals
 from tracekit.runner.stamps import StampTimer
-from tracekit.runner.tensors import (
+from tracekit.trace import perf
+from tracekit.trace.format import FORMAT, MAX_TRACE_STEPS, VERSION, utc_now, write_trace
+from tracekit.trace.outpath import InterruptedAfterWrite, check_output_path, held_signals
+from tracekit.trace.tensors import (
     DumpError,
     DumpLimitError,
     Dumps,
@@ -73,12 +74,11 @@ from tracekit.runner.tensors import (
     remove_old_sidecars,
     write_sidecar,
 )
-from tracekit.runner.trace import FORMAT, MAX_TRACE_STEPS, VERSION, utc_now, write_trace
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
+    from tracekit.model.config import Model
     from tracekit.runner.graph import Node
-    from tracekit.runner.model import Model
 
 DOMAIN = "tracekit"
 TOP_K = 10
@@ -562,12 +562,12 @@ def _node_record(
 
 
 def _resolve_model(model: Any) -> Model:
-    from tracekit.runner.model import Model, load_model
+    from tracekit.model.config import Model, load_model
 
     if isinstance(model, Model):
         return model
     if model is None:
-        from tracekit.runner.demo import demo_model_path
+        from tracekit.model.demo import demo_model_path
 
         model = demo_model_path()
     return load_model(model)
@@ -637,10 +637,10 @@ def record_trace(
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
         dump: keep the whole output of every node whose name matches this regex
             (``re.fullmatch``), every step, in the trace's tensor sidecar
-            (tracekit/runner/tensors.py); taken in the full pass (the timing pass under
+            (tracekit/trace/tensors.py); taken in the full pass (the timing pass under
             ``capture="timing"``) and read back after the pass's timed wall.
         save_logits: keep each step's logits row and the token ids in the sidecar too.
-        dump_limit: refuse (:class:`~tracekit.runner.tensors.DumpLimitError`, before any
+        dump_limit: refuse (:class:`~tracekit.trace.tensors.DumpLimitError`, before any
             kernel runs) when the sidecar's estimated size exceeds this many bytes.
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
 
@@ -688,7 +688,7 @@ def record_trace(
         )
     plan = plan_dump(model, dump, save_logits, len(ids), steps, capture, cuda_graph)
     if plan is not None and dump_limit is not None and plan.bytes > dump_limit:
-        from tracekit.runner.perf import fmt_bytes
+        from tracekit.trace.perf import fmt_bytes
 
         raise DumpLimitError(
             f"the tensor sidecar would hold {plan.count} tensors, {fmt_bytes(plan.bytes)} "
@@ -904,7 +904,7 @@ def plan_dump(
 
 
 def _write(trace: dict[str, Any], out_path: Path, dumps: Dumps | None) -> Path:
-    """The trace, and first its tensor sidecar (tracekit/runner/tensors.py: atomic as a pair)."""
+    """The trace, and first its tensor sidecar (tracekit/trace/tensors.py: atomic as a pair)."""
     if dumps is None:
         path = write_trace(trace, out_path)
         remove_old_sidecars(out_path, keep=None)  # an earlier recording's, now unreferenced
@@ -944,7 +944,7 @@ def _write_final(
 ) -> Path:
     """Finish and write the trace with SIGINT/SIGTERM held: a Ctrl-C here (serialising and
     checking a 31 MB trace takes ~20 s on 2 cores) used to discard the whole recording. A held
-    signal raises :class:`~tracekit.runner.outpath.InterruptedAfterWrite` once it is written."""
+    signal raises :class:`~tracekit.trace.outpath.InterruptedAfterWrite` once it is written."""
     with held_signals() as held:
         t0 = time.perf_counter()
         if progress:

@@ -6,7 +6,7 @@ every value it decodes is non-finite) and all-zero blocks (all its scale fields 
 it decodes is 0, as when a block's bytes were zeroed); for float tensors (F32/F16/BF16) every
 value is checked for Inf/NaN. The first bad block is named by tensor, block index, row and byte
 offset in the file; counts are kept per tensor. Shapes and types are checked against the
-metadata as :func:`~tracekit.runner.model.load_model` does. A type without a row in
+metadata as :func:`~tracekit.model.config.load_model` does. A type without a row in
 :data:`SCALE_FIELDS` (from the quant table) is listed as not scanned, never guessed at.
 """
 
@@ -162,7 +162,7 @@ def check_model(path: str | os.PathLike[str]) -> CheckReport:
     Raises:
         ModelError: the file cannot be read as GGUF (missing, truncated, malformed layout).
     """
-    from tracekit.runner.model import _check_tensors, _read_config, open_reader, read_tensors
+    from tracekit.model.config import _check_tensors, _read_config, open_reader, read_tensors
 
     t0 = time.perf_counter()
     p = Path(path)

@@ -47,19 +47,19 @@ import gguf
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from tracekit.quants import QUANT_TABLE, QuantType, supported_names
-from tracekit.runner.metadata import (
+from tracekit.model.metadata import (
     check_token_ids,
     check_vocab,
     shorten_words,
     sliding_window_layers,
 )
+from tracekit.quants import QUANT_TABLE, QuantType, supported_names
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
     from tracekit.kernels.launch import LaunchRecord
+    from tracekit.model.tokenizer import GGUFTokenizer
     from tracekit.runner.graph import Graph
-    from tracekit.runner.tokenizer import GGUFTokenizer
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
 #: Rope scalings tracekit runs: ``rope.scaling.type`` values, and ``llama3`` (rope_freqs.weight).
@@ -767,7 +767,7 @@ class Model:
     def tokenizer(self) -> GGUFTokenizer:
         """The file's tokenizer (built on first use); raises TokenizerError if it has none."""
         if self._tokenizer is None:
-            from tracekit.runner.tokenizer import load_tokenizer
+            from tracekit.model.tokenizer import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.reader)
         return self._tokenizer
