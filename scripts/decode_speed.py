@@ -69,8 +69,7 @@ def measure(
     import numpy as np
 
     from tracekit.kernels.backend import get_backend
-    from tracekit.model.config import load_model
-    from tracekit.runner.execute import Session
+    from tracekit.runner.execute import Session, load_model
 
     model = load_model(path)
     be = get_backend(backend_name, matmul, w16_cache)

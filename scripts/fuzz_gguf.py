@@ -849,7 +849,7 @@ def run_subprocess(argv: list[str], timeout: float) -> dict[str, Any]:
 
 def _diagnose(path: Path) -> str:
     """What `load_model` (then the tokenizer) raises: ModelError / TokenizerError expected."""
-    from tracekit.model.config import load_model
+    from tracekit.runner.execute import load_model
 
     try:
         model = load_model(path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from tracekit._version import __version__
 
 __all__ = ["ModelError", "__version__", "dequantize", "embed", "load_model"]
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.model.config import Model, ModelConfig, ModelError
+from tracekit.model.config import ModelConfig, ModelError
+from tracekit.runner.execute import Model
 
 __all__ = ["Model", "ModelConfig", "ModelError", "dequantize", "embed", "load_model"]
 
@@ -35,7 +36,7 @@ def load_model(path: str | os.PathLike[str]) -> Model:
         ModelError: a missing or malformed file, an unsupported architecture, missing tensors or
             tensors that disagree with the metadata (every problem listed, one per line).
     """
-    from tracekit.model.config import load_model as _load
+    from tracekit.runner.execute import load_model as _load
 
     return _load(path)
 

@@ -463,7 +463,7 @@ def info_text(model: Any, tensors: bool = False) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from tracekit.model.config import load_model
+    from tracekit.runner.execute import load_model
 
     if not Path(args.model).is_file():
         what = "is a folder" if Path(args.model).is_dir() else "does not exist"

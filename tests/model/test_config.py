@@ -15,8 +15,9 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType as V
 
 from tracekit.kernels.backend import NumpyBackend
-from tracekit.model.config import ModelError, expected_tensors, load_model
+from tracekit.model.config import ModelError, expected_tensors
 from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import load_model
 
 
 def smollm2_path() -> Path | None:

@@ -15,8 +15,9 @@ from gguf import GGUFValueType as V
 import tracekit
 from tests.model.test_config import problems_of, rewrite
 from tracekit.cli import main
-from tracekit.model.config import ModelError, load_model
+from tracekit.model.config import ModelError
 from tracekit.model.synthetic import write_synthetic_model
+from tracekit.runner.execute import load_model
 
 
 @pytest.fixture(scope="module")

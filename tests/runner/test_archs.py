@@ -22,7 +22,8 @@ import gguf
 import numpy as np
 import pytest
 
-from tracekit.model.config import ModelError, load_model
+from tracekit.model.config import ModelError
+from tracekit.runner.execute import load_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner.test_gpu_parity import compare
-from tracekit.model.config import load_model
+from tracekit.runner.execute import load_model
 
 pytestmark = pytest.mark.gpu
 

@@ -31,10 +31,9 @@ import pytest
 
 from tests.model.test_config import smollm2_path
 from tracekit.kernels.backend import get_backend
-from tracekit.model.config import Model, load_model
 from tracekit.model.demo import write_demo_model
 from tracekit.model.synthetic import SPECS, write_synthetic_model
-from tracekit.runner.execute import Session
+from tracekit.runner.execute import Model, Session, load_model
 
 pytestmark = pytest.mark.gpu
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.model.config import expected_tensors, load_model
+from tracekit.model.config import expected_tensors
 from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import load_model
 from tracekit.runner.graph import OP_FAMILY, STEP_INPUTS, build_graph
 from tracekit.runner.ops import ARMS
 

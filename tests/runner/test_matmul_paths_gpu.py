@@ -18,9 +18,8 @@ import pytest
 
 from tracekit.kernels.backend import get_backend
 from tracekit.kernels.matvec import MAX_NT
-from tracekit.model.config import load_model
 from tracekit.model.demo import write_demo_model
-from tracekit.runner.execute import Session
+from tracekit.runner.execute import Session, load_model
 
 pytestmark = pytest.mark.gpu
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from tests.model.test_config import smollm2_path
-from tracekit.model.config import load_model
 from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import load_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

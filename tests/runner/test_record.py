@@ -11,9 +11,8 @@ import pytest
 
 from tracekit.kernels.backend import NumpyBackend
 from tracekit.kernels.stats import tensor_stats
-from tracekit.model.config import load_model
 from tracekit.runner import record as record_mod
-from tracekit.runner.execute import Session
+from tracekit.runner.execute import Session, load_model
 from tracekit.runner.record import (
     CUDA_GRAPH_NOTE,
     RecordInterrupted,

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.backend import get_backend
-from tracekit.model.config import load_model
 from tracekit.model.demo import write_demo_model
 from tracekit.model.synthetic import write_synthetic_model
-from tracekit.runner.execute import GenerationError, Session
+from tracekit.runner.execute import GenerationError, Session, load_model
 
 pytestmark = pytest.mark.gpu
 

@@ -17,8 +17,8 @@ from safetensors.numpy import load_file
 from tests.model.test_config import smollm2_path
 from tracekit.cli import main
 from tracekit.kernels.backend import NumpyBackend
-from tracekit.model.config import load_model
 from tracekit.model.demo import write_demo_model
+from tracekit.runner.execute import load_model
 from tracekit.trace.diff import diff_traces
 from tracekit.trace.format import TraceError, load_trace
 from tracekit.trace.tensors import load_tensors, sidecar_path

@@ -16,7 +16,7 @@ from tracekit.runner.graph import Node
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
-    from tracekit.model.config import Weights
+    from tracekit.model.weights import Weights
 
 
 class OpError(ValueError):

@@ -256,6 +256,12 @@ def _relevance(err: Any) -> Any:
     return (key[0], _Earlier(key[1]), *key[2:])
 
 
+def sig(x: float | None, digits: int = 5) -> float | None:
+    """A time or rate as the trace stores it: 5 significant digits (timer noise is far above
+    1e-5 relative, and 17-digit floats would cost ~70 B per node record)."""
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
