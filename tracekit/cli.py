@@ -424,8 +424,8 @@ def _fmt_bytes(n: int) -> str:
 
 def info_text(model: Any, tensors: bool = False) -> str:
     """What ``tracekit info`` prints for a loaded model."""
-    from tracekit.model.config import describe_arch
     from tracekit.model.metadata import printable
+    from tracekit.trace.arch_settings import describe_arch
 
     c = model.config
     path = Path(model.path)

@@ -134,7 +134,7 @@ def _nan_alert(trace: Trace, where: str) -> html.Div | None:
 # -- overview --------------------------------------------------------------------------------
 def _arch_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
     """Rope type and factors, soft-caps, window per layer (traces before issue 14 have none)."""
-    from tracekit.model.config import describe_arch
+    from tracekit.trace.arch_settings import describe_arch
 
     settings = m.get("arch_settings")
     return describe_arch(settings) if isinstance(settings, dict) else []
