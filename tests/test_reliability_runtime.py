@@ -82,7 +82,7 @@ def spy_backend(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def spy(spy_backend: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """``spy_backend``, and the two other ways to compute on tensors logged too (and refused):
     the statistics of a node's output and the upload (dequantization) of the weights."""
-    import tracekit.model.config as model_mod
+    import tracekit.runner.execute as execute_mod
     import tracekit.runner.record as record_mod
 
     def stats(*a: Any, **k: Any) -> Any:
@@ -94,7 +94,7 @@ def spy(spy_backend: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
         raise AssertionError("weights were uploaded")
 
     monkeypatch.setattr(record_mod, "tensor_stats", stats)
-    monkeypatch.setattr(model_mod.Model, "_prepare", prepare)
+    monkeypatch.setattr(execute_mod.Model, "_prepare", prepare)
     return spy_backend
 
 

@@ -1,4 +1,5 @@
-"""A node timer per backend, one interface: GPU stamps on CuPy (:class:`~tracekit.runner.stamps.StampTimer`), the host clock on NumPy (:class:`HostTimer`).
+"""A node timer per backend, one interface: GPU stamps on CuPy
+(:class:`~tracekit.runner.stamps.StampTimer`), the host clock on NumPy (:class:`HostTimer`).
 
 The tracer times every node with it (``record.Tracer``), and ``Model.weights`` the w16 cache's
 warm-up (the trace's ``load`` phase): ``begin`` once, ``start``/``stop`` around each node,
@@ -76,6 +77,6 @@ class HostTimer:
 
 def node_timer(be: Any, n: int) -> HostTimer | StampTimer:
     """n node slots timed on ``be``'s clock: per-launch GPU stamps on cupy, the host clock on
-    numpy (the load phase's dequant nodes use it too, ``Model._prepare``): ``begin`` once,
-    ``start``/``stop`` around each node, ``end`` once, then ``times``."""
+    numpy (the load phase's dequant nodes use it too, ``execute.Model._prepare``): ``begin``
+    once, ``start``/``stop`` around each node, ``end`` once, then ``times``."""
     return StampTimer(n) if be.name == "cupy" else HostTimer(n)
