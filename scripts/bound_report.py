@@ -36,7 +36,7 @@ PROMPT = [3, 17, 42, 7, 99, 5, 11, 23]
 
 def record(model: Path, backend: str, steps: int, graph: bool, out: Path) -> dict[str, Any]:
     from tracekit.runner.record import record_trace
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     path = record_trace(
         model, tokens=PROMPT, steps=steps, backend=backend, capture="timing", output=out,
@@ -47,7 +47,7 @@ def record(model: Path, backend: str, steps: int, graph: bool, out: Path) -> dic
 
 def report(trace: dict[str, Any], mode: str) -> list[str]:
     """The report lines of the trace's last decode step; failures start with 'FAIL'."""
-    from tracekit.runner.perf import fmt_time
+    from tracekit.trace.perf import fmt_time
 
     step = trace["steps"][-1]
     nodes, recs = trace["nodes"], step["nodes"]

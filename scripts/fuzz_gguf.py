@@ -323,14 +323,14 @@ def prepare_bases(work: Path, names: Sequence[str]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for name in names:
         if name == "demo":
-            from tracekit.runner import demo
+            from tracekit.model import demo
 
             p = work / "demo.gguf"
             if not p.exists():
                 demo.write_demo_model(p)
             out[name] = p
         elif name == "gemma3":
-            from tracekit.runner.synthetic import write_synthetic_model
+            from tracekit.model.synthetic import write_synthetic_model
 
             p = work / "synthetic-gemma3.gguf"
             if not p.exists():
@@ -775,7 +775,7 @@ def _check_output(name: str, out: str, trace: Path) -> tuple[bool, str]:
     if not trace.exists():
         return False, f"exit 0 but no trace at {trace}"
     try:
-        from tracekit.runner.trace import load_trace
+        from tracekit.trace.format import load_trace
 
         load_trace(trace)
     except Exception as e:  # the trace loader's own error names what is wrong
@@ -849,7 +849,7 @@ def run_subprocess(argv: list[str], timeout: float) -> dict[str, Any]:
 
 def _diagnose(path: Path) -> str:
     """What `load_model` (then the tokenizer) raises: ModelError / TokenizerError expected."""
-    from tracekit.runner.model import load_model
+    from tracekit.runner.execute import load_model
 
     try:
         model = load_model(path)

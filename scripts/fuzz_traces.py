@@ -583,7 +583,7 @@ def judge(
 ) -> dict[str, Any]:
     """Write mutant ``m`` and run it through load_trace, then the dashboard when asked (for a
     rejected file: ``dash_rejected``; for an accepted one: ``dash_accepted``)."""
-    from tracekit.runner.trace import TraceError, load_trace
+    from tracekit.trace.format import TraceError, load_trace
 
     path = workdir / f"mutant-{m.index}.json"
     path.write_bytes(m.data)
@@ -634,7 +634,7 @@ def worker_main(base: Path, seed: int, workdir: Path, dash_every: int) -> int:
     logging.disable(logging.CRITICAL)  # Flask logs each exception it propagates
     data = base.read_bytes()
     workdir.mkdir(parents=True, exist_ok=True)
-    import tracekit.runner.trace  # noqa: F401 - imported before the first timed case
+    import tracekit.trace.format  # noqa: F401 - imported before the first timed case
     import tracekit.viz.app  # noqa: F401
 
     proto.write("ready\n")

@@ -8,7 +8,7 @@ source "$(dirname "$0")/gpu_env.sh"  # $OUT, the wheels, PYTHONPATH, the cache, 
 python3 -c "import safetensors, cupy" || { echo "need safetensors and cupy (see .whl)"; exit 1; }
 LOG="$OUT/i15-gpu-tests.log"
 timeout -k 5 540 python3 -m pytest -q -s -rA -m gpu -p no:cacheprovider \
-  tests/runner/test_tensors_gpu.py > "$LOG" 2>&1
+  tests/trace/test_tensors_gpu.py > "$LOG" 2>&1
 rc=$?
 echo "=== reports (from $LOG)"
 grep -E "^(demo|SmolLM2|\+0.01).*:$|^path:|^largest|^first node introducing|^first divergence|^node outputs above" "$LOG"

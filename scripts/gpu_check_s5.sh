@@ -19,7 +19,7 @@ for spec in "$@"; do
              grep " wps=" "$OUT/bm.log" | sort -k7 -n -r | head -0 ;;
     calib)
       for m in demo tests/data/archs/llama3/llama3-q8_0.gguf tests/data/archs/gemma2/gemma2-q8_0.gguf; do
-        src=$m; [ "$m" = demo ] && src=$(python3 -c "from tracekit.runner.demo import demo_model_path as p; print(p())")
+        src=$m; [ "$m" = demo ] && src=$(python3 -c "from tracekit.model.demo import demo_model_path as p; print(p())")
         n=$(basename "$m" .gguf)
         t python3 -m tracekit record-trace "$src" --backend cupy --steps 6 --prompt "The kernel reads" \
           --no-progress -o "/tmp/g-$n.json" > /dev/null 2>&1

@@ -44,8 +44,7 @@ def _one_model(name: str, be: Any, work: dict[str, Any]) -> None:
     import cupy
     from decode_speed import resolve
 
-    from tracekit.runner.execute import Session
-    from tracekit.runner.model import load_model
+    from tracekit.runner.execute import Session, load_model
     from tracekit.runner.record import Ranges, Tracer
 
     model = load_model(resolve(name))

@@ -112,7 +112,7 @@ class Run:
 
 
 #: ``--dump REGEX``: every run also writes a tensor sidecar (``--dump REGEX --save-logits``);
-#: the checks then hold for the pair (tracekit/runner/tensors.py) and kill-write aims at the
+#: the checks then hold for the pair (tracekit/trace/tensors.py) and kill-write aims at the
 #: sidecar's write, the first of the two.
 DUMP_ARGS: list[str] = []
 
@@ -145,7 +145,7 @@ def child_main(argv: list[str]) -> int:
     fd = int(os.environ["KILL_TEST_FD"])
     real, real_replace = record_mod.write_trace, os.replace
     if "--dump" in argv:  # the sidecar's write is the one announced
-        import tracekit.runner.tensors as tensors_mod
+        import tracekit.trace.tensors as tensors_mod
 
         real_bytes = tensors_mod.atomic_write_bytes
 
@@ -180,7 +180,7 @@ def prepare(workdir: Path, steps: int) -> Setup:
     env = {**os.environ, "TRACEKIT_CACHE": str(workdir / "cache"), "PYTHONUNBUFFERED": "1"}
     env.pop("TRACEKIT_DEBUG", None)
     warm = (
-        "from tracekit.runner.demo import demo_model_path\n"
+        "from tracekit.model.demo import demo_model_path\n"
         "from tracekit.kernels.ceilings import measure_ceilings\n"
         "demo_model_path(); measure_ceilings('numpy')\n"
     )
@@ -266,8 +266,8 @@ def _check_sidecars(folder: Path, out: Path, trace: Any) -> str | None:
     leave the new one orphaned, never a partial one). None when all holds."""
     from safetensors.numpy import load_file
 
-    from tracekit.runner.tensors import load_tensors
-    from tracekit.runner.trace import TraceError
+    from tracekit.trace.format import TraceError
+    from tracekit.trace.tensors import load_tensors
 
     if trace is not None:
         if not trace.get("tensors"):
@@ -286,7 +286,7 @@ def _check_sidecars(folder: Path, out: Path, trace: Any) -> str | None:
 
 def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]:
     """(ok, outcome, detail) from the exit status, stderr and what is at the output path."""
-    from tracekit.runner.trace import TraceError, load_trace
+    from tracekit.trace.format import TraceError, load_trace
 
     rc = run.returncode
     state, trace = "absent", None
@@ -303,7 +303,7 @@ def _check(setup: Setup, run: Run, out: Path, err: str) -> tuple[bool, str, str]
     if run.preseeded and state == "absent":
         return False, "previous-lost", "the pre-seeded trace is gone and nothing replaced it"
     if DUMP_ARGS:
-        from tracekit.runner.trace import load_trace
+        from tracekit.trace.format import load_trace
 
         at_path = trace if state == "new" else load_trace(out) if state == "previous" else None
         bad = _check_sidecars(out.parent, out, at_path)
@@ -423,12 +423,12 @@ def run_one(setup: Setup, run: Run) -> Run:
     if (
         strays and run.ok
     ):  # (only after a SIGKILL: _check fails a stray after SIGINT/SIGTERM)  # the next write to the path removes what the killed writer left
-        from tracekit.runner.trace import atomic_write_text
+        from tracekit.trace.format import atomic_write_text
 
         if DUMP_ARGS:  # a sidecar's temp files: removed by the next sidecar write
             import numpy as np
 
-            from tracekit.runner.tensors import write_sidecar
+            from tracekit.trace.tensors import write_sidecar
 
             made = write_sidecar(out, {"x": np.zeros(1, np.float32)}, {})
             (folder / made["file"]).unlink()

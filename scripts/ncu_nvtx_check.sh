@@ -38,8 +38,8 @@ for NODE in "${NODES[@]}"; do
 import sys
 from collections import Counter
 
-from tracekit.runner.ncu import DOMAIN, STEP_RE, read_ncu_csv
-from tracekit.runner.trace import load_trace
+from tracekit.trace.ncu import DOMAIN, STEP_RE, read_ncu_csv
+from tracekit.trace.format import load_trace
 
 trace_path, csv_path, node = sys.argv[1:]
 trace = load_trace(trace_path)

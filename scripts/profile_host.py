@@ -16,9 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> int:
     from tracekit.kernels.backend import get_backend
-    from tracekit.runner.demo import demo_model_path
-    from tracekit.runner.execute import Session
-    from tracekit.runner.model import load_model
+    from tracekit.model.demo import demo_model_path
+    from tracekit.runner.execute import Session, load_model
     from tracekit.runner.record import record_trace
 
     ap = argparse.ArgumentParser()

@@ -147,9 +147,8 @@ def main() -> int:
         )
 
     # A whole demo forward: prefill + 2 decode steps.
-    from tracekit.runner.demo import demo_model_path
-    from tracekit.runner.execute import Session
-    from tracekit.runner.model import load_model
+    from tracekit.model.demo import demo_model_path
+    from tracekit.runner.execute import Session, load_model
 
     model = load_model(demo_model_path())
     s = Session(model, gpu)  # decode 6 recorded through the dispatch chain, 7 replayed (plan)

@@ -84,7 +84,7 @@ def shoot(paths: list[Path], out: Path, node: str | None, step: int, chromium: s
     from selenium.webdriver.chrome.options import Options
     from werkzeug.serving import make_server
 
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
     from tracekit.viz.app import create_app
 
     trace = load_trace(paths[0])

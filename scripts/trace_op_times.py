@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     args = sys.argv[1:] if argv is None else argv
     t = load_trace(args[0])

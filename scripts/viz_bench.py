@@ -150,7 +150,7 @@ def bench(trace_path: Path, repeat: int, chromium: str) -> dict[str, Any]:
     from selenium.webdriver.chrome.options import Options
     from werkzeug.serving import make_server
 
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
     from tracekit.viz import data as d
     from tracekit.viz.app import create_app
 

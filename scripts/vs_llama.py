@@ -42,8 +42,7 @@ def tracekit_speed(path: Path, prefill: int, steps: int, session_kw: dict) -> di
     import numpy as np
 
     from tracekit.kernels.backend import get_backend
-    from tracekit.runner.execute import Session
-    from tracekit.runner.model import load_model
+    from tracekit.runner.execute import Session, load_model
 
     model = load_model(path)
     be = get_backend("cupy")

@@ -11,9 +11,9 @@ import gguf
 import numpy as np
 import pytest
 
-from tests.runner.test_trace import make_trace
+from tests.trace.test_format import make_trace
 from tracekit.cli import main, parse_tokens, record_trace_main
-from tracekit.runner.trace import load_trace, write_trace
+from tracekit.trace.format import load_trace, write_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -31,7 +31,7 @@ def _one_error_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
 
 @pytest.fixture(scope="module")
 def synthetic_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tracekit.runner.synthetic import write_synthetic_model
+    from tracekit.model.synthetic import write_synthetic_model
 
     return write_synthetic_model(tmp_path_factory.mktemp("m") / "q.gguf", "qwen2")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import tracekit.runner.trace as tr
-from tests.runner.test_trace import make_trace
+import tracekit.trace.format as tr
+from tests.trace.test_format import make_trace
 from tracekit.cli import main, record_trace_main
-from tracekit.runner.trace import TraceError, dumps_trace, load_trace, write_trace
+from tracekit.trace.format import TraceError, dumps_trace, load_trace, write_trace
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.test_trace import make_trace
+from tests.trace.test_format import make_trace
 from tracekit.cli import main, record_trace_main
-from tracekit.runner.outpath import OutputPathError, check_output_path, held_signals
-from tracekit.runner.trace import atomic_write_text, load_trace, write_trace
+from tracekit.trace.format import atomic_write_text, load_trace, write_trace
+from tracekit.trace.outpath import OutputPathError, check_output_path, held_signals
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ def test_a_250_byte_name_is_written_with_a_shortened_temp_name(tmp_path: Path) -
 def test_output_equal_to_an_input_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tracekit.runner.demo import write_demo_model
+    from tracekit.model.demo import write_demo_model
 
     model = write_demo_model(tmp_path / "m.gguf")
     before = model.read_bytes()
@@ -211,7 +211,7 @@ def test_enospc_names_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_held_signals_deliver_after_the_block() -> None:
-    from tracekit.runner.outpath import InterruptedAfterWrite
+    from tracekit.trace.outpath import InterruptedAfterWrite
 
     done = []
     with pytest.raises(InterruptedAfterWrite) as e:
@@ -226,7 +226,7 @@ def test_held_signals_deliver_after_the_block() -> None:
 _WRITE_CHILD = """
 import os, signal, sys, time
 sys.path.insert(0, {repo!r})
-import tracekit.runner.trace as tr
+import tracekit.trace.format as tr
 from tracekit.cli import _run
 import argparse
 real = tr.dumps_trace
@@ -235,7 +235,7 @@ def slow(t):
     time.sleep(1.0)
     return real(t)
 tr.dumps_trace = slow
-from tests.runner.test_trace import make_trace
+from tests.trace.test_format import make_trace
 def go(_):
     tr.write_trace(make_trace(), sys.argv[1])
     return 0

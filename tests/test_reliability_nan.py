@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from tracekit.cli import main, record_trace_main
-from tracekit.runner.trace import load_trace
+from tracekit.trace.format import load_trace
 from tracekit.viz import data as d
 from tracekit.viz.app import create_app
 
@@ -86,7 +86,7 @@ def _plant(src: Path, dst: Path, case: str) -> Path:
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The clean trace and one per planted case, recorded by `record-trace`."""
-    from tracekit.runner.synthetic import write_synthetic_model
+    from tracekit.model.synthetic import write_synthetic_model
 
     tmp = tmp_path_factory.mktemp("nan")
     clean = write_synthetic_model(tmp / "clean.gguf", "llama")

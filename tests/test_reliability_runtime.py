@@ -6,7 +6,7 @@ and must end in ONE ``error: ...`` line and exit code 2, with no output file, wh
 backend proves that no kernel ran: every backend is a :class:`SpyBackend` whose kernel methods
 and launch-record sink log each call, and the statistics and weight-upload paths are wrapped
 too. The models whose tensor shapes disagree with their metadata are synthetic llama files
-written by ``gguf.GGUFWriter`` (``tracekit.runner.synthetic``) and then edited in place through
+written by ``gguf.GGUFWriter`` (``tracekit.model.synthetic``) and then edited in place through
 ``gguf.GGUFReader(mode="r+")``, one field or one tensor's dims at a time.
 
 Interrupted runs: a small slice of ``scripts/kill_test.py`` (the full campaign is that script).
@@ -31,7 +31,7 @@ from tracekit.cli import main, record_trace_main
 from tracekit.kernels.backend import Backend, NumpyBackend
 
 REPO = Path(__file__).resolve().parents[1]
-DEMO_VOCAB = 512  # the demo model's vocabulary and context (tracekit.runner.demo)
+DEMO_VOCAB = 512  # the demo model's vocabulary and context (tracekit.model.demo)
 DEMO_CTX = 512
 
 
@@ -82,7 +82,7 @@ def spy_backend(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def spy(spy_backend: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """``spy_backend``, and the two other ways to compute on tensors logged too (and refused):
     the statistics of a node's output and the upload (dequantization) of the weights."""
-    import tracekit.runner.model as model_mod
+    import tracekit.runner.execute as execute_mod
     import tracekit.runner.record as record_mod
 
     def stats(*a: Any, **k: Any) -> Any:
@@ -94,7 +94,7 @@ def spy(spy_backend: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
         raise AssertionError("weights were uploaded")
 
     monkeypatch.setattr(record_mod, "tensor_stats", stats)
-    monkeypatch.setattr(model_mod.Model, "_prepare", prepare)
+    monkeypatch.setattr(execute_mod.Model, "_prepare", prepare)
     return spy_backend
 
 
@@ -236,7 +236,7 @@ def test_exactly_the_context_passes_the_checks(
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A synthetic llama (3 layers, n_embd 128, n_ff 256, 4 heads / 2 KV heads of 32, vocab
     304), written by GGUFWriter."""
-    from tracekit.runner.synthetic import write_synthetic_model
+    from tracekit.model.synthetic import write_synthetic_model
 
     return write_synthetic_model(tmp_path_factory.mktemp("m") / "llama.gguf", "llama")
 
@@ -429,7 +429,7 @@ def _record_in_child(setup: str, out: Path, steps: int) -> tuple[int, list[str]]
 
 
 def test_ctrl_c_in_tqdm_finalizer_as_the_run_returns_exits_130(tmp_path: Path) -> None:
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     out = tmp_path / "t.json"
     setup = (
@@ -452,7 +452,7 @@ def test_ctrl_c_in_tqdm_finalizer_as_the_run_returns_exits_130(tmp_path: Path) -
 
 
 def test_ctrl_c_in_a_finalizer_mid_run_saves_the_steps_marked_incomplete(tmp_path: Path) -> None:
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     out = tmp_path / "t.json"
     setup = (

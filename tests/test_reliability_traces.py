@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.scripts import load_script
-from tracekit.runner.trace import TraceError, load_trace
+from tracekit.trace.format import TraceError, load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "trace-v1-demo-numpy.json"
@@ -151,7 +151,7 @@ def test_deep_nesting_is_a_trace_error(tmp_path: Path) -> None:
     text = json.dumps(t).replace('"PLACEHOLDER"', "[" * 990 + "1" + "]" * 990)
     path = _write(tmp_path, t, text)
     code = (
-        "import sys\nfrom tracekit.runner.trace import TraceError, load_trace\n"
+        "import sys\nfrom tracekit.trace.format import TraceError, load_trace\n"
         "try:\n    load_trace(sys.argv[1])\nexcept TraceError as e:\n    print('TraceError', e)\n"
     )
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,

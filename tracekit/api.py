@@ -1,4 +1,5 @@
-"""The public functions: ``tracekit.load_model``, ``tracekit.dequantize``, ``tracekit.embed``.
+"""The public API, defined here once: ``tracekit.load_model``, ``tracekit.dequantize``,
+``tracekit.embed`` (``tracekit/__init__.py`` re-exports these names on first use).
 
 Scripted use, besides the ``record-trace`` command::
 
@@ -13,31 +14,14 @@ That is also how another engine's outputs are compared with tracekit's.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
-from tracekit.runner.model import Model, ModelConfig, ModelError
+from tracekit.model.config import ModelConfig, ModelError
+from tracekit.runner.execute import Model, load_model
 
 __all__ = ["Model", "ModelConfig", "ModelError", "dequantize", "embed", "load_model"]
-
-
-def load_model(path: str | os.PathLike[str]) -> Model:
-    """Load and validate a GGUF model (llama, qwen2 or gemma3).
-
-    The returned :class:`~tracekit.runner.model.Model` has ``logits(token_ids, backend="auto")``
-    (the prompt's logits at every position, float32 ``[n_tokens, n_vocab]``, one untraced
-    prefill), ``tokenize(text)`` / ``detokenize(ids)`` with the file's own tokenizer, ``config``
-    and ``graph``.
-
-    Raises:
-        ModelError: a missing or malformed file, an unsupported architecture, missing tensors or
-            tensors that disagree with the metadata (every problem listed, one per line).
-    """
-    from tracekit.runner.model import load_model as _load
-
-    return _load(path)
 
 
 def dequantize(raw: Any, qtype: Any, shape: tuple[int, ...], backend: Any = "auto") -> Any:
@@ -47,31 +31,36 @@ def dequantize(raw: Any, qtype: Any, shape: tuple[int, ...], backend: Any = "aut
         raw: the tensor's bytes as a uint8 array (NumPy, or CuPy on the cupy backend).
         qtype: a ``gguf.GGMLQuantizationType`` or its name (``"Q4_K"``).
         shape: the tensor's shape in NumPy order, e.g. ``(rows, row_length)``.
-        backend: ``"numpy"``, ``"cupy"``, ``"auto"`` or a Backend instance.
+        backend: ``"numpy"``, ``"cupy"``, ``"auto"`` (cupy when a GPU is usable) or a Backend
+            instance.
 
     Returns:
         An f16 array of ``shape``: NumPy on the numpy backend, CuPy on the cupy backend.
 
     Raises:
         ValueError: an unsupported type, a byte count that does not match ``shape``, a row
-            length that is not a multiple of the type's block.
+            length that is not a multiple of the type's block (the message names the values).
     """
     from tracekit.kernels.backend import get_backend
     from tracekit.quants import quant_type
 
     be = get_backend(backend)
     out = be.dequantize_f16(be.asarray(raw), quant_type(qtype), tuple(int(s) for s in shape))
-    be.take_records()
+    be.take_records()  # a backend kept by the caller does not accumulate launch records
     return out
 
 
 def embed(raw: Any, qtype: Any, shape: tuple[int, int], ids: Any, backend: Any = "auto") -> Any:
-    """Gather rows ``ids`` of an embedding table stored as ``qtype``, as f32 ``[len(ids), n_embd]``.
+    """Gather rows ``ids`` of an embedding table stored as ``qtype``, as f32 ``[len(ids), n_embd]``
+    (the ``embed_rows_*`` kernels).
 
     Args:
         raw: the table's bytes as a uint8 array; qtype: its type; shape: ``(rows, n_embd)``.
         ids: integer token ids (a sequence, NumPy or CuPy array).
         backend: ``"numpy"``, ``"cupy"``, ``"auto"`` or a Backend instance.
+
+    Returns:
+        An f32 array ``[len(ids), n_embd]`` on the backend (NumPy or CuPy).
 
     Raises:
         ValueError: as :func:`dequantize`, non-integer ids, or an id < 0 or >= rows (the id and

@@ -154,7 +154,7 @@ def _exit_for(signum: int) -> int:
 
 
 def _interrupted(e: KeyboardInterrupt, signum: int = signal.SIGINT) -> int:
-    from tracekit.runner.outpath import InterruptedAfterWrite
+    from tracekit.trace.outpath import InterruptedAfterWrite
 
     try:
         path, steps = getattr(e, "path", None), getattr(e, "steps", None)
@@ -188,8 +188,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     try:
         from tracekit.kernels.backend import BackendUnavailable
         from tracekit.kernels.checks import KernelInputError
-        from tracekit.runner.outpath import OutputPathError
-        from tracekit.runner.trace import TraceError
+        from tracekit.trace.format import TraceError
+        from tracekit.trace.outpath import OutputPathError
     except Exception:
         return (UsageError,)
     out: list[type[BaseException]] = [
@@ -201,11 +201,11 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         FileNotFoundError,
     ]
     for mod, name in (
-        ("tracekit.runner.tensors", "DumpError"),
-        ("tracekit.runner.model", "ModelError"),
+        ("tracekit.trace.tensors", "DumpError"),
+        ("tracekit.model.config", "ModelError"),
         ("tracekit.runner.ops", "OpError"),
-        ("tracekit.runner.ncu", "NcuError"),
-        ("tracekit.runner.tokenizer", "TokenizerError"),
+        ("tracekit.trace.ncu", "NcuError"),
+        ("tracekit.model.tokenizer", "TokenizerError"),
         ("tracekit.runner.execute", "GenerationError"),
     ):
         try:
@@ -364,7 +364,7 @@ def _record(args: argparse.Namespace) -> int:
         raise UsageError(f"model {args.model} {what}")
     dump_limit = None
     if args.dump_limit is not None:
-        from tracekit.runner.tensors import parse_size
+        from tracekit.trace.tensors import parse_size
 
         try:
             dump_limit = parse_size(args.dump_limit)
@@ -417,15 +417,15 @@ def _print_dump_estimate(plan: Any) -> None:
 
 # -- info ---------------------------------------------------------------------------------------
 def _fmt_bytes(n: int) -> str:
-    from tracekit.runner.perf import fmt_bytes
+    from tracekit.trace.perf import fmt_bytes
 
     return fmt_bytes(n)
 
 
 def info_text(model: Any, tensors: bool = False) -> str:
     """What ``tracekit info`` prints for a loaded model."""
-    from tracekit.runner.metadata import printable
-    from tracekit.runner.model import describe_arch
+    from tracekit.model.metadata import printable
+    from tracekit.trace.arch_settings import describe_arch
 
     c = model.config
     path = Path(model.path)
@@ -463,7 +463,7 @@ def info_text(model: Any, tensors: bool = False) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from tracekit.runner.model import load_model
+    from tracekit.runner.execute import load_model
 
     if not Path(args.model).is_file():
         what = "is a folder" if Path(args.model).is_dir() else "does not exist"
@@ -475,7 +475,7 @@ def _info(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import json
 
-    from tracekit.runner.check import check_model
+    from tracekit.model.check import check_model
 
     report = check_model(args.model)
     if args.json:
@@ -487,9 +487,9 @@ def _check(args: argparse.Namespace) -> int:
 
 # -- export / diff / ncu-import -------------------------------------------------------------------
 def _export(args: argparse.Namespace) -> int:
-    from tracekit.runner.export import export_chrome, export_logits
-    from tracekit.runner.outpath import check_output_path
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.export import export_chrome, export_logits
+    from tracekit.trace.format import load_trace
+    from tracekit.trace.outpath import check_output_path
 
     if args.format != "logits":  # the logits export writes its own files (export_logits)
         check_output_path(args.out, inputs=[args.trace])  # before the (long) load
@@ -506,9 +506,9 @@ def _export(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     import json
 
-    from tracekit.runner.diff import diff_traces
-    from tracekit.runner.tensors import load_tensors
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.diff import diff_traces
+    from tracekit.trace.format import load_trace
+    from tracekit.trace.tensors import load_tensors
 
     a, b = load_trace(args.a), load_trace(args.b)
     for path, t in ((args.a, a), (args.b, b)):
@@ -537,9 +537,9 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _ncu_import(args: argparse.Namespace) -> int:
-    from tracekit.runner.ncu import import_ncu, summary
-    from tracekit.runner.outpath import check_output_path
-    from tracekit.runner.trace import load_trace, write_trace
+    from tracekit.trace.format import load_trace, write_trace
+    from tracekit.trace.ncu import import_ncu, summary
+    from tracekit.trace.outpath import check_output_path
 
     check_output_path(args.output or args.trace, inputs=[args.csv])  # in place is the default
     trace = import_ncu(load_trace(args.trace), args.csv)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tracekit.kernels import cuda, matvec  # noqa: F401 (matvec registers its stamped kernels)
-from tracekit.runner.replay import _c_arg
+from tracekit.kernels.packed import c_arg
 
 KERNELS = Path(cuda.__file__).resolve().parent
 
@@ -65,13 +65,13 @@ def test_kernel_arguments_convert_to_fixed_c_types() -> None:
         (np.float64(1e-6), ctypes.c_double, 1e-6),
     ]
     for value, ctype, want in cases:
-        c = _c_arg(value)
+        c = c_arg(value)
         assert isinstance(c, ctype) and c.value == want
-    ptr = _c_arg(Dev())
+    ptr = c_arg(Dev())
     assert isinstance(ptr, ctypes.c_void_p) and ptr.value == 0xDEAD0000
     for bad in (3, 2.5, True, "x"):
         with pytest.raises(TypeError, match="no fixed C type"):
-            _c_arg(bad)
+            c_arg(bad)
 
 
 def _kernel_params(name: str) -> tuple[str, str]:

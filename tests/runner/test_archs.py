@@ -22,7 +22,8 @@ import gguf
 import numpy as np
 import pytest
 
-from tracekit.runner.model import ModelError, load_model
+from tracekit.model.config import ModelError
+from tracekit.runner.execute import load_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -167,7 +168,7 @@ def test_configurations_read_from_the_converted_metadata() -> None:
 
 
 def test_synthetic_llama3_factors_are_the_converters() -> None:
-    from tracekit.runner.synthetic import llama3_rope_factors
+    from tracekit.model.synthetic import llama3_rope_factors
 
     ours = np.array(llama3_rope_factors(10000.0, 16, original_context=32), np.float32)
     file = np.array(load_model(gguf_path("llama3", "f32")).config.rope_freq_factors, np.float32)
@@ -205,7 +206,7 @@ def _problems(path: Path) -> list[str]:
 
 
 def test_unsupported_rope_scaling_names_it_and_the_supported_ones(tmp_path: Path) -> None:
-    from tests.runner.test_model import rewrite
+    from tests.model.test_config import rewrite
 
     p = rewrite(
         gguf_path("mistral", "q8_0"),
@@ -218,7 +219,7 @@ def test_unsupported_rope_scaling_names_it_and_the_supported_ones(tmp_path: Path
 
 
 def test_phi3_long_rope_is_refused(tmp_path: Path) -> None:
-    from tests.runner.test_model import rewrite
+    from tests.model.test_config import rewrite
 
     half = np.ones(8, dtype=np.float32)
     p = rewrite(
@@ -237,7 +238,7 @@ def test_phi3_long_rope_is_refused(tmp_path: Path) -> None:
 
 
 def test_rope_freqs_outside_llama_and_bad_factors(tmp_path: Path) -> None:
-    from tests.runner.test_model import rewrite
+    from tests.model.test_config import rewrite
 
     f32 = gguf.GGMLQuantizationType.F32
     p = rewrite(gguf_path("qwen3", "q8_0"), tmp_path / "q.gguf",
@@ -251,7 +252,7 @@ def test_rope_freqs_outside_llama_and_bad_factors(tmp_path: Path) -> None:
 
 
 def test_a_llama_window_key_is_noted_not_applied(tmp_path: Path) -> None:
-    from tests.runner.test_model import rewrite
+    from tests.model.test_config import rewrite
 
     p = rewrite(
         gguf_path("mistral", "f32"),
@@ -267,7 +268,7 @@ def test_a_llama_window_key_is_noted_not_applied(tmp_path: Path) -> None:
 
 
 def test_negative_softcap_is_refused(tmp_path: Path) -> None:
-    from tests.runner.test_model import rewrite
+    from tests.model.test_config import rewrite
 
     p = rewrite(
         gguf_path("gemma2", "q8_0"),

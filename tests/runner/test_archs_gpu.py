@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner.test_gpu_parity import compare
-from tracekit.runner.model import load_model
+from tracekit.runner.execute import load_model
 
 pytestmark = pytest.mark.gpu
 
@@ -56,7 +56,7 @@ def test_cuda_graph_trace_of_the_new_ops(tmp_path: Path, name: str) -> None:
     """rope with factors, slice_cols and softcap as the first launch of a node in a timed CUDA
     graph replay (each takes a timestamp slot) and as plain launches in the prefill."""
     from tracekit.runner.record import record_trace
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     out = record_trace(gguf_path(name, "q8_0"), tokens=PROMPT, steps=4, backend="cupy",
                        cuda_graph=True, output=tmp_path / f"{name}.json", progress=False,

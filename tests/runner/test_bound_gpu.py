@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.runner.perf import TOLERANCE
 from tracekit.runner.record import record_trace
-from tracekit.runner.trace import load_trace
+from tracekit.trace.format import load_trace
+from tracekit.trace.perf import TOLERANCE
 
 pytestmark = pytest.mark.gpu
 

@@ -9,10 +9,9 @@ import pytest
 
 from tracekit.kernels.backend import NumpyBackend
 from tracekit.kernels.matmul import MatmulWeight
-from tracekit.runner.execute import GenerationError, Sampling, Session
-from tracekit.runner.model import Model, load_model
+from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import GenerationError, Model, Sampling, Session, load_model
 from tracekit.runner.ops import OpError
-from tracekit.runner.synthetic import SPECS, write_synthetic_model
 
 PROMPT = [5, 100, 200, 33, 7, 8, 9, 300, 12, 44]
 

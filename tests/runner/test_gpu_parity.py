@@ -29,12 +29,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.runner.test_model import smollm2_path
+from tests.model.test_config import smollm2_path
 from tracekit.kernels.backend import get_backend
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.execute import Session
-from tracekit.runner.model import Model, load_model
-from tracekit.runner.synthetic import SPECS, write_synthetic_model
+from tracekit.model.demo import write_demo_model
+from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import Model, Session, load_model
 
 pytestmark = pytest.mark.gpu
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tracekit.model.config import expected_tensors
+from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import load_model
 from tracekit.runner.graph import STEP_INPUTS, build_graph
-from tracekit.runner.model import expected_tensors, load_model
 from tracekit.runner.ops import OPS
-from tracekit.runner.synthetic import SPECS, write_synthetic_model
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_graph_rejects_reads_before_writes(models) -> None:
 
 
 def test_smollm2_graph_size() -> None:
-    from tests.runner.test_model import smollm2_path
+    from tests.model.test_config import smollm2_path
 
     p = smollm2_path()
     if p is None:

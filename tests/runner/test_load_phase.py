@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.runner.record import record_trace
-from tracekit.runner.trace import TraceError, load_trace
+from tracekit.trace.format import TraceError, load_trace
 
 CEIL = {"copy_bandwidth_Bps": 1e10, "launch_overhead_s": 1e-6, "peak_flops": 1e11}
 

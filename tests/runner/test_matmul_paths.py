@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit.runner.diff import diff_traces
 from tracekit.runner.record import record_trace
-from tracekit.runner.trace import load_trace
+from tracekit.trace.diff import diff_traces
+from tracekit.trace.format import load_trace
 
 CEIL = {"copy_bandwidth_Bps": 1e10, "launch_overhead_s": 1e-6, "peak_flops": 1e11}
 

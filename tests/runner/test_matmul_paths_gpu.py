@@ -18,9 +18,8 @@ import pytest
 
 from tracekit.kernels.backend import get_backend
 from tracekit.kernels.matvec import MAX_NT
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.execute import Session
-from tracekit.runner.model import load_model
+from tracekit.model.demo import write_demo_model
+from tracekit.runner.execute import Session, load_model
 
 pytestmark = pytest.mark.gpu
 
@@ -71,7 +70,7 @@ def test_each_path_matches_the_cpu_and_replays_bit_identically(demo, reference, 
 @pytest.mark.parametrize("mode, cache", MODES)
 def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
     from tracekit.runner.record import record_trace
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     t = load_trace(
         record_trace(demo, tokens=PROMPT, steps=3, backend="cupy", cuda_graph=True,

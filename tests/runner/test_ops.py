@@ -12,12 +12,12 @@ import pytest
 
 from tracekit.kernels.backend import ROUTED, Backend
 from tracekit.kernels.registry import KERNEL_OPS
+from tracekit.model.synthetic import SPECS, write_synthetic_model
 from tracekit.quants import QUANT_TABLE
 from tracekit.runner import ops
+from tracekit.runner.execute import load_model
 from tracekit.runner.graph import build_graph
-from tracekit.runner.model import load_model
 from tracekit.runner.ops import OPS, Op
-from tracekit.runner.synthetic import SPECS, write_synthetic_model
 
 ROOT = Path(__file__).resolve().parents[2] / "tracekit"
 
@@ -121,7 +121,7 @@ def test_an_undeclared_op_in_the_graph_is_named() -> None:
 #: Name collections that are not copies of a declaration (what each one is instead).
 NOT_COPIES = {
     # the ops diff has an error-propagation rule for (its _explained), not a property of ops
-    ("runner/diff.py", "_ELEMENTWISE"),
+    ("trace/diff.py", "_ELEMENTWISE"),
 }
 
 

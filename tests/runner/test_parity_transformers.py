@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.runner.test_model import smollm2_path
-from tracekit.runner.model import load_model
-from tracekit.runner.synthetic import SPECS, write_synthetic_model
+from tests.model.test_config import smollm2_path
+from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import load_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -12,9 +12,7 @@ import pytest
 from tracekit.kernels.backend import NumpyBackend
 from tracekit.kernels.stats import tensor_stats
 from tracekit.runner import record as record_mod
-from tracekit.runner.diff import diff_traces
-from tracekit.runner.execute import Session
-from tracekit.runner.model import load_model
+from tracekit.runner.execute import Session, load_model
 from tracekit.runner.record import (
     CUDA_GRAPH_NOTE,
     RecordInterrupted,
@@ -23,7 +21,8 @@ from tracekit.runner.record import (
     overwritten_in_place,
     record_trace,
 )
-from tracekit.runner.trace import load_trace
+from tracekit.trace.diff import diff_traces
+from tracekit.trace.format import load_trace
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 #: Fixed ceilings for tests that do not measure (CPU-like numbers).
@@ -32,7 +31,7 @@ CEIL = {"copy_bandwidth_Bps": 2e10, "launch_overhead_s": 1e-6, "peak_flops": 1e1
 
 @pytest.fixture(scope="module")
 def demo() -> Any:
-    from tracekit.runner.demo import demo_model_path
+    from tracekit.model.demo import demo_model_path
 
     return load_model(demo_model_path())
 
@@ -172,7 +171,7 @@ def test_in_place_outputs_are_snapshotted(demo: Any, tmp_path: Path) -> None:
 
 
 def test_no_in_place_nodes_without_biases(tmp_path: Path) -> None:
-    from tracekit.runner.synthetic import write_synthetic_model
+    from tracekit.model.synthetic import write_synthetic_model
 
     m = load_model(write_synthetic_model(tmp_path / "l.gguf", "llama"))
     assert not any(overwritten_in_place(list(m.graph)))
@@ -206,7 +205,7 @@ def test_early_collection_between_nodes(
 
 
 def test_step_timing_keys_are_optional_and_typed(demo: Any, tmp_path: Path) -> None:
-    from tracekit.runner.trace import TraceError, validate_trace
+    from tracekit.trace.format import TraceError, validate_trace
 
     t = _record(demo, tmp_path / "t.json", steps=0, capture="timing")
     s = t["steps"][0]
@@ -504,7 +503,7 @@ def test_cli_record_trace_default_demo(tmp_path: Path, monkeypatch: pytest.Monke
 def test_trace_size_24_layers_32_decode_steps(backend: str, tmp_path: Path) -> None:
     """docs/trace-format.md's compactness figure: 24 layers x (prefill + 32 decode steps),
     statistics and heatmaps on every node, must stay under 20 MB."""
-    from tracekit.runner.synthetic import write_synthetic_model
+    from tracekit.model.synthetic import write_synthetic_model
 
     p = write_synthetic_model(tmp_path / "m24.gguf", "qwen2", n_layer=24)
     out = _record(
@@ -554,7 +553,7 @@ def test_sigint_to_record_trace_saves_incomplete_trace(tmp_path: Path) -> None:
     import time
 
     from tracekit.kernels.ceilings import measure_ceilings
-    from tracekit.runner.demo import demo_model_path
+    from tracekit.model.demo import demo_model_path
 
     env = {**os.environ, "TRACEKIT_CACHE": str(tmp_path / "cache")}
     os.environ["TRACEKIT_CACHE"], old = env["TRACEKIT_CACHE"], os.environ.get("TRACEKIT_CACHE")

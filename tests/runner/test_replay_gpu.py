@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.backend import get_backend
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.execute import GenerationError, Session
-from tracekit.runner.model import load_model
-from tracekit.runner.synthetic import write_synthetic_model
+from tracekit.model.demo import write_demo_model
+from tracekit.model.synthetic import write_synthetic_model
+from tracekit.runner.execute import GenerationError, Session, load_model
 
 pytestmark = pytest.mark.gpu
 
@@ -104,7 +103,7 @@ def test_replay_mode_needs_cupy(demo):
 def test_record_trace_with_cuda_graph(demo, tmp_path, capture, host_cap, monkeypatch):
     from tracekit.runner import record
     from tracekit.runner.record import CUDA_GRAPH_NOTE, record_trace
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     if host_cap is not None:  # one host buffer per pass kind: a flush after every step
         monkeypatch.setattr(record._HostBuffers, "CAP_BYTES", host_cap)

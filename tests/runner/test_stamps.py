@@ -13,8 +13,8 @@ from tracekit.kernels.cuda import STAMPED
 from tracekit.runner import stamps
 from tracekit.runner.record import launch_json, record_trace
 from tracekit.runner.stamps import SLOT_WORDS, launch_plan, layout, read_timing, timed_entries
-from tracekit.runner.timeline import step_breakdown
-from tracekit.runner.trace import load_trace
+from tracekit.trace.format import load_trace
+from tracekit.trace.timeline import step_breakdown
 
 K = frozenset({"convert_f32_f16", "add_f32", "rms_norm_f32"})  # stand-ins for cuda.STAMPED
 T0 = 1_700_000_000_000_000_000  # a globaltimer-like origin (ns)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tracekit.runner.record import record_trace
-from tracekit.runner.trace import load_trace
+from tracekit.trace.format import load_trace
 
 pytestmark = pytest.mark.gpu
 

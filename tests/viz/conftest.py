@@ -19,8 +19,8 @@ import pytest
 
 from tracekit.kernels.launch import LaunchRecord, grid_1d
 from tracekit.kernels.stats import tensor_stats
-from tracekit.runner.perf import annotate, classification
-from tracekit.runner.trace import validate_trace
+from tracekit.trace.format import validate_trace
+from tracekit.trace.perf import annotate, classification
 
 CHROMIUM = Path(os.environ.get("TRACEKIT_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = (
@@ -303,7 +303,7 @@ def demo_trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_trace(demo_trace_path: Path) -> dict[str, Any]:
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
 
     return load_trace(demo_trace_path)
 
@@ -323,6 +323,6 @@ def load_trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def load_trace(load_trace_path: Path) -> dict[str, Any]:
-    from tracekit.runner.trace import load_trace as read
+    from tracekit.trace.format import load_trace as read
 
     return read(load_trace_path)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.runner.test_tensors import plant, record
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.trace import load_trace
+from tests.trace.test_tensors import plant, record
+from tracekit.model.demo import write_demo_model
+from tracekit.trace.format import load_trace
 from tracekit.viz.app import compare_report, create_app
 
 TIMEOUT = 30  # s: a loaded 2-core box

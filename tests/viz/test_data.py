@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.viz.conftest import make_trace
-from tracekit.runner.diff import diff_traces
+from tracekit.trace.diff import diff_traces
 from tracekit.viz import data as d
 
 
@@ -164,7 +164,7 @@ def test_formatting_uses_decimal_units():
 
 def test_the_detail_panel_names_the_matmul_path(tmp_path):
     from tracekit.runner.record import record_trace
-    from tracekit.runner.trace import load_trace
+    from tracekit.trace.format import load_trace
     from tracekit.viz.app import _detail
 
     ceil = {"copy_bandwidth_Bps": 1e10, "launch_overhead_s": 1e-6, "peak_flops": 1e11}

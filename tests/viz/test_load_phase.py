@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.matmul import PATHS
-from tracekit.runner.export import chrome_events
+from tracekit.trace.export import chrome_events
 from tracekit.viz import app as viz_app
 from tracekit.viz import data as d
 from tracekit.viz import figures as f

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.runner.perf import derive_trace
-from tracekit.runner.trace import load_trace
+from tracekit.trace.format import load_trace
+from tracekit.trace.perf import derive_trace
 from tracekit.viz import data as d
 from tracekit.viz import figures as f
 

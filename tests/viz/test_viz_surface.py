@@ -404,7 +404,7 @@ def test_vendored_scripts_are_the_pinned_upstream_files() -> None:
 def test_trace_content_is_parsed_as_json_only() -> None:
     """load_trace reads the bytes and parses them with json.loads (with NaN refused); the
     dashboard reads no file itself: its only reader is load_trace, called in create_app."""
-    tree = ast.parse((PKG / "runner" / "trace.py").read_text())
+    tree = ast.parse((PKG / "trace" / "format.py").read_text())
     fn = next(
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "load_trace"
     )

@@ -255,8 +255,7 @@ def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float
     an empty stamped kernel back to back in a busy stream, or as a CUDA graph's nodes."""
     import cupy
 
-    from tracekit.kernels.elementwise import launch_empty_stamped, launch_spin
-    from tracekit.runner.stamps import SLOT_WORDS
+    from tracekit.kernels.elementwise import SLOT_WORDS, launch_empty_stamped, launch_spin
 
     buf = cupy.zeros(launches * SLOT_WORDS, dtype=cupy.uint64)
     slots = [buf.data.ptr + 8 * SLOT_WORDS * i for i in range(launches)]

@@ -447,9 +447,14 @@ def launch_stamp(times: Any, i: int) -> None:
     launch(kernel(FAMILY, "globaltimer_stamp"), (1, 1, 1), (1, 1, 1), (times, np.int32(i)))
 
 
+#: Words per launch stamp slot: start, end, finished-block counter (stamp.cuh's
+#: STAMP_SLOT_WORDS); runner/stamps.py lays a timed pass's buffer out in these slots.
+SLOT_WORDS = 3
+
+
 def launch_empty_stamped(slot_ptr: int) -> LaunchRecord:
     """Launch the empty stamped kernel (one block of 32 threads) writing its start and end into
-    the 3-word stamp slot at ``slot_ptr`` (tracekit/runner/stamps.py): the launch floor."""
+    the :data:`SLOT_WORDS`-word stamp slot at ``slot_ptr`` (tracekit/runner/stamps.py): the launch floor."""
     from tracekit.kernels.cuda import kernel, launch
 
     geo = Geometry((1, 1, 1), (32, 1, 1), 0)

@@ -8,26 +8,49 @@ node runs directly and its launch records are dropped (with a hook they stay in
 
 Everything about the inputs is checked before the first kernel of a step (or of a whole
 generation) runs: token ids in range, the prompt and the requested steps within the context.
+
+A :class:`Model` (what :func:`load_model` returns) is a checked GGUF file (``tracekit/model/``)
+with its graph, its weights per backend and ``logits``; it lives here, beside the
+:class:`Session` that ``logits`` runs, so that ``tracekit/model/`` never imports the runner.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import gguf
 import numpy as np
 
 from tracekit.kernels.checks import KernelInputError
-from tracekit.runner.graph import Node
+from tracekit.model.config import (
+    EMBED,
+    MATMUL,
+    VECTOR,
+    ModelConfig,
+    ModelError,
+    TensorSpec,
+    check_tensors,
+    expected_tensors,
+    open_reader,
+    read_config,
+    read_tensors,
+)
+from tracekit.model.weights import PackedTensor, Weights
+from tracekit.runner.graph import Graph, Node, build_graph
 from tracekit.runner.ops import OPS, OpError, StepContext
 from tracekit.runner.replay import REPLAY_MODES, StepReplay
+from tracekit.runner.timers import node_timer
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
-    from tracekit.runner.model import Model
+    from tracekit.model.tokenizer import GGUFTokenizer
 
 #: Default KV cache length when the session is not told (the model's context, capped): 4096
 #: positions of a 30-layer, 3 kv-head, head_dim 64 model are 189 MB of f32 K and V.
@@ -136,7 +159,7 @@ class Session:
     """A model on a backend with its KV cache: run steps, or a whole generation.
 
     Args:
-        model: a loaded :class:`~tracekit.runner.model.Model`.
+        model: a loaded :class:`Model`.
         backend: a Backend instance or name (``"numpy"``, ``"cupy"``, ``"auto"``).
         n_ctx: KV cache length in tokens (default: the model's context, at most 4096).
         replay: how decode steps after the first run (see ``tracekit/runner/replay.py``):
@@ -396,3 +419,194 @@ def step_names(steps: int) -> Iterator[str]:
     yield "prefill"
     for k in range(1, steps + 1):
         yield f"decode {k}"
+
+
+# -- the model ------------------------------------------------------------------------------------
+class Model:
+    """A loaded GGUF model: config, graph, tensors (memory-mapped) and tokenizer.
+
+    Use :func:`load_model` to make one. ``logits`` runs an untraced prefill; ``tokenize`` and
+    ``detokenize`` use the file's own tokenizer.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        reader: gguf.GGUFReader,
+        config: ModelConfig,
+        tensors: dict[str, TensorSpec],
+    ) -> None:
+        self.path = path
+        self.reader = reader
+        self.config = config
+        self.tensors = tensors
+        self.graph: Graph = build_graph(config, {n: t.qtype.name for n, t in tensors.items()})
+        self._tokenizer: GGUFTokenizer | None = None
+        self._weights: weakref.WeakKeyDictionary[Backend, Weights] = weakref.WeakKeyDictionary()
+        self._backends: dict[Any, Backend] = {}
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"Model({self.path.name!r}, arch={c.arch}, n_layer={c.n_layer}, n_embd={c.n_embd}, "
+            f"n_vocab={c.n_vocab})"
+        )
+
+    # -- tokenizer -----------------------------------------------------------------------------
+    @property
+    def tokenizer(self) -> GGUFTokenizer:
+        """The file's tokenizer (built on first use); raises TokenizerError if it has none."""
+        if self._tokenizer is None:
+            from tracekit.model.tokenizer import load_tokenizer  # tokenizers: on first use
+
+            self._tokenizer = load_tokenizer(self.reader)
+        return self._tokenizer
+
+    def tokenize(self, text: str, add_bos: bool | None = None) -> list[int]:
+        """Token ids of ``text`` (a BOS first when the file says so, or ``add_bos``)."""
+        return self.tokenizer.encode(text, add_bos=add_bos)
+
+    def detokenize(self, ids: Any) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+    @property
+    def eos_id(self) -> int | None:
+        """The end-of-sequence id from the metadata (None when the file has none)."""
+        v = self.reader.fields.get("tokenizer.ggml.eos_token_id")
+        if v is None:
+            return None
+        eos = int(v.contents())
+        return eos if 0 <= eos < self.config.n_vocab else None
+
+    # -- weights -------------------------------------------------------------------------------
+    def backend(
+        self, backend: Any = "auto", matmul: str | None = None, w16_cache: str = "auto"
+    ) -> Backend:
+        """A backend by name (and matmul path, w16 cache mode: ``kernels/matmul.py``), one
+        instance per such triple per model (so its weights stay cached)."""
+        from tracekit.kernels.backend import Backend, get_backend
+
+        if isinstance(backend, Backend):
+            return backend
+        key = backend if matmul is None and w16_cache == "auto" else (backend, matmul, w16_cache)
+        if key not in self._backends:
+            self._backends[key] = get_backend(backend, matmul, w16_cache)
+        return self._backends[key]
+
+    def weights(self, backend: Backend) -> Weights:
+        """This model's tensors on ``backend``, prepared once (the w16 cache) and cached."""
+        w = self._weights.get(backend)
+        if w is None:
+            w = self._prepare(backend)
+            self._weights[backend] = w
+        return w
+
+    def _prepare(self, backend: Backend) -> Weights:
+        pending = backend.take_records()  # keep whatever the caller had queued
+        backend.synchronize()
+        t0 = backend.now()
+        matmul: dict[str, Any] = {}
+        vectors: dict[str, Any] = {}
+        embed: PackedTensor | None = None
+        expected = expected_tensors(self.config)
+        matmul_bytes = sum(
+            self.tensors[n].nbytes
+            for n, (kind, _) in expected.items()
+            if kind == MATMUL or (kind == EMBED and self.config.tied_output)
+        )
+        w16 = backend.w16_cache_on(matmul_bytes)  # the seed's rule for --w16-cache auto
+        cached = [n for n, (kind, _) in expected.items() if kind == MATMUL] + (
+            [n for n, (kind, _) in expected.items() if kind == EMBED and self.config.tied_output]
+        )
+        timer = node_timer(backend, len(cached)) if w16 else None
+        load_nodes: list[dict[str, Any]] = []
+        if timer is not None:
+            timer.begin()  # one clock for the whole load phase
+
+        def make(name: str, raw: Any, t: TensorSpec, shape: Any) -> Any:
+            if timer is None:
+                return backend.matmul_weight(raw, t.quant, shape, w16)
+            backend.warm_dequant(t.quant)  # compiled before the clock starts
+            i = len(load_nodes)
+            before = len(backend.records)
+            timer.start(i)
+            w = backend.matmul_weight(raw, t.quant, shape, w16)
+            timer.stop(i)
+            load_nodes.append(
+                {"weight": name, "shape": [int(s) for s in shape], "weight_type": t.quant.name,
+                 "launches": [r.to_json() for r in backend.records[before:]]}
+            )  # fmt: skip
+            return w
+
+        for name, (kind, shape) in expected.items():
+            t = self.tensors[name]
+            if kind == VECTOR:
+                host = gguf.quants.dequantize(t.raw(), t.qtype).astype(np.float32).reshape(shape)
+                vectors[name] = backend.asarray(host, np.float32)
+            elif kind == MATMUL:
+                raw = backend.asarray(t.raw())
+                matmul[name] = make(name, raw, t, shape)
+            else:
+                raw = backend.asarray(t.raw())
+                embed = PackedTensor(raw, t.quant, (int(shape[0]), int(shape[1])))
+                if self.config.tied_output:
+                    matmul[name] = make(name, raw, t, shape)
+        if timer is not None:
+            timer.end()
+        backend.synchronize()
+        seconds = backend.now() - t0
+        if timer is not None:
+            for n, dt in zip(load_nodes, timer.times(len(load_nodes)), strict=True):
+                n["time_s"] = dt
+        records = backend.take_records()
+        backend.records.extend(pending)
+        assert embed is not None
+        return Weights(backend, embed, matmul, vectors, records, seconds, load_nodes)
+
+    # -- running -------------------------------------------------------------------------------
+    def logits(self, token_ids: Any, backend: Any = "auto") -> np.ndarray:
+        """The prompt's logits at every position (one untraced prefill).
+
+        Args:
+            token_ids: the prompt's token ids (a sequence of ints).
+            backend: ``"numpy"``, ``"cupy"``, ``"auto"`` or a Backend instance.
+
+        Returns:
+            float32 ``[n_tokens, n_vocab]`` on the host.
+
+        Raises:
+            ValueError: an empty prompt, an id outside the vocabulary (id, position and vocab
+                size named), or a prompt longer than the model's context.
+        """
+        ids = list(token_ids)  # validated (integers, in range) by the session before any kernel
+        be = self.backend(backend)
+        session = Session(self, be, n_ctx=max(1, min(len(ids), self.config.n_ctx)))
+        return session.run_step(ids, all_logits=True)
+
+
+def load_model(path: str | os.PathLike[str]) -> Model:
+    """Open and validate a GGUF model (``tracekit.load_model``).
+
+    Args:
+        path: a ``.gguf`` file of one of ``tracekit.model.config.SUPPORTED_ARCHS``.
+
+    Returns:
+        A :class:`Model` (tensors stay memory-mapped; backend forms are made on first use):
+        ``logits(token_ids, backend="auto")`` (the prompt's logits at every position, float32
+        ``[n_tokens, n_vocab]``, one untraced prefill), ``tokenize(text)`` /
+        ``detokenize(ids)`` with the file's own tokenizer, ``config`` and ``graph``.
+
+    Raises:
+        ModelError: the file is missing or malformed, the architecture is unsupported, metadata
+            is missing or inconsistent, or tensors are missing, extra, of the wrong shape or of
+            an unsupported type — all problems listed, one per line.
+    """
+    p = Path(path)
+    reader = open_reader(p)
+    tensors = read_tensors(reader)
+    cfg, problems = read_config(reader, tensors)
+    if cfg is not None:
+        problems = check_tensors(cfg, tensors)
+    if problems or cfg is None:
+        raise ModelError(problems, p)
+    return Model(p, reader, cfg, tensors)

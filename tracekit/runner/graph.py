@@ -16,66 +16,13 @@ when generating, all of them for :meth:`Model.logits`.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tracekit.runner.node import NR, NT, STEP_INPUTS, Node  # noqa: F401 (the graph's vocabulary)
 from tracekit.runner.ops import OPS
 
 if TYPE_CHECKING:
-    from tracekit.runner.model import ModelConfig
-
-#: Step inputs a node may read besides other nodes and weights.
-STEP_INPUTS = ("tokens", "positions", "rows")
-#: Symbolic dimensions of output shapes: tokens in the step, logit rows selected.
-NT, NR = "nt", "nr"
-
-
-@dataclass(frozen=True)
-class Node:
-    """One graph node. ``shape`` is symbolic in ``"nt"``/``"nr"``; see :meth:`out_shape`."""
-
-    id: int
-    name: str
-    op: str
-    family: str
-    layer: int | None
-    inputs: tuple[str, ...]
-    attrs: dict[str, Any] = field(default_factory=dict, hash=False)
-    weight_type: str | None = None
-    shape: tuple[int | str, ...] = ()
-    dtype: str = "float32"
-
-    @property
-    def weight(self) -> str | None:
-        """The tensor this node reads (``blk.0.attn_q.weight``), if any."""
-        for i in self.inputs:
-            if i.startswith("weight:"):
-                return i[len("weight:") :]
-        return None
-
-    @property
-    def data_inputs(self) -> tuple[str, ...]:
-        """Inputs that are node outputs or step inputs (not weights)."""
-        return tuple(i for i in self.inputs if not i.startswith("weight:"))
-
-    def out_shape(self, nt: int, nr: int | None = None) -> tuple[int, ...]:
-        """The concrete output shape for a step of ``nt`` tokens and ``nr`` logit rows."""
-        dims = {NT: nt, NR: nt if nr is None else nr}
-        return tuple(dims[d] if isinstance(d, str) else d for d in self.shape)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "op": self.op,
-            "family": self.family,
-            "layer": self.layer,
-            "inputs": list(self.inputs),
-            "attrs": dict(self.attrs),
-            "weight_type": self.weight_type,
-            "shape": list(self.shape),
-            "dtype": self.dtype,
-        }
+    from tracekit.model.config import ModelConfig
 
 
 class Graph:
@@ -169,7 +116,7 @@ class _Builder:
 
 
 def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None) -> Graph:
-    """The forward graph of a model of one of the supported architectures (tracekit.runner.model).
+    """The forward graph of a model of one of the supported architectures (tracekit.model.config).
 
     Args:
         config: the model's configuration.

@@ -22,8 +22,8 @@ from tracekit.kernels.registry import KERNEL_OPS, KernelOp
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
-    from tracekit.runner.graph import Node
-    from tracekit.runner.model import Weights
+    from tracekit.model.weights import Weights
+    from tracekit.runner.node import Node
 
 Arm = Callable[..., Any]
 

@@ -57,12 +57,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from tracekit._version import __version__
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
-from tracekit.runner import perf
-from tracekit.runner.outpath import InterruptedAfterWrite, check_output_path, held_signals
-from tracekit.runner.stamps import StampTimer
-from tracekit.runner.tensors import (
+from tracekit.runner.timers import node_timer
+from tracekit.trace import perf
+from tracekit.trace.format import FORMAT, MAX_TRACE_STEPS, VERSION, sig, utc_now, write_trace
+from tracekit.trace.outpath import InterruptedAfterWrite, check_output_path, held_signals
+from tracekit.trace.tensors import (
     DumpError,
     DumpLimitError,
     Dumps,
@@ -73,12 +75,11 @@ from tracekit.runner.tensors import (
     remove_old_sidecars,
     write_sidecar,
 )
-from tracekit.runner.trace import FORMAT, MAX_TRACE_STEPS, VERSION, utc_now, write_trace
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
+    from tracekit.runner.execute import Model
     from tracekit.runner.graph import Node
-    from tracekit.runner.model import Model
 
 DOMAIN = "tracekit"
 TOP_K = 10
@@ -162,87 +163,19 @@ class Ranges:
             self.pop()
 
 
-# -- timers -------------------------------------------------------------------------------------
-class _HostTimer:
-    """NumPy: the node's time is the host time of its call; its interval is on the host clock
-    from the step's begin (the CPU runs a node when the host calls it: any gap before a node is
-    the host's own work, so ``queued`` = its start)."""
-
-    launch_mode = "host"
-
-    def __init__(self, n: int) -> None:
-        self.t = [0.0] * n
-        self.start_ns = [0] * n
-        self.end_ns = [0] * n
-        self._t0 = 0
-        self._begin = 0
-        self._span = 0
-
-    def begin(self) -> None:
-        self._begin = time.perf_counter_ns()
-
-    def mark(self, i: int) -> None:
-        pass  # the host clock needs no queued marker: a node is queued when it starts
-
-    def start(self, i: int) -> None:
-        self._t0 = time.perf_counter_ns()
-
-    def stop(self, i: int) -> None:
-        t1 = time.perf_counter_ns()
-        self.t[i] = (t1 - self._t0) * 1e-9
-        self.start_ns[i] = self._t0 - self._begin
-        self.end_ns[i] = t1 - self._begin
-
-    def end(self) -> None:
-        self._span = time.perf_counter_ns() - self._begin
-
-    def times(self, ran: int) -> list[float]:
-        return self.t[:ran]
-
-    def intervals(self, ran: int) -> tuple[list[tuple[int, int, int | None]], int]:
-        """(per node (start_ns, end_ns, queued_ns), the step's span in ns)."""
-        return [(self.start_ns[i], self.end_ns[i], self.start_ns[i]) for i in range(ran)], max(
-            self._span, self.end_ns[ran - 1] if ran else 0
-        )
-
-    def launch_times(self, ran: int) -> list[list[dict[str, Any]]]:
-        """Per node, its one launch's host-clock timing (a NumPy node is one call: its launch
-        is the call). A node of several launch records (the f16 matmul's convert and GEMM are
-        one ``astype`` and one ``matmul`` inside one call) gets none: the host clock runs
-        around the call, not around each part (:func:`launch_json` then pairs nothing)."""
-        return [
-            [
-                {
-                    "time_s": _sig(self.t[i]),
-                    "start_ns": self.start_ns[i],
-                    "end_ns": self.end_ns[i],
-                    "queued_ns": self.start_ns[i],
-                }
-            ]  # fmt: skip
-            for i in range(ran)
-        ]
-
-
-def node_timer(be: Any, n: int) -> _HostTimer | StampTimer:
-    """n node slots timed on ``be``'s clock: per-launch GPU stamps on cupy, the host clock on
-    numpy (the load phase's dequant nodes use it too, ``Model._prepare``): ``begin`` once,
-    ``start``/``stop`` around each node, ``end`` once, then ``times``."""
-    return StampTimer(n) if be.name == "cupy" else _HostTimer(n)
-
-
 def load_phase(weights: Any, ceilings: dict[str, Any]) -> dict[str, Any] | None:
     """The trace's ``load`` phase: the w16 cache's warm-up, one node per weight with its dequant
     launch, time and perf annotation; None when nothing was dequantized into the cache."""
     nodes = []
     for n in weights.load_nodes:
-        t = _sig(n["time_s"])
+        t = sig(n["time_s"])
         p = perf.annotate(n["launches"], t, ceilings)
         for k in ("intensity", "achieved_Bps", "achieved_flops", "fraction_of_ceiling"):
-            p[k] = _sig(p[k])
+            p[k] = sig(p[k])
         nodes.append({**n, "time_s": t, "perf": p})
     if not nodes:
         return None
-    return {"seconds": _sig(weights.load_seconds), "nodes": nodes}
+    return {"seconds": sig(weights.load_seconds), "nodes": nodes}
 
 
 # -- the node hook ------------------------------------------------------------------------------
@@ -520,12 +453,6 @@ def _ceilings_json(c: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _sig(x: float | None, digits: int = 5) -> float | None:
-    # Times and rates to 5 significant digits: timer noise is far above 1e-5 relative, and
-    # 17-digit floats would cost ~70 B per node record.
-    return None if x is None else float(f"{x:.{digits}g}")
-
-
 def _node_record(
     i: int,
     timing: dict[str, Any],
@@ -534,7 +461,7 @@ def _node_record(
     mode: str = "stream",
 ) -> dict[str, Any]:
     src = full or timing
-    t = _sig(timing["time_s"])
+    t = sig(timing["time_s"])
     # derived again on load (perf.derive_trace); kept here for on_step and in-memory readers
     p = perf.annotate(timing["launches"], t, ceilings, mode)
     host, full_host = timing["host_s"], full["host_s"] if full else None
@@ -551,10 +478,10 @@ def _node_record(
         "dtype": src["dtype"],
         "time_s": t,
         "timing_time_s": t,
-        "full_time_s": _sig(full["time_s"]) if full else None,
-        "host_s": _sig(host),
-        "full_host_s": _sig(full_host),
-        "capture_cost": _sig(full_host / host) if full_host is not None and host > 0 else None,
+        "full_time_s": sig(full["time_s"]) if full else None,
+        "host_s": sig(host),
+        "full_host_s": sig(full_host),
+        "capture_cost": sig(full_host / host) if full_host is not None and host > 0 else None,
         "launches": timing["launches"],
         "perf": p,
         "stats": full["stats"] if full else None,
@@ -562,12 +489,12 @@ def _node_record(
 
 
 def _resolve_model(model: Any) -> Model:
-    from tracekit.runner.model import Model, load_model
+    from tracekit.runner.execute import Model, load_model
 
     if isinstance(model, Model):
         return model
     if model is None:
-        from tracekit.runner.demo import demo_model_path
+        from tracekit.model.demo import demo_model_path
 
         model = demo_model_path()
     return load_model(model)
@@ -637,10 +564,10 @@ def record_trace(
             no node's time includes compiling its kernels (NVRTC) or creating cuBLAS handles.
         dump: keep the whole output of every node whose name matches this regex
             (``re.fullmatch``), every step, in the trace's tensor sidecar
-            (tracekit/runner/tensors.py); taken in the full pass (the timing pass under
+            (tracekit/trace/tensors.py); taken in the full pass (the timing pass under
             ``capture="timing"``) and read back after the pass's timed wall.
         save_logits: keep each step's logits row and the token ids in the sidecar too.
-        dump_limit: refuse (:class:`~tracekit.runner.tensors.DumpLimitError`, before any
+        dump_limit: refuse (:class:`~tracekit.trace.tensors.DumpLimitError`, before any
             kernel runs) when the sidecar's estimated size exceeds this many bytes.
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
 
@@ -688,7 +615,7 @@ def record_trace(
         )
     plan = plan_dump(model, dump, save_logits, len(ids), steps, capture, cuda_graph)
     if plan is not None and dump_limit is not None and plan.bytes > dump_limit:
-        from tracekit.runner.perf import fmt_bytes
+        from tracekit.trace.perf import fmt_bytes
 
         raise DumpLimitError(
             f"the tensor sidecar would hold {plan.count} tensors, {fmt_bytes(plan.bytes)} "
@@ -738,7 +665,7 @@ def record_trace(
         "version": VERSION,
         "complete": False,
         "created": utc_now(),
-        "tool": {"name": "tracekit", "version": _version()},
+        "tool": {"name": "tracekit", "version": __version__},
         "model": model_info(model),
         "run": {
             "backend": be.name,
@@ -904,7 +831,7 @@ def plan_dump(
 
 
 def _write(trace: dict[str, Any], out_path: Path, dumps: Dumps | None) -> Path:
-    """The trace, and first its tensor sidecar (tracekit/runner/tensors.py: atomic as a pair)."""
+    """The trace, and first its tensor sidecar (tracekit/trace/tensors.py: atomic as a pair)."""
     if dumps is None:
         path = write_trace(trace, out_path)
         remove_old_sidecars(out_path, keep=None)  # an earlier recording's, now unreferenced
@@ -944,7 +871,7 @@ def _write_final(
 ) -> Path:
     """Finish and write the trace with SIGINT/SIGTERM held: a Ctrl-C here (serialising and
     checking a 31 MB trace takes ~20 s on 2 cores) used to discard the whole recording. A held
-    signal raises :class:`~tracekit.runner.outpath.InterruptedAfterWrite` once it is written."""
+    signal raises :class:`~tracekit.trace.outpath.InterruptedAfterWrite` once it is written."""
     with held_signals() as held:
         t0 = time.perf_counter()
         if progress:
@@ -1055,10 +982,10 @@ def _step_record(
         "wall_s": timing["wall_s"],
         "timing_wall_s": timing["wall_s"],
         "full_wall_s": full["wall_s"] if full else None,
-        "stats_s": _sig(full["stats_s"]) if full else None,
+        "stats_s": sig(full["stats_s"]) if full else None,
         "stats_collects": full["stats_collects"] if full else None,
         "stats_launches": full["stats_launches"] if full else None,
-        "stats_format_s": _sig(full["stats_format_s"]) if full else None,
+        "stats_format_s": sig(full["stats_format_s"]) if full else None,
         "gpu_s": float(sum(r["time_s"] for r in recs)),
         "nodes": recs,
         "logits": logit_summary(item.logits, item.token, text, top_k),
@@ -1237,14 +1164,3 @@ def _graph_format(session: Any, raw: dict[str, Any]) -> dict[str, Any]:
         "stats_launches": len(replay.prepared_launches) if full else 0,
         "stats_format_s": format_s,
     }
-
-
-def _version() -> str:
-    try:
-        from tracekit import __version__
-
-        return __version__
-    except ImportError:  # an editable install made before tracekit/__init__.py existed
-        from importlib.metadata import version
-
-        return version("tracekit")

@@ -22,7 +22,6 @@ recorded ones, except attention's, which depend on n_past and are rebuilt per st
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -33,6 +32,7 @@ import numpy as np
 from tracekit.kernels.attention import attention_record
 from tracekit.kernels.cuda import LaunchTape, recording, stamper
 from tracekit.kernels.launch import LaunchRecord
+from tracekit.kernels.packed import PackedLaunch, issue
 from tracekit.runner import stamps
 
 if TYPE_CHECKING:
@@ -40,42 +40,6 @@ if TYPE_CHECKING:
     from tracekit.runner.graph import Node
 
 REPLAY_MODES = ("off", "plan", "graph")
-
-_C_TYPES: dict[type, Any] = {
-    np.int32: ctypes.c_int32,
-    np.int64: ctypes.c_int64,
-    np.uint32: ctypes.c_uint32,
-    np.uint64: ctypes.c_uint64,
-    np.float32: ctypes.c_float,
-    np.float64: ctypes.c_double,
-}
-
-
-def _c_arg(a: Any) -> Any:
-    """One kernel argument as the ctypes value cuLaunchKernel copies from."""
-    data = getattr(a, "data", None)
-    if data is not None and hasattr(data, "ptr"):  # a CuPy ndarray: its device pointer
-        return ctypes.c_void_p(int(data.ptr))
-    ctype = _C_TYPES.get(type(a))
-    if ctype is None:
-        raise TypeError(f"kernel argument {a!r} ({type(a).__name__}) has no fixed C type")
-    return ctype(a.item())
-
-
-class _PackedLaunch:
-    """A kernel launch with its parameter block built once: ``args`` for cuLaunchKernel."""
-
-    __slots__ = ("args", "keep")
-
-    def __init__(self, entry: tuple[Any, ...], stream_ptr: int) -> None:
-        fn, grid, block, args, smem = entry
-        values = [_c_arg(a) for a in args]
-        params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
-        grid = (*grid, 1, 1)[:3]
-        block = (*block, 1, 1)[:3]
-        self.keep = (fn, args, values, params)  # everything the pointers point into
-        func = getattr(fn, "kernel", fn)  # a RawKernel's compiled cupy.cuda.Function
-        self.args = (func.ptr, *grid, *block, smem, stream_ptr, ctypes.addressof(params), 0)
 
 
 class StepReplay:
@@ -107,7 +71,7 @@ class StepReplay:
         self._inputs_read = cupy.cuda.Event(disable_timing=True)
         self._inputs_read.record()
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
-        self._packed: list[_PackedLaunch] = []
+        self._packed: list[PackedLaunch] = []
         self._entries = [self._pack(e, self.stream_ptr) for e in tape.entries]
         self._node_entries = [self._entries[a:b] for a, b in slices]
         self._node_tape = [tape.entries[a:b] for a, b in slices]
@@ -134,7 +98,7 @@ class StepReplay:
 
     def _pack(self, entry: Any, stream_ptr: int) -> Any:
         if isinstance(entry, tuple):
-            packed = _PackedLaunch(entry, stream_ptr)
+            packed = PackedLaunch(entry, stream_ptr)
             self._packed.append(packed)  # its parameter block must outlive every replay
             return packed.args
         bind = getattr(entry, "bind", None)  # a host call (a cuBLASLt GEMM), bound to the stream
@@ -198,9 +162,9 @@ class StepReplay:
     def _run_node(self, i: int) -> Any:
         st = stamper()
         if st is None:
-            _issue(self._node_entries[i])
+            issue(self._node_entries[i])
         else:  # a timed pass (stamps.StampTimer): the node's launches with their stamps
-            _issue(self._timed_node(i, st))
+            issue(self._timed_node(i, st))
         self.be.records.extend(self.records[i])
         return self.outs[i]
 
@@ -258,7 +222,7 @@ class StepReplay:
             )
         self.set_inputs(token, n_past)
         if node_hook is None:
-            _issue(self._entries)
+            issue(self._entries)
             self.be.records.clear()
         else:
             self._refresh_records(n_past)  # the hook takes each node's records
@@ -340,7 +304,7 @@ class StepReplay:
             stream.begin_capture()
             try:
                 for i, node in enumerate(entries):
-                    _issue(node)
+                    issue(node)
                     if i in snaps:
                         src, dst = self.outs[i], snaps[i]
                         cupy.cuda.runtime.memcpyAsync(
@@ -437,20 +401,3 @@ class StepReplay:
         self._refresh_records(n_past)
         timing = stamps.read_timing(stamp_words, self._graph_plan, self._node_launches, "graph")
         return timing, [list(r) for r in self.records]
-
-
-def _issue(entries: list[Any]) -> None:
-    """Launch packed entries in order: cuLaunchKernel argument tuples, or bound host calls."""
-    launch = _launch_kernel()
-    for e in entries:
-        if type(e) is tuple:
-            launch(*e)
-        else:
-            e()
-
-
-@functools.cache
-def _launch_kernel() -> Any:
-    from cupy_backends.cuda.api import driver
-
-    return driver.launchKernel

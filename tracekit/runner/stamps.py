@@ -36,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
-#: Words per launch slot: start, end, finished-block counter (stamp.cuh, STAMP_SLOT_WORDS).
-SLOT_WORDS = 3
+from tracekit.kernels.elementwise import SLOT_WORDS
+from tracekit.kernels.packed import PackedLaunch, issue
+from tracekit.trace.format import sig
+
 START_SOURCES = ("kernel", "stamp", "prev_end")
 END_SOURCES = ("kernel", "stamp", "next_start")
 
@@ -96,8 +98,7 @@ class StepTiming:
         out = []
         for k in range(a, b):
             s, e = self.launches[k]
-            d: dict[str, Any] = {"time_s": float(f"{(e - s) * 1e-9:.5g}"), "start_ns": s,
-                                 "end_ns": e}  # fmt: skip
+            d: dict[str, Any] = {"time_s": sig((e - s) * 1e-9), "start_ns": s, "end_ns": e}
             q = self.nodes[i][2]
             if k == a and q is not None:
                 d["queued_ns"] = q
@@ -214,11 +215,10 @@ class StampTimer:
         import cupy
 
         from tracekit.kernels.cuda import STAMPED
-        from tracekit.runner.replay import _issue, _PackedLaunch
 
         self._cupy = cupy
         self._stamped = STAMPED
-        self._issue, self._packed_launch = _issue, _PackedLaunch  # a stamp: one cuLaunchKernel
+        self._issue, self._packed_launch = issue, PackedLaunch  # a stamp: one cuLaunchKernel
         self.n = n
         self.capacity = self.LAUNCHES_PER_NODE * max(n, 1)
         self.lay = layout(self.capacity, n)

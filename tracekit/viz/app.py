@@ -27,8 +27,8 @@ import dash
 import plotly.graph_objects as go
 from dash import ClientsideFunction, Input, Output, Patch, State, dcc, html
 
-from tracekit.runner.diff import DiffReport, diff_traces
-from tracekit.runner.trace import TraceError, load_trace
+from tracekit.trace.diff import DiffReport, diff_traces
+from tracekit.trace.format import TraceError, load_trace
 from tracekit.viz import data as d
 from tracekit.viz import figures as f
 
@@ -135,7 +135,7 @@ def _nan_alert(trace: Trace, where: str) -> html.Div | None:
 # -- overview --------------------------------------------------------------------------------
 def _arch_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
     """Rope type and factors, soft-caps, window per layer (traces before issue 14 have none)."""
-    from tracekit.runner.model import describe_arch
+    from tracekit.trace.arch_settings import describe_arch
 
     settings = m.get("arch_settings")
     return describe_arch(settings) if isinstance(settings, dict) else []
@@ -452,7 +452,7 @@ def compare_report(a: Trace, b: Trace, paths: Sequence[Path]) -> DiffReport:
     """What ``tracekit diff A B`` reports: calibrated tolerances, tensor sidecars compared when
     both traces have one. A sidecar that cannot be used, or a path without a calibrated
     tolerance, is said in the report's notes (statistics at the dashboard's RTOL then)."""
-    from tracekit.runner.tensors import load_tensors
+    from tracekit.trace.tensors import load_tensors
 
     notes: list[str] = []
     tensors: list[Any] = []
@@ -683,7 +683,7 @@ def create_app(trace_paths: Sequence[Path | str], allowed_hosts: Sequence[str] =
             (``tracekit viz --host NAME`` adds NAME); any other Host gets 400 and no content.
 
     Returns:
-        The Dash app. A file that fails :func:`tracekit.runner.trace.load_trace` gives an app
+        The Dash app. A file that fails :func:`tracekit.trace.format.load_trace` gives an app
         whose only page names the file and the problem (the server still runs).
 
     Raises:

@@ -1,6 +1,6 @@
 """Trace -> the tables and derived numbers the dashboard shows (no plotly, no Dash here).
 
-Everything takes the trace dict that :func:`tracekit.runner.trace.load_trace` returns
+Everything takes the trace dict that :func:`tracekit.trace.format.load_trace` returns
 (docs/trace-format.md) and a step *position* ``j`` (``trace["steps"][j]``: 0 = prefill,
 k = decode k). Node ids index ``trace["nodes"]`` and every ``step["nodes"]`` alike.
 
@@ -36,7 +36,7 @@ MEASURES: dict[str, str] = {
     "path": "matmul path",
 }
 BOUND_CLASSES: tuple[str, ...] = ("launch", "bandwidth", "compute")
-#: Tolerance of the compare view, the same rule as ``tracekit diff`` (tracekit/runner/diff.py):
+#: Tolerance of the compare view, the same rule as ``tracekit diff`` (tracekit/trace/diff.py):
 #: a node diverges when a statistic or a heatmap cell differs by more than
 #: ATOL + RTOL x max(absmax_a, absmax_b) (heatmap cells also get each side's 8-bit code step),
 #: or when its NaN/Inf counts differ.
@@ -86,8 +86,8 @@ def fmt_pct(frac: float | None) -> str:
 
 
 def time_label(trace: Trace) -> str:
-    """ "CPU time" for a NumPy trace, else "GPU time" (tracekit.runner.perf.time_label)."""
-    from tracekit.runner.perf import time_label as label
+    """ "CPU time" for a NumPy trace, else "GPU time" (tracekit.trace.perf.time_label)."""
+    from tracekit.trace.perf import time_label as label
 
     return label(trace.get("run", {}).get("backend"))
 
@@ -515,7 +515,7 @@ def step_times(trace: Trace, j: int) -> dict[str, Any]:
       last launch's end (v2), so ``bars_s - kernel_s`` = ``inside_s``, the gaps between a
       node's own launches (a stamp kernel, a host wait before a library call);
     - ``span_s``, ``host_wait_s``, ``other_gap_s``: the step's device span and its idle
-      parts (:mod:`tracekit.runner.timeline`): span = kernel time + host wait + other gaps,
+      parts (:mod:`tracekit.trace.timeline`): span = kernel time + host wait + other gaps,
       the gaps inside nodes included.
     """
     recs = trace["steps"][j]["nodes"]
@@ -759,7 +759,7 @@ def first_divergence(
     deltas: Sequence[NodeDelta], rtol: float = RTOL, atol: float = ATOL
 ) -> NodeDelta | None:
     """The first node of a step, in execution order, whose output differs beyond the
-    tolerance (the whole-trace verdict is :func:`tracekit.runner.diff.diff_traces`)."""
+    tolerance (the whole-trace verdict is :func:`tracekit.trace.diff.diff_traces`)."""
     return next((x for x in deltas if x.diverges(rtol, atol)), None)
 
 

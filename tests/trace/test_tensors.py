@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from tests.runner.test_model import smollm2_path
+from tests.model.test_config import smollm2_path
 from tracekit.cli import main
 from tracekit.kernels.backend import NumpyBackend
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.diff import diff_traces
-from tracekit.runner.model import load_model
-from tracekit.runner.tensors import load_tensors, sidecar_path
-from tracekit.runner.trace import TraceError, load_trace
+from tracekit.model.demo import write_demo_model
+from tracekit.runner.execute import load_model
+from tracekit.trace.diff import diff_traces
+from tracekit.trace.format import TraceError, load_trace
+from tracekit.trace.tensors import load_tensors, sidecar_path
 
 PROMPT = "The kernel reads"
 

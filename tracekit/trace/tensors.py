@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.runner.trace import TraceError, atomic_write_bytes, remove_stale_temp_files
+from tracekit.trace.format import TraceError, atomic_write_bytes, remove_stale_temp_files
 
 FORMAT = "safetensors"
 #: safetensors' dtype names for the dtypes a node output or a token id has.
@@ -196,7 +196,7 @@ def write_sidecar(
 def remove_stale_sidecar_temps(trace_path: str | os.PathLike[str]) -> list[Path]:
     """Remove the temp files killed writers of this trace's sidecars left (each sidecar name
     differs, so the write of the next one would not find them: same rule as the trace's,
-    :func:`~tracekit.runner.trace.remove_stale_temp_files`)."""
+    :func:`~tracekit.trace.format.remove_stale_temp_files`)."""
     trace_path = Path(trace_path)
     pat = re.compile(r"\.(" + _sidecar_pattern(trace_path).pattern + r")\.tmp-.*")
     removed: list[Path] = []

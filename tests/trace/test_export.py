@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.test_trace import make_trace
-from tracekit.runner.export import chrome_events, export_chrome
+from tests.trace.test_format import make_trace
+from tracekit.trace.export import chrome_events, export_chrome
 
 _PH = {"X", "C", "M"}
 
@@ -80,7 +80,7 @@ def test_timing_trace_exports_without_counters() -> None:
 def test_device_intervals_place_slices_and_gaps_show() -> None:
     """v2: each node slice sits at its recorded start; a host wait is a gap on the node thread
     and a slice of the wait thread, ending where the node starts."""
-    from tracekit.runner.perf import derive_trace
+    from tracekit.trace.perf import derive_trace
 
     t = make_trace(n_layer=1, n_decode=0)
     step = t["steps"][0]

@@ -1,4 +1,4 @@
-"""A GGUF model: its configuration from metadata, its tensors, and their backend forms.
+"""A GGUF model file: its configuration from metadata and its tensors, read and checked.
 
 Loading never parses GGUF by hand: ``gguf.GGUFReader`` memory-maps the file and tracekit reads
 its fields and tensor views. Everything is checked before anything runs — architecture,
@@ -37,29 +37,22 @@ from __future__ import annotations
 
 import math
 import os
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gguf
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from tracekit.quants import QUANT_TABLE, QuantType, supported_names
-from tracekit.runner.metadata import (
+from tracekit.model.metadata import (
     check_token_ids,
     check_vocab,
     shorten_words,
     sliding_window_layers,
 )
-
-if TYPE_CHECKING:
-    from tracekit.kernels.backend import Backend
-    from tracekit.kernels.launch import LaunchRecord
-    from tracekit.runner.graph import Graph
-    from tracekit.runner.tokenizer import GGUFTokenizer
+from tracekit.quants import QUANT_TABLE, QuantType, supported_names
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
 #: Rope scalings tracekit runs: ``rope.scaling.type`` values, and ``llama3`` (rope_freqs.weight).
@@ -174,49 +167,6 @@ class ModelConfig:
         if self.notes:
             out["notes"] = list(self.notes)
         return out
-
-
-def _runs(values: list[Any], fmt: Any = "{:g}".format) -> str:
-    """``[1, 1, 1, 8, 8]`` -> ``1 ×3, 8 ×2``: long per-pair / per-layer lists stay readable."""
-    out: list[str] = []
-    for v in values:
-        text = fmt(v)
-        if out and out[-1].split(" ×")[0] == text:
-            head, _, n = out[-1].partition(" ×")
-            out[-1] = f"{head} ×{int(n or 1) + 1}"
-        else:
-            out.append(text)
-    return ", ".join(out)
-
-
-def describe_arch(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) rows of :meth:`ModelConfig.summary` (or a trace's ``model.arch_settings``):
-    what ``tracekit info`` prints and the dashboard's overview shows."""
-    s = settings
-    rope = f"{s['rope']} pairs, base {s['rope_base']:g}"
-    if "rope_base_swa" in s:
-        rope += f" (sliding-window layers {s['rope_base_swa']:g})"
-    scaling = s.get("rope_scaling", "none")
-    if scaling == "linear":
-        rope += f", linear scaling x{s['rope_scaling_factor']:g}"
-    elif scaling == "llama3":
-        factors = _runs(s.get("rope_freq_factors", []), "{:.4g}".format)
-        rope += f", llama3 frequency factors [{factors}]"
-    attn = f"scale {s['attn_scale']:.6g}"
-    if s.get("attn_softcap"):
-        attn += f", logit soft-cap {s['attn_softcap']:g}"
-    windows = s.get("window_per_layer", [])
-    window = _runs(windows, lambda w: str(w) if w else "full") if windows else "full"
-    rows = [("rope", rope), ("attention", attn), ("window/layer", window)]
-    parts = [k for k in ("qk_norm", "qkv_bias", "post_norms", "fused_qkv", "fused_gate_up")
-             if s.get(k)]  # fmt: skip
-    extra = f"ffn {s.get('ffn_act', 'silu')}" + (f", {', '.join(parts)}" if parts else "")
-    if s.get("embed_scale", 1.0) != 1.0:
-        extra += f", embedding x{s['embed_scale']:.6g}"
-    rows.append(("blocks", extra))
-    if s.get("final_softcap"):
-        rows.append(("logits", f"soft-cap {s['final_softcap']:g}"))
-    return rows
 
 
 @dataclass(frozen=True)
@@ -420,7 +370,7 @@ class _Meta:
         return v
 
 
-def _read_config(
+def read_config(
     reader: gguf.GGUFReader, tensors: Mapping[str, TensorSpec]
 ) -> tuple[ModelConfig | None, list[str]]:
     problems: list[str] = []
@@ -487,7 +437,7 @@ def _read_config(
             f"(supported: {', '.join(SUPPORTED_ROPE_SCALINGS)})"
         )
     ff = tensors.get(ROPE_FREQS)
-    if ff is not None and arch == "llama":  # elsewhere: an unexpected tensor (_check_tensors)
+    if ff is not None and arch == "llama":  # elsewhere: an unexpected tensor (check_tensors)
         if scaling != "none":
             problems.append(f"tensor {ROPE_FREQS} together with rope scaling {scaling!r}")
         scaling = "llama3"  # its shape and type are checked with the other tensors
@@ -664,7 +614,7 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[str, tuple[int, ...]]]
     return out
 
 
-def _check_tensors(cfg: ModelConfig, tensors: Mapping[str, TensorSpec]) -> list[str]:
+def check_tensors(cfg: ModelConfig, tensors: Mapping[str, TensorSpec]) -> list[str]:
     problems = []
     expected = expected_tensors(cfg)
     for name, (kind, shape) in expected.items():
@@ -698,206 +648,6 @@ def _check_tensors(cfg: ModelConfig, tensors: Mapping[str, TensorSpec]) -> list[
     return problems
 
 
-# -- the model -------------------------------------------------------------------------------------
-@dataclass
-class PackedTensor:
-    """A tensor kept in its GGUF encoding on a backend (the embedding table: gathered per id)."""
-
-    raw: Any
-    qtype: QuantType
-    shape: tuple[int, int]
-
-
-@dataclass
-class Weights:
-    """A model's tensors in one backend's compute form, made once and cached per backend.
-
-    ``matmul`` holds each matmul weight as ``backend.matmul_weight`` made it (a
-    ``kernels.matmul.MatmulWeight``: the packed bytes, plus the w16 cache's f16 copy when it is
-    on, or NumPy's exact f32 copy on the f32 path), keyed by the tensor name (a tied output's weight is
-    made from the embedding table, under ``token_embd.weight``); ``embed`` keeps the table packed
-    for the gather; ``vectors`` holds norms and biases as f32.
-    """
-
-    backend: Backend
-    embed: PackedTensor
-    matmul: dict[str, Any]
-    vectors: dict[str, Any]
-    load_records: list[LaunchRecord]
-    load_seconds: float
-    #: the w16 cache's warm-up, one entry per weight dequantized into it: ``weight`` (name),
-    #: ``shape``, ``weight_type``, ``time_s`` (device time of its launch), ``launches`` (JSON)
-    load_nodes: list[dict[str, Any]] = field(default_factory=list)
-
-
-class Model:
-    """A loaded GGUF model: config, graph, tensors (memory-mapped) and tokenizer.
-
-    Use :func:`load_model` to make one. ``logits`` runs an untraced prefill; ``tokenize`` and
-    ``detokenize`` use the file's own tokenizer.
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        reader: gguf.GGUFReader,
-        config: ModelConfig,
-        tensors: dict[str, TensorSpec],
-    ) -> None:
-        from tracekit.runner.graph import build_graph
-
-        self.path = path
-        self.reader = reader
-        self.config = config
-        self.tensors = tensors
-        self.graph: Graph = build_graph(config, {n: t.qtype.name for n, t in tensors.items()})
-        self._tokenizer: GGUFTokenizer | None = None
-        self._weights: weakref.WeakKeyDictionary[Backend, Weights] = weakref.WeakKeyDictionary()
-        self._backends: dict[Any, Backend] = {}
-
-    def __repr__(self) -> str:
-        c = self.config
-        return (
-            f"Model({self.path.name!r}, arch={c.arch}, n_layer={c.n_layer}, n_embd={c.n_embd}, "
-            f"n_vocab={c.n_vocab})"
-        )
-
-    # -- tokenizer -----------------------------------------------------------------------------
-    @property
-    def tokenizer(self) -> GGUFTokenizer:
-        """The file's tokenizer (built on first use); raises TokenizerError if it has none."""
-        if self._tokenizer is None:
-            from tracekit.runner.tokenizer import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.reader)
-        return self._tokenizer
-
-    def tokenize(self, text: str, add_bos: bool | None = None) -> list[int]:
-        """Token ids of ``text`` (a BOS first when the file says so, or ``add_bos``)."""
-        return self.tokenizer.encode(text, add_bos=add_bos)
-
-    def detokenize(self, ids: Any) -> str:
-        return self.tokenizer.decode([int(i) for i in ids])
-
-    @property
-    def eos_id(self) -> int | None:
-        """The end-of-sequence id from the metadata (None when the file has none)."""
-        v = self.reader.fields.get("tokenizer.ggml.eos_token_id")
-        if v is None:
-            return None
-        eos = int(v.contents())
-        return eos if 0 <= eos < self.config.n_vocab else None
-
-    # -- weights -------------------------------------------------------------------------------
-    def backend(
-        self, backend: Any = "auto", matmul: str | None = None, w16_cache: str = "auto"
-    ) -> Backend:
-        """A backend by name (and matmul path, w16 cache mode: ``kernels/matmul.py``), one
-        instance per such triple per model (so its weights stay cached)."""
-        from tracekit.kernels.backend import Backend, get_backend
-
-        if isinstance(backend, Backend):
-            return backend
-        key = backend if matmul is None and w16_cache == "auto" else (backend, matmul, w16_cache)
-        if key not in self._backends:
-            self._backends[key] = get_backend(backend, matmul, w16_cache)
-        return self._backends[key]
-
-    def weights(self, backend: Backend) -> Weights:
-        """This model's tensors on ``backend``, prepared once (the w16 cache) and cached."""
-        w = self._weights.get(backend)
-        if w is None:
-            w = self._prepare(backend)
-            self._weights[backend] = w
-        return w
-
-    def _prepare(self, backend: Backend) -> Weights:
-        pending = backend.take_records()  # keep whatever the caller had queued
-        backend.synchronize()
-        t0 = backend.now()
-        matmul: dict[str, Any] = {}
-        vectors: dict[str, Any] = {}
-        embed: PackedTensor | None = None
-        expected = expected_tensors(self.config)
-        matmul_bytes = sum(
-            self.tensors[n].nbytes
-            for n, (kind, _) in expected.items()
-            if kind == MATMUL or (kind == EMBED and self.config.tied_output)
-        )
-        w16 = backend.w16_cache_on(matmul_bytes)  # the seed's rule for --w16-cache auto
-        from tracekit.runner.record import node_timer
-
-        cached = [n for n, (kind, _) in expected.items() if kind == MATMUL] + (
-            [n for n, (kind, _) in expected.items() if kind == EMBED and self.config.tied_output]
-        )
-        timer = node_timer(backend, len(cached)) if w16 else None
-        load_nodes: list[dict[str, Any]] = []
-        if timer is not None:
-            timer.begin()  # one clock for the whole load phase
-
-        def make(name: str, raw: Any, t: TensorSpec, shape: Any) -> Any:
-            if timer is None:
-                return backend.matmul_weight(raw, t.quant, shape, w16)
-            backend.warm_dequant(t.quant)  # compiled before the clock starts
-            i = len(load_nodes)
-            before = len(backend.records)
-            timer.start(i)
-            w = backend.matmul_weight(raw, t.quant, shape, w16)
-            timer.stop(i)
-            load_nodes.append(
-                {"weight": name, "shape": [int(s) for s in shape], "weight_type": t.quant.name,
-                 "launches": [r.to_json() for r in backend.records[before:]]}
-            )  # fmt: skip
-            return w
-
-        for name, (kind, shape) in expected.items():
-            t = self.tensors[name]
-            if kind == VECTOR:
-                host = gguf.quants.dequantize(t.raw(), t.qtype).astype(np.float32).reshape(shape)
-                vectors[name] = backend.asarray(host, np.float32)
-            elif kind == MATMUL:
-                raw = backend.asarray(t.raw())
-                matmul[name] = make(name, raw, t, shape)
-            else:
-                raw = backend.asarray(t.raw())
-                embed = PackedTensor(raw, t.quant, (int(shape[0]), int(shape[1])))
-                if self.config.tied_output:
-                    matmul[name] = make(name, raw, t, shape)
-        if timer is not None:
-            timer.end()
-        backend.synchronize()
-        seconds = backend.now() - t0
-        if timer is not None:
-            for n, dt in zip(load_nodes, timer.times(len(load_nodes)), strict=True):
-                n["time_s"] = dt
-        records = backend.take_records()
-        backend.records.extend(pending)
-        assert embed is not None
-        return Weights(backend, embed, matmul, vectors, records, seconds, load_nodes)
-
-    # -- running -------------------------------------------------------------------------------
-    def logits(self, token_ids: Any, backend: Any = "auto") -> np.ndarray:
-        """The prompt's logits at every position (one untraced prefill).
-
-        Args:
-            token_ids: the prompt's token ids (a sequence of ints).
-            backend: ``"numpy"``, ``"cupy"``, ``"auto"`` or a Backend instance.
-
-        Returns:
-            float32 ``[n_tokens, n_vocab]`` on the host.
-
-        Raises:
-            ValueError: an empty prompt, an id outside the vocabulary (id, position and vocab
-                size named), or a prompt longer than the model's context.
-        """
-        from tracekit.runner.execute import Session
-
-        ids = list(token_ids)  # validated (integers, in range) by the session before any kernel
-        be = self.backend(backend)
-        session = Session(self, be, n_ctx=max(1, min(len(ids), self.config.n_ctx)))
-        return session.run_step(ids, all_logits=True)
-
-
 def read_tensors(reader: gguf.GGUFReader) -> dict[str, TensorSpec]:
     out = {}
     for t in reader.tensors:
@@ -906,28 +656,3 @@ def read_tensors(reader: gguf.GGUFReader) -> dict[str, TensorSpec]:
             t.name, t.tensor_type, shape, int(t.n_bytes), int(t.data_offset), t.data
         )
     return out
-
-
-def load_model(path: str | os.PathLike[str]) -> Model:
-    """Open and validate a GGUF model.
-
-    Args:
-        path: a ``.gguf`` file of one of the ``SUPPORTED_ARCHS``.
-
-    Returns:
-        A :class:`Model` (tensors stay memory-mapped; backend forms are made on first use).
-
-    Raises:
-        ModelError: the file is missing or malformed, the architecture is unsupported, metadata
-            is missing or inconsistent, or tensors are missing, extra, of the wrong shape or of
-            an unsupported type — all problems listed, one per line.
-    """
-    p = Path(path)
-    reader = open_reader(p)
-    tensors = read_tensors(reader)
-    cfg, problems = _read_config(reader, tensors)
-    if cfg is not None:
-        problems = _check_tensors(cfg, tensors)
-    if problems or cfg is None:
-        raise ModelError(problems, p)
-    return Model(p, reader, cfg, tensors)

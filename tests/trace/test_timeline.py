@@ -1,10 +1,10 @@
-"""The idle breakdown's arithmetic on hand-built intervals (tracekit.runner.timeline)."""
+"""The idle breakdown's arithmetic on hand-built intervals (tracekit.trace.timeline)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracekit.runner.timeline import TOLERANCE, breakdown, intervals, step_breakdown
+from tracekit.trace.timeline import TOLERANCE, breakdown, intervals, step_breakdown
 
 
 def test_gaps_split_into_host_wait_and_other() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.test_trace import make_trace
-from tracekit.runner.ncu import NcuError, import_ncu, parse_nvtx_stack, read_ncu_csv, summary
-from tracekit.runner.trace import dumps_trace, validate_trace
+from tests.trace.test_format import make_trace
+from tracekit.trace.format import dumps_trace, validate_trace
+from tracekit.trace.ncu import NcuError, import_ncu, parse_nvtx_stack, read_ncu_csv, summary
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RAW = DATA / "ncu_raw_nvtx.csv"
@@ -77,7 +77,7 @@ def test_import_joins_by_range_and_divides_passes() -> None:
 
 def test_the_tracers_stamp_kernels_are_not_a_nodes_work(monkeypatch: pytest.MonkeyPatch) -> None:
     # a traced run queues globaltimer_stamp kernels inside node ranges (tracekit/runner/stamps.py)
-    from tracekit.runner import ncu
+    from tracekit.trace import ncu
 
     ks = read_ncu_csv(RAW)
     gemm = ks[2]

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tracekit.runner.trace import atomic_write_text
+from tracekit.trace.format import atomic_write_text
 
 _NODE_TID = 1
 _WAIT_TID = 2
@@ -272,8 +272,8 @@ def export_logits(
 
     import numpy as np
 
-    from tracekit.runner.tensors import load_tensors, step_logits
-    from tracekit.runner.trace import TraceError, atomic_write_bytes
+    from tracekit.trace.format import TraceError, atomic_write_bytes
+    from tracekit.trace.tensors import load_tensors, step_logits
 
     tensors = load_tensors(trace, trace_path)
     if tensors is None:

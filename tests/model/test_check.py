@@ -12,11 +12,11 @@ import pytest
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as T
 
-from tests.runner.test_model import smollm2_path
+from tests.model.test_config import smollm2_path
 from tracekit.cli import main
-from tracekit.runner.check import SCALE_FIELDS, check_model
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.synthetic import write_synthetic_model
+from tracekit.model.check import SCALE_FIELDS, check_model
+from tracekit.model.demo import write_demo_model
+from tracekit.model.synthetic import write_synthetic_model
 
 SMOL = smollm2_path()
 
@@ -120,7 +120,7 @@ def test_scale_offsets_per_type(tmp_path: Path, qt: T) -> None:
 
 def test_unknown_type_is_not_scanned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_demo_model(tmp_path / "demo.gguf")
-    from tracekit.runner import check
+    from tracekit.model import check
 
     table = dict(check.SCALE_FIELDS)
     del table[T.Q6_K]
@@ -132,7 +132,7 @@ def test_unknown_type_is_not_scanned(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_shape_against_metadata(tmp_path: Path) -> None:
-    from tests.runner.test_model import rewrite
+    from tests.model.test_config import rewrite
 
     src = write_demo_model(tmp_path / "demo.gguf")
     dst = rewrite(

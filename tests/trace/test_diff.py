@@ -8,8 +8,8 @@ import copy
 import numpy as np
 import pytest
 
-from tests.runner.test_trace import make_trace
-from tracekit.runner.diff import diff_traces
+from tests.trace.test_format import make_trace
+from tracekit.trace.diff import diff_traces
 
 
 def test_identical_traces_do_not_diverge() -> None:
@@ -106,7 +106,7 @@ def test_negative_tolerance_is_refused() -> None:
 
 # -- calibrated tolerances and the largest deviation (issue 15) --------------------------------
 def test_tolerance_is_calibrated_per_path() -> None:
-    from tracekit.runner.diff import PATHS, run_path
+    from tracekit.trace.diff import PATHS, run_path
 
     cpu = make_trace()
     gpu = copy.deepcopy(cpu)

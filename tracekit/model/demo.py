@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gguf import GGMLQuantizationType as T
 
-from tracekit.runner.synthetic import SyntheticSpec, write_model
+from tracekit.model.synthetic import SyntheticSpec, write_model
 
 #: Bump when the generator changes, so a cached file of an older generator is not reused.
 DEMO_VERSION = 1

@@ -10,10 +10,9 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from tracekit.kernels.backend import NumpyBackend
-from tracekit.runner.demo import DEMO_FILENAME, demo_model_path, write_demo_model
-from tracekit.runner.execute import Session
-from tracekit.runner.model import load_model
-from tracekit.runner.synthetic import write_synthetic_model
+from tracekit.model.demo import DEMO_FILENAME, demo_model_path, write_demo_model
+from tracekit.model.synthetic import write_synthetic_model
+from tracekit.runner.execute import Session, load_model
 
 
 @pytest.fixture(scope="module")

@@ -320,9 +320,9 @@ def step_launch_mode(trace: Mapping[str, Any], step: Mapping[str, Any]) -> str:
 
 def derive_trace(trace: dict[str, Any]) -> dict[str, Any]:
     """Add the derived keys, in place: ``classification``; per step ``breakdown`` (see
-    tracekit.runner.timeline); per node record ``perf`` and ``host_wait_s``; ``derived``
+    tracekit.trace.timeline); per node record ``perf`` and ``host_wait_s``; ``derived``
     (``time_label``, ``legacy`` and, for v1, its note). Returns the trace."""
-    from tracekit.runner.timeline import step_breakdown
+    from tracekit.trace.timeline import step_breakdown
 
     ceil = trace["ceilings"]
     legacy = trace.get("version", 1) < 2

@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.runner.test_model import smollm2_path
-from tests.runner.test_tensors import plant
+from tests.model.test_config import smollm2_path
+from tests.trace.test_tensors import plant
 from tracekit.cli import main
-from tracekit.runner.demo import write_demo_model
-from tracekit.runner.diff import diff_traces
-from tracekit.runner.tensors import load_tensors
-from tracekit.runner.trace import load_trace
+from tracekit.model.demo import write_demo_model
+from tracekit.trace.diff import diff_traces
+from tracekit.trace.format import load_trace
+from tracekit.trace.tensors import load_tensors
 
 pytestmark = pytest.mark.gpu
 

@@ -13,10 +13,11 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType as V
 
 import tracekit
-from tests.runner.test_model import problems_of, rewrite
+from tests.model.test_config import problems_of, rewrite
 from tracekit.cli import main
-from tracekit.runner.model import ModelError, load_model
-from tracekit.runner.synthetic import write_synthetic_model
+from tracekit.model.config import ModelError
+from tracekit.model.synthetic import write_synthetic_model
+from tracekit.runner.execute import load_model
 
 
 @pytest.fixture(scope="module")

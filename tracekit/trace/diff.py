@@ -11,7 +11,7 @@ Tolerances are calibrated per numerical path (:data:`PATHS`, :func:`calibrated`)
 pair of traces is the looser of the two runs' paths, and the values, with how they were
 measured, are written into the report. ``rtol``/``atol`` given by the caller override them.
 
-With tensor dumps on both sides (``record-trace --dump``, tracekit/runner/tensors.py), every
+With tensor dumps on both sides (``record-trace --dump``, tracekit/trace/tensors.py), every
 node output kept by both is compared exactly (:class:`TensorDiff`: max |a - b|, that over
 max(|a|max, |b|max) = ``rel``, the element where |a - b| peaks), and error INTRODUCED at a node
 is told from error CARRIED from its inputs (:func:`_introduced`):
@@ -471,7 +471,7 @@ def _compare_tensors(
     path: PathTolerance,
     tensor_rtol: float,
 ) -> TensorReport:
-    from tracekit.runner.tensors import logits_key, step_key
+    from tracekit.trace.tensors import logits_key, step_key
 
     nodes = {n["name"]: n for n in a["nodes"]}
     order = [n["name"] for n in a["nodes"]]
@@ -601,7 +601,7 @@ def diff_traces(
         a, b: the traces.
         rtol, atol: the tolerance, as the module docstring states it; None: calibrated for the
             pair's path (:func:`calibrated`).
-        tensors_a, tensors_b: the traces' sidecar tensors (:func:`~tracekit.runner.tensors.
+        tensors_a, tensors_b: the traces' sidecar tensors (:func:`~tracekit.trace.tensors.
             load_tensors`); with both, node outputs are compared exactly.
         tensor_rtol: the tensor tolerance of non-elementwise nodes; None: calibrated.
 

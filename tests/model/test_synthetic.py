@@ -1,4 +1,4 @@
-"""The synthetic model writer's parts (tracekit/runner/synthetic.py): its byte-level vocabulary
+"""The synthetic model writer's parts (tracekit/model/synthetic.py): its byte-level vocabulary
 and its packers for the types gguf-py cannot quantize, checked with gguf-py's decoders. The
 written models themselves are tested where they are used (test_demo, test_model, the parity
 tests against transformers).
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-from tracekit.quants import QUANT_TABLE
-from tracekit.runner.synthetic import (
+from tracekit.model.synthetic import (
     byte_level_vocab,
     quantize_iq4_nl,
     quantize_iq4_xs,
@@ -22,6 +21,7 @@ from tracekit.runner.synthetic import (
     quantize_q5_k,
     quantize_q6_k,
 )
+from tracekit.quants import QUANT_TABLE
 
 
 def test_byte_level_vocab() -> None:
@@ -77,7 +77,7 @@ def test_iq4_nl_packer_rejects_rows_of_partial_blocks() -> None:
 
 @pytest.mark.parametrize("qtype", [q.qtype for q in QUANT_TABLE.values() if q.is_quantized])
 def test_random_blocks_decode_finite_near_the_std(qtype: T) -> None:
-    from tracekit.runner.synthetic import random_blocks
+    from tracekit.model.synthetic import random_blocks
 
     rng = np.random.default_rng(3)
     raw = random_blocks(rng, (8, 512), 0.05, qtype)
@@ -93,7 +93,7 @@ def test_random_blocks_decode_finite_near_the_std(qtype: T) -> None:
 
 def test_random_blocks_spec_writes_a_loadable_model(tmp_path) -> None:
     import tracekit
-    from tracekit.runner.synthetic import write_synthetic_model
+    from tracekit.model.synthetic import write_synthetic_model
 
     p = write_synthetic_model(tmp_path / "r.gguf", "llama", random_blocks=True)
     logits = tracekit.load_model(p).logits([1, 2, 3], backend="numpy")

@@ -15,8 +15,9 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFValueType as V
 
 from tracekit.kernels.backend import NumpyBackend
-from tracekit.runner.model import ModelError, expected_tensors, load_model
-from tracekit.runner.synthetic import SPECS, write_synthetic_model
+from tracekit.model.config import ModelError, expected_tensors
+from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import load_model
 
 
 def smollm2_path() -> Path | None:
@@ -259,7 +260,7 @@ def test_tensor_data_must_be_aligned_and_disjoint(
     tmp_path: Path, edit: Callable[[dict[str, int]], int], message: str
 ) -> None:
     # llama.cpp refuses both; loading them would run on another tensor's bytes.
-    from tracekit.runner.demo import write_demo_model
+    from tracekit.model.demo import write_demo_model
 
     path = write_demo_model(tmp_path / "demo.gguf")
     _edit_tensor_offset(path, "blk.0.attn_k.weight", edit)
@@ -288,7 +289,7 @@ def test_tensor_type_changed_to_a_smaller_one_is_refused(
 ) -> None:
     # The data still fits in the file, so only the layout tells: ggml requires each tensor's
     # data at the aligned end of the one before it, which the next tensor no longer is.
-    from tracekit.runner.demo import write_demo_model
+    from tracekit.model.demo import write_demo_model
 
     path = write_demo_model(tmp_path / "demo.gguf")
     r = gguf.GGUFReader(path)
@@ -307,7 +308,7 @@ def test_tensor_type_changed_to_a_smaller_one_is_refused(
 
 
 def test_first_tensor_must_start_the_data_section(tmp_path: Path) -> None:
-    from tracekit.runner.demo import write_demo_model
+    from tracekit.model.demo import write_demo_model
 
     path = write_demo_model(tmp_path / "demo.gguf")
     _edit_tensor_offset(path, "token_embd.weight", lambda offs: 32)
@@ -324,7 +325,7 @@ def test_layout_rule_holds_for_files_written_by_gguf_writer_and_llama_cpp(
 ) -> None:
     # Contiguity in tensor-info order is what both writers produce (GGUFWriter's
     # write_ti_data_to_file and llama.cpp's gguf_add_tensor), so every real file passes.
-    from tracekit.runner.demo import write_demo_model
+    from tracekit.model.demo import write_demo_model
 
     paths = [write_demo_model(tmp_path / "demo.gguf"), *synth.values()]
     # GGUFWriter with a non-default alignment and tensors of odd byte sizes (padding between).
@@ -336,7 +337,7 @@ def test_layout_rule_holds_for_files_written_by_gguf_writer_and_llama_cpp(
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    from tracekit.runner.model import open_reader
+    from tracekit.model.config import open_reader
 
     r = open_reader(tmp_path / "odd.gguf")
     assert [int(t.data_offset) - int(r.data_offset) for t in r.tensors] == [0, 64, 192, 448]
@@ -349,7 +350,7 @@ def test_layout_rule_holds_for_files_written_by_gguf_writer_and_llama_cpp(
 def test_type_change_of_the_same_byte_size_keeps_the_layout(tmp_path: Path) -> None:
     # The limit of the rule (ggml's too): Q4_K -> Q4_0 keeps 144 bytes per 256 values, so the
     # layout is intact and the file is a valid, if different, model.
-    from tracekit.runner.demo import write_demo_model
+    from tracekit.model.demo import write_demo_model
 
     path = write_demo_model(tmp_path / "demo.gguf")
     _edit_tensor_type(path, "token_embd.weight", T.Q4_0)

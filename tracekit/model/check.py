@@ -6,7 +6,7 @@ every value it decodes is non-finite) and all-zero blocks (all its scale fields 
 it decodes is 0, as when a block's bytes were zeroed); for float tensors (F32/F16/BF16) every
 value is checked for Inf/NaN. The first bad block is named by tensor, block index, row and byte
 offset in the file; counts are kept per tensor. Shapes and types are checked against the
-metadata as :func:`~tracekit.runner.model.load_model` does. A type without a row in
+metadata as loading does (:func:`~tracekit.model.config.check_tensors`). A type without a row in
 :data:`SCALE_FIELDS` (from the quant table) is listed as not scanned, never guessed at.
 """
 
@@ -162,17 +162,17 @@ def check_model(path: str | os.PathLike[str]) -> CheckReport:
     Raises:
         ModelError: the file cannot be read as GGUF (missing, truncated, malformed layout).
     """
-    from tracekit.runner.model import _check_tensors, _read_config, open_reader, read_tensors
+    from tracekit.model.config import check_tensors, open_reader, read_config, read_tensors
 
     t0 = time.perf_counter()
     p = Path(path)
     reader = open_reader(p)
     specs = read_tensors(reader)
-    cfg, problems = _read_config(reader, specs)
+    cfg, problems = read_config(reader, specs)
     notes: list[str] = []
     if cfg is not None:
         problems = []
-        for prob in _check_tensors(cfg, specs):
+        for prob in check_tensors(cfg, specs):
             # a type tracekit cannot run yet is not a defect of the file
             (notes if "not supported (supported:" in prob else problems).append(prob)
     out = []

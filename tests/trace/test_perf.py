@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tracekit.kernels.launch import LaunchRecord, grid_1d
-from tracekit.runner.perf import (
+from tracekit.trace.perf import (
     RULE,
     TOLERANCE,
     annotate,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.stats import tensor_stats
-from tracekit.runner import perf
 from tracekit.runner.record import compact_stats, logit_summary
-from tracekit.runner.trace import (
+from tracekit.trace import perf
+from tracekit.trace.format import (
     FORMAT,
     VERSION,
     TraceError,
@@ -186,7 +186,7 @@ def test_atomic_write_keeps_old_file_on_crash(
 def test_interrupt_during_write_leaves_no_partial_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tracekit.runner.trace as tr
+    import tracekit.trace.format as tr
 
     real_replace = os.replace
 
@@ -419,7 +419,7 @@ def test_temp_file_is_named_after_the_output_and_the_writer(
     import re
     import socket
 
-    import tracekit.runner.trace as tr
+    import tracekit.trace.format as tr
 
     seen = []
     real_replace = os.replace
@@ -448,7 +448,7 @@ def test_next_write_removes_temp_files_of_dead_writers_only(tmp_path: Path) -> N
     import subprocess
     import sys
 
-    from tracekit.runner.trace import _host, remove_stale_temp_files
+    from tracekit.trace.format import _host, remove_stale_temp_files
 
     dead, me, host = _dead_pid(), os.getpid(), _host()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -490,7 +490,7 @@ def test_temp_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) 
     child = subprocess.Popen(
         [sys.executable, "-c",
          "import os, sys, time\n"
-         "import tracekit.runner.trace as tr\n"
+         "import tracekit.trace.format as tr\n"
          "def stuck(src, dst):\n"
          "    print(src, flush=True)\n"
          "    time.sleep(60)\n"

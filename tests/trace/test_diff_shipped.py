@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.test_model import smollm2_path
+from tests.model.test_config import smollm2_path
 from tracekit.cli import main
-from tracekit.runner.diff import diff_traces
-from tracekit.runner.trace import load_trace
+from tracekit.trace.diff import diff_traces
+from tracekit.trace.format import load_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import gguf
 import pytest
 
-from tracekit.runner.tokenizer import GGUFTokenizer, TokenizerError, load_tokenizer
+from tracekit.model.tokenizer import GGUFTokenizer, TokenizerError, load_tokenizer
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

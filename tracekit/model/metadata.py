@@ -1,7 +1,7 @@
 """Checks of GGUF metadata values that the model's shape checks do not cover, run with them in
-``model._read_config`` (before any weight is read): token ids in the vocabulary, a tokenizer
+``model.config.read_config`` (before any weight is read): token ids in the vocabulary, a tokenizer
 that matches the embedding, a sliding-window pattern of booleans. Each takes the loader's
-typed accessor (``model._Meta``: ``get``/``int``, problems collected, not raised) so every
+typed accessor (``model.config._Meta``: ``get``/``int``, problems collected, not raised) so every
 metadata value is read and typed in one place.
 """
 

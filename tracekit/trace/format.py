@@ -4,7 +4,7 @@ The JSON Schema in ``trace-schema-v2.json`` is the contract; :func:`load_trace` 
 the ``jsonschema`` library and adds the cross-references a schema cannot state (every step holds
 one record per topology node, in order). Errors name the file, the JSON path and what is wrong.
 A file stores measurements only; the verdicts (``perf``, ``classification``, each step's
-``breakdown``) are derived on load by :func:`tracekit.runner.perf.derive_trace`, so a v1 trace
+``breakdown``) are derived on load by :func:`tracekit.trace.perf.derive_trace`, so a v1 trace
 is judged by the current bound model too (marked ``derived.legacy``).
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from jsonschema.exceptions import best_match
 
-from tracekit.runner import perf
+from tracekit.trace import perf
 
 FORMAT = "tracekit-trace"
 VERSION = 2
@@ -256,6 +256,12 @@ def _relevance(err: Any) -> Any:
     return (key[0], _Earlier(key[1]), *key[2:])
 
 
+def sig(x: float | None, digits: int = 5) -> float | None:
+    """A time or rate as the trace stores it: 5 significant digits (timer noise is far above
+    1e-5 relative, and 17-digit floats would cost ~70 B per node record)."""
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -340,7 +346,7 @@ def compact(trace: dict[str, Any]) -> dict[str, Any]:
     """A shallow copy of ``trace`` in its stored form (the input is not changed).
 
     What is derived (``perf``, ``classification``, ``breakdown``, ``host_wait_s``,
-    ``derived``: :func:`tracekit.runner.perf.derive_trace`) is not stored; :func:`load_trace`
+    ``derived``: :func:`tracekit.trace.perf.derive_trace`) is not stored; :func:`load_trace`
     derives it again. Three things are stored once instead of twice and restored: uniform
     histogram edges (as ``lo``/``hi``), a node's ``timing_time_s`` equal to its ``time_s``, and a
     heatmap's ``source_shape`` equal to the node's ``shape``. Together they are a quarter of a
@@ -408,7 +414,7 @@ def write_trace(trace: dict[str, Any], path: str | os.PathLike[str], validate: b
         TraceError: the trace holds a NaN/Inf float, is not serialisable or fails the schema.
         OSError: the folder cannot be created or written.
     """
-    from tracekit.runner.outpath import held_signals
+    from tracekit.trace.outpath import held_signals
 
     path = Path(path)
     with held_signals() as held:  # a Ctrl-C while a big trace is serialised: written anyway
@@ -426,7 +432,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     bytes). A process killed (SIGKILL, power loss) between creating it and the rename leaves it
     behind; the next write to ``path`` removes such files of dead writers first
     (:func:`remove_stale_temp_files`). SIGINT/SIGTERM are held until the write is done
-    (:func:`~tracekit.runner.outpath.held_signals`). A character device or FIFO at ``path`` is
+    (:func:`~tracekit.trace.outpath.held_signals`). A character device or FIFO at ``path`` is
     written straight through, never replaced.
 
     Raises:
@@ -437,8 +443,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """:func:`atomic_write_text` for bytes (a trace's tensor sidecar, tracekit/runner/tensors.py)."""
-    from tracekit.runner.outpath import (
+    """:func:`atomic_write_text` for bytes (a trace's tensor sidecar, tracekit/trace/tensors.py)."""
+    from tracekit.trace.outpath import (
         OutputPathError,
         check_output_path,
         held_signals,
