@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [(8, u, 32, m, q, p) for u in (1, 2) for m in (2, 3, 4) for q in (1, 0) for p in (1, 0)]
+    sweep = [(8, 1, w, m, 0, 1) for m in (4, 5, 6) for w in (32, 40, 48)]
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
     rows = []
     for (n, k), qt in ((sh, qt) for sh in shapes for qt in types):

@@ -9,7 +9,7 @@ import pytest
 
 from tests.model.test_config import smollm2_path
 from tracekit.cli import main
-from tracekit.trace.diff import diff_traces
+from tracekit.trace.diff import diff_traces, run_path
 from tracekit.trace.format import load_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
@@ -32,10 +32,12 @@ def test_shipped_gpu_trace_vs_cpu_passes(name: str, tmp_path: Path) -> None:
     cpu = load_trace(out)
     assert cpu["run"]["generated_tokens"] == run["generated_tokens"]
     r = diff_traces(gpu, cpu)
-    assert r.path.name == "f16-gemm-gpu"
+    # the demo traces were re-recorded with mmvq (8-bit activations: quant-act-gpu); SmolLM2's
+    # is from before it (f32 decode in the matvec: judged as the f16 path)
+    assert r.path.name == run_path(gpu)
     assert not r.diverged, r.text()
     assert r.largest is not None and 0.0 < r.largest.fraction < 1.0
-    # and not loose beyond need: the f16 drift uses more than a tenth of it; the quant path
-    # (f32 decode and accumulate in the matvec, judged by the same calibration) drifts less:
-    # 0.094 of it on the demo traces re-recorded 2026-12-01 (blk.0.ffn_mul, a heatmap cell)
-    assert r.largest.fraction > (0.05 if run.get("matmul") == "quant" else 0.1)
+    # and not loose beyond need: each path's drift uses more than a tenth of its tolerance
+    # (an old quant-path trace, f32 decode under the f16 calibration, 0.094 of it)
+    floor = 0.05 if run_path(gpu) == "f16-gemm-gpu" and run.get("matmul") == "quant" else 0.1
+    assert r.largest.fraction > floor, r.text()
