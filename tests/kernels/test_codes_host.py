@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 from gguf.quants import dequantize
 
-from tracekit import quants
-from tracekit.kernels import cuda, dequant
+from tests.kernels.host_build import aligned, build
+from tracekit.kernels import dequant
 from tracekit.quants import INT_GROUP, QUANTIZED_TYPES, QuantType
 
-SHIM = Path(__file__).resolve().parent / "host_shim"
-KERNELS = Path(cuda.__file__).resolve().parent
 N_BLOCKS = 517
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -56,22 +52,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
             f"        }}\n"
             f"    }}\n}}"
         )
-    d = tmp_path_factory.mktemp("codes")
-    (d / "codes.cpp").write_text("\n".join(src) + "\n")
-    cmd = ["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC"]
-    cmd += [f"-I{SHIM}", f"-I{KERNELS}", *quants.cuda_defines()]
-    cmd += ["-o", str(d / "codes.so"), str(d / "codes.cpp")]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(d / "codes.so"))
-
-
-def _aligned(raw: np.ndarray) -> np.ndarray:
-    """raw at a 16-byte aligned address (the launcher's requirement for mmvq weights)."""
-    buf = np.empty(raw.size + 16, np.uint8)
-    start = -buf.ctypes.data % 16
-    out = buf[start : start + raw.size]
-    out[...] = raw
-    return out
+    return build(tmp_path_factory.mktemp("codes"), "codes", "\n".join(src) + "\n")
 
 
 def _same(g: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -83,7 +64,7 @@ def test_codes_rebuild_the_gguf_values_and_match_int_parts(lib: ctypes.CDLL, qt:
     rng = np.random.default_rng(21)
     finite = dequant.random_blocks(qt, N_BLOCKS, rng)
     wild = rng.integers(0, 256, N_BLOCKS * qt.type_size, dtype=np.uint8)
-    raw = _aligned(np.concatenate([finite, wild]))
+    raw = aligned(np.concatenate([finite, wild]))
     n = 2 * N_BLOCKS
     vals = n * qt.block_size
     x = np.full(vals, 0x7FBADBAD, np.uint32).view(np.float32)  # poison

@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 from gguf.quants import dequantize
 
-from tracekit import quants
-from tracekit.kernels import cuda, dequant
+from tests.kernels.host_build import aligned, build
+from tracekit.kernels import dequant
 from tracekit.quants import QUANTIZED_TYPES, QuantType
 
-SHIM = Path(__file__).resolve().parent / "host_shim"
-KERNELS = Path(cuda.__file__).resolve().parent
 N_BLOCKS = 1543  # finite blocks per type (as many again of raw random bytes)
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -42,22 +38,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
             f"      Fast<{d}>::dec8(b + i * {d}::TS, c, o2 + i * {d}::QK + 8 * c);\n"
             f"    }}\n}}"
         )
-    d = tmp_path_factory.mktemp("decoders")
-    (d / "decoders.cpp").write_text("\n".join(src) + "\n")
-    cmd = ["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC"]
-    cmd += [f"-I{SHIM}", f"-I{KERNELS}", *quants.cuda_defines()]
-    cmd += ["-o", str(d / "decoders.so"), str(d / "decoders.cpp")]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(d / "decoders.so"))
-
-
-def _aligned(raw: np.ndarray) -> np.ndarray:
-    """A copy of raw at a 16-byte aligned address (what dequant.cu's word-wise path needs)."""
-    buf = np.empty(raw.size + 16, np.uint8)
-    start = -buf.ctypes.data % 16
-    out = buf[start : start + raw.size]
-    out[...] = raw
-    return out
+    return build(tmp_path_factory.mktemp("decoders"), "decoders", "\n".join(src) + "\n")
 
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
@@ -65,7 +46,7 @@ def test_device_decoders_match_gguf(lib: ctypes.CDLL, qt: QuantType) -> None:
     rng = np.random.default_rng(12)
     finite = dequant.random_blocks(qt, N_BLOCKS, rng)
     wild = rng.integers(0, 256, N_BLOCKS * qt.type_size, dtype=np.uint8)
-    raw = _aligned(np.concatenate([finite, wild]))
+    raw = aligned(np.concatenate([finite, wild]))
     n = 2 * N_BLOCKS
     with np.errstate(all="ignore"):
         want = dequantize(raw.reshape(n, qt.type_size), qt.qtype).reshape(-1)

@@ -159,3 +159,32 @@ def test_largest_deviation_is_always_reported() -> None:
     assert (
         r.first_divergence.node == a["nodes"][1]["name"] and r.largest.node == a["nodes"][5]["name"]
     )
+
+
+def test_quant_path_vs_f16_path_shows_where_and_how_much(tmp_path) -> None:
+    """Issue 13 item 3 on the CPU: the same prompt through the quant path (8-bit activations,
+    ref_mmvq) and the f16 path (dequant per call, f16 operands): the diff names the quant-act
+    calibration, finds no divergence at it, and reports the largest deviation at a node
+    downstream of a matmul with a nonzero size; a tighter tolerance makes the first divergence
+    a matmul's or after one (the 3-token prefill is a matvec too: <= MAX_NT tokens)."""
+    from tracekit.cli import main
+    from tracekit.trace.format import load_trace
+
+    paths = {}
+    for mode in ("quant", "f16"):
+        out = tmp_path / f"{mode}.json"
+        args = ["record-trace", "--backend", "numpy", "--matmul", mode, "--w16-cache", "off",
+                "--prompt", "The kernel reads", "--steps", "3", "--no-progress", "-o", str(out)]  # fmt: skip
+        assert main(args) == 0
+        paths[mode] = load_trace(out)
+    q, f = paths["quant"], paths["f16"]
+    r = diff_traces(q, f)
+    assert r.path.name == "quant-act-gpu" and not r.diverged, r.text()
+    assert r.largest is not None and 0.0 < r.largest.fraction < 1.0
+    tight = diff_traces(q, f, rtol=1e-3)
+    assert tight.diverged
+    order = [n["name"] for n in q["nodes"]]
+    ops = {n["name"]: n["op"] for n in q["nodes"]}
+    first = tight.first_divergence
+    i = order.index(first.node)
+    assert any(ops[n] == "matmul" for n in order[: i + 1]), tight.text()

@@ -1,0 +1,36 @@
+"""Builds CUDA headers of tracekit/kernels as a host library with g++ (tests/kernels/host_shim
+stands in for the few CUDA names they use), for the tests that run device code on the CPU
+(test_decoders_host.py, test_codes_host.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from tracekit import quants
+from tracekit.kernels import cuda
+
+SHIM = Path(__file__).resolve().parent / "host_shim"
+KERNELS = Path(cuda.__file__).resolve().parent
+
+
+def build(folder: Path, name: str, source: str) -> ctypes.CDLL:
+    """``source`` compiled as ``folder/name.so`` (IEEE f32, no contraction: FFMA is std::fma)."""
+    (folder / f"{name}.cpp").write_text(source)
+    cmd = ["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC"]
+    cmd += [f"-I{SHIM}", f"-I{KERNELS}", *quants.cuda_defines()]
+    cmd += ["-o", str(folder / f"{name}.so"), str(folder / f"{name}.cpp")]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(folder / f"{name}.so"))
+
+
+def aligned(raw: np.ndarray) -> np.ndarray:
+    """A copy of raw at a 16-byte aligned address (the kernels' word-wise paths need it)."""
+    buf = np.empty(raw.size + 16, np.uint8)
+    start = -buf.ctypes.data % 16
+    out = buf[start : start + raw.size]
+    out[...] = raw
+    return out
