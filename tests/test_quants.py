@@ -57,6 +57,10 @@ def test_declaration_has_every_piece(qt: QuantType) -> None:
         assert f"QUANT_SIZES({qt.name});" in body
         assert DEC8 in body, f"struct {qt.name} has no dec8 with the shared signature"
         assert qt.dequant is not None and qt.dequant.variant in dequant.VARIANTS
+        # the integer view the q8 matvec reads: NumPy's int_parts, CUDA's Codes<T>
+        assert type(qt).int_parts is not QuantType.int_parts, f"{qt.name} declares no int_parts"
+        codes = (KERNELS / "quant_codes.cuh").read_text()
+        assert re.search(rf"^struct Codes<{qt.name}> \{{", codes, re.M), f"no Codes<{qt.name}>"
     else:
         assert "vec8" in body and "at(" in body
 
