@@ -11,7 +11,8 @@ instantiations, the stamp list and the CPU dispatch from this table. Dispatch is
 ``gguf.GGMLQuantizationType`` (never by a bare integer): the seed's §2.1 trap was two dispatch
 tables with two numberings.
 
-Adding a type: one class here and one ``struct`` in quant_decoders.cuh.
+Adding a type: one class here (with its ``decode`` and ``int_parts``), one ``struct`` in
+quant_decoders.cuh and its ``Codes<T>`` in quant_codes.cuh (the quant path's matvec).
 """
 
 from __future__ import annotations

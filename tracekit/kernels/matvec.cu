@@ -204,39 +204,37 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
     for (int p = first; p < NT * runs; p += stride) {
         const int t = p / runs, r = p - t * runs;
         const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
-        // two passes over the run's 128 bytes (the second from L1), so that no 32 values are
-        // held at once: the prologue needs few registers, and the rows' loop gets them
-        float amax = 0.0f;
-        bool finite = true;
+        float v[32];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const float4 f = __ldg(src + i);
-            const float a[4] = {fabsf(f.x), fabsf(f.y), fabsf(f.z), fabsf(f.w)};
+            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+        }
+        float amax = 0.0f;
+        bool finite = true;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                finite = finite && a[j] <= 3.402823466e38f;  // false for NaN and Inf
-                amax = fmaxf(amax, a[j]);
-            }
+        for (int i = 0; i < 32; ++i) {
+            const float a = fabsf(v[i]);
+            finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
+            amax = fmaxf(amax, a);
         }
         const bool scaled = finite && amax > 0.0f;
         const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
         const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
+        int q[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+            q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
+                          : 0;
         int4* dst = reinterpret_cast<int4*>(xq + (i64)t * (k >> 2) + 8 * r);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             int w[4], s = 0;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const float4 f = __ldg(src + 4 * h + i);
-                const float v[4] = {f.x, f.y, f.z, f.w};
-                int c[4];
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    c[j] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[j], id), 12582912.0f)) -
-                                        0x4B400000
-                                  : 0;
-                w[i] = (int)__byte_perm(__byte_perm(c[0], c[1], 0x0040),
-                                        __byte_perm(c[2], c[3], 0x0040), 0x5410);
+                const int* c = q + 16 * h + 4 * i;
+                w[i] = (int)__byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040),
+                                        0x5410);
                 s += c[0] + c[1] + c[2] + c[3];
             }
             dst[h] = make_int4(w[0], w[1], w[2], w[3]);
