@@ -50,6 +50,16 @@ GOLDEN = {
 PROMPT = [1, 17, 100, 200, 33, 7, 8, 9, 150, 12, 44, 45]
 
 
+@pytest.fixture(autouse=True)
+def _registry_restored() -> Any:
+    """Tests here change ARCHS; each gets it back whole and in order (monkeypatch's delitem
+    would restore an entry at the end, reordering the supported list for later tests)."""
+    saved = dict(ARCHS)
+    yield
+    ARCHS.clear()
+    ARCHS.update(saved)
+
+
 def file_arch(path: Path) -> str:
     return str(gguf.GGUFReader(path).fields["general.architecture"].contents())
 
@@ -94,19 +104,16 @@ def test_a_declaration_is_checked_and_registered_once() -> None:
     assert set(archs.FFN_ACTS) <= set(OPS)
 
 
-def test_unknown_arch_is_one_line_naming_the_registry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unknown_arch_is_one_line_naming_the_registry(tmp_path: Path) -> None:
     src = write_synthetic_model(tmp_path / "l.gguf", "llama", seed=3)
     p = rewrite(src, tmp_path / "bert.gguf", arch="bert")
     assert problems_of(p) == [
         "unsupported architecture 'bert' (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)"
     ]
     # the list is the registry's: a declared architecture is then read (by its own keys)
-    monkeypatch.setitem(ARCHS, "bert", replace(ARCHS["llama"], name="bert"))
+    ARCHS["bert"] = replace(ARCHS["llama"], name="bert")
     assert problems_of(p)[0] == "metadata bert.block_count is missing"
-    monkeypatch.delitem(ARCHS, "bert")
-    monkeypatch.delitem(ARCHS, "qwen3")
+    del ARCHS["bert"], ARCHS["qwen3"]
     assert problems_of(p) == [
         "unsupported architecture 'bert' (supported: llama, qwen2, phi3, gemma2, gemma3)"
     ]
@@ -195,9 +202,7 @@ def _moved(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize(("name", "feature"), _removals())
-def test_removing_a_feature_changes_the_model(
-    name: str, feature: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_removing_a_feature_changes_the_model(name: str, feature: str, tmp_path: Path) -> None:
     """Each non-default field of each declaration, reset to the plain transformer's value,
     changes what tracekit computes or accepts (the declared value is the one checked against
     HF by tests/runner/test_archs.py and test_parity_transformers.py)."""
@@ -205,7 +210,7 @@ def test_removing_a_feature_changes_the_model(
     value = getattr(decl, feature)
 
     def remove() -> None:
-        monkeypatch.setitem(ARCHS, name, replace(decl, **{feature: feature_defaults()[feature]}))
+        ARCHS[name] = replace(decl, **{feature: feature_defaults()[feature]})
 
     path = model_file(FEATURE_FILE[name], tmp_path)
     if feature in LOGIT_FEATURES or (feature == "softcap" and value == "read"):
@@ -253,6 +258,11 @@ def test_removing_a_feature_changes_the_model(
         assert _moved(m.logits(PROMPT[:6], backend="numpy"), before) > 1e-3
     else:
         raise AssertionError(f"feature {feature} has no check here: add how removing it shows")
+
+
+def test_the_registry_is_restored_between_tests() -> None:
+    assert list(ARCHS) == ["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"]
+    assert all(ARCHS[n] is getattr(archs, n.upper()) for n in ARCHS)
 
 
 def test_every_feature_is_declared_by_some_architecture() -> None:
