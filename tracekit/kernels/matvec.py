@@ -130,11 +130,10 @@ MATH_MMVQ, MATH_FLOAT = "int8_dp4a", "f32_cuda_core"
 
 
 def _record(
-    name: str, geo: Geometry | None, raw: Any, x: Any, out: Any, **extra: Any
+    name: str, geo: Geometry | None, raw: Any, x: Any, out: Any, math: str, **extra: Any
 ) -> LaunchRecord:
     nt, k = (int(s) for s in x.shape)
     n = int(out.shape[1])
-    math = MATH_MMVQ if name.startswith(("mmvq", "numpy_mmvq")) else MATH_FLOAT
     return LaunchRecord.of(
         name, geo, reads=[raw, x], writes=[out], flops=2 * nt * n * k, path=PATH,
         math_path=math, **extra,
@@ -208,7 +207,7 @@ def ref_mmvq(
             out[t, r0:r1] = term.sum(axis=1)
             if mag is not None:
                 mag[t, r0:r1] = np.abs(term).sum(axis=1)
-    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out)
+    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out, MATH_MMVQ)
     return (out, rec, mag) if bound else (out, rec)
 
 
@@ -230,7 +229,7 @@ def ref_matvec(
     check(x, raw, qt, shape)
     w, _ = dequant.ref_dequantize_f32(raw, qt, tuple(int(s) for s in shape))
     out = np.matmul(x, w.T)
-    return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out)
+    return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out, MATH_FLOAT)
 
 
 #: Whether mmvq takes x quantized by its own launch (quantize_q8, then mmvq_qx: two launches per
@@ -252,7 +251,7 @@ def _module(
     """matvec.cu with the kernels of one type (from the quant table), compiled once."""
     import cupy
 
-    qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
+    qt = quant_type(suffix)
     # the type's CUDA decoder (its declaration's ``device``): mmvq reads its Codes<T> view;
     # float types' is a Src* reader
     src = (cuda._HERE / f"{FAMILY}.cu").read_text()
@@ -273,8 +272,8 @@ def _kernel(
     min_blocks: int = MMVQ_MIN_BLOCKS,
     prefetch: bool = MMVQ_PREFETCH,
 ) -> Any:
-    qt = next(t for t in QUANT_TABLE.values() if t.suffix == suffix)
-    return _module(suffix, unroll, min_blocks, prefetch).get_function(kernel_name(qt, nt))
+    fn_name = kernel_name(quant_type(suffix), nt)
+    return _module(suffix, unroll, min_blocks, prefetch).get_function(fn_name)
 
 
 def mmvq_shared_bytes(nt: int, k: int) -> int:
@@ -373,7 +372,7 @@ def launch_matvec(
             raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
         )  # fmt: skip
         cuda.launch(_kernel(qt.suffix, nt, unroll or UNROLL), geo.grid, geo.block, args)
-        return o, [_record(kernel_name(qt, nt), geo, raw, x, o)]
+        return o, [_record(kernel_name(qt, nt), geo, raw, x, o, MATH_FLOAT)]
     if raw.data.ptr % 16:
         raise KernelInputError(
             f"mmvq weight starts {raw.data.ptr % 16} bytes past a 16-byte boundary; it must be "
@@ -402,7 +401,9 @@ def launch_matvec(
             fn.max_dynamic_shared_size_bytes = smem
         args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
-        recs.append(_record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, shared_bytes=smem))
+        recs.append(
+            _record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, shared_bytes=smem)
+        )
     return o, recs
 
 
