@@ -165,30 +165,42 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 // into shared memory first (NT k (1 + 4/32 + 4/16) bytes: 19.7 KB for one token of k = 14336),
 // then loops over rows (grid-stride: the grid is about one wave, so x is quantized once per
 // block, not per row).
-// Weights: a row's work items (Codes<T>: 32 values, 64 for Q2_K/Q3_K) are dealt to its lanes
-// round-robin, MV_UNROLL items loaded before their dot products. Per group g of 16 values with
-// first value v: s = dp4a(codes, q8) over 4 words + OFF * qsum16(v); the group adds
-//     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum16(v)        (MIN types only: the b term)
+// Weights: a row's work items (Codes<T>: 32 or 64 values) are dealt to its lanes
+// round-robin, MV_UNROLL items loaded before their dot products. Per scale group g (SG = 16 or
+// 32 values) with first value v: s = dp4a(codes, q8) over SG / 4 words + OFF * qsum(v); the
+// group adds
+//     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum(v)        (MIN types only: the b term)
 // each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
 // group's term; only the order in which the terms are summed differs.
 template <class C, int NG>
 __device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, const int* xq,
                                             const float* xd, const int* xs) {
     float r = 0.0f;
+    constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
 #pragma unroll
-    for (int g = 0; g < NG; ++g) {
-        const int v = vbase + it.v[g];
-        const int4 q = *reinterpret_cast<const int4*>(xq + (v >> 2));
-        int s = __dp4a((int)it.w[4 * g], q.x, 0);
-        s = __dp4a((int)it.w[4 * g + 1], q.y, s);
-        s = __dp4a((int)it.w[4 * g + 2], q.z, s);
-        s = __dp4a((int)it.w[4 * g + 3], q.w, s);
-        const int qs = xs[v >> 4];
+    for (int m = 0; m < NG / PER; ++m) {
+        const int g = PER * m, v = vbase + it.v[g];  // with PER 2, group g + 1 is v + 16..
+        int s = 0;
+#pragma unroll
+        for (int h = 0; h < PER; ++h) {
+            const int4 q = *reinterpret_cast<const int4*>(xq + (v >> 2) + 4 * h);
+            s = __dp4a((int)it.w[4 * (g + h)], q.x, s);
+            s = __dp4a((int)it.w[4 * (g + h) + 1], q.y, s);
+            s = __dp4a((int)it.w[4 * (g + h) + 2], q.z, s);
+            s = __dp4a((int)it.w[4 * (g + h) + 3], q.w, s);
+        }
+        int qs;
+        if (PER == 2) {
+            const int2 pair = *reinterpret_cast<const int2*>(xs + (v >> 4));  // v % 32 == 0
+            qs = pair.x + pair.y;
+        } else {
+            qs = xs[v >> 4];
+        }
         if (C::OFF != 0) s += C::OFF * qs;
         const float dx = xd[v >> 5];
         float term = __fmul_rn(__fmul_rn(it.a[g], dx), (float)s);
         if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it.b[g], dx), (float)qs));
-        r = __fadd_rn(r, term);
+        r = m == 0 ? term : __fadd_rn(r, term);
     }
     return r;
 }
@@ -283,8 +295,12 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     const float* xd = QX ? gxd : sxd;
     const int* xs = QX ? gxs : sxs;
     const int lane = threadIdx.x, lanes = 32 * blockDim.y;
-    const int nb = k / T::QK, nitems = nb * C::ITEMS;
-    const int first = threadIdx.y * 32 + lane;  // this lane's first item of a row
+    const int nb = k / T::QK;
+    // A lane's items are C::ITEMS-th parts of every (lanes / ITEMS)-th block: lanes is a
+    // multiple of ITEMS, so the part (sub) is the same for all of them and everything that
+    // depends on it alone (shifts, scale indices, x offsets) is computed once, not per item.
+    const int first = threadIdx.y * 32 + lane;
+    const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     // the first row's first items are loaded before x is quantized: their latency hides the
     // prologue's
     CodeItem<NG> it[MV_UNROLL];
@@ -295,8 +311,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         const u8* w = raw + (i64)row * nb * T::TS;
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
-            const int i = first + lanes * u;
-            if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+            const int b = b0 + bstep * u;
+            if (b < nb) C::load(w + b * T::TS, sub, it[u]);
         }
     }
     if (!QX) {
@@ -313,20 +329,20 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
         if (row < n) {
             const u8* w = raw + (i64)row * nb * T::TS;
-            for (int i0 = first; i0 < nitems; i0 += lanes * MV_UNROLL) {
+            for (int bi = b0; bi < nb; bi += bstep * MV_UNROLL) {
                 if (!loaded) {
 #pragma unroll
                     for (int u = 0; u < MV_UNROLL; ++u) {
-                        const int i = i0 + lanes * u;
-                        if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+                        const int b = bi + bstep * u;
+                        if (b < nb) C::load(w + b * T::TS, sub, it[u]);
                     }
                 }
                 loaded = false;
 #pragma unroll
                 for (int u = 0; u < MV_UNROLL; ++u) {
-                    const int i = i0 + lanes * u;
-                    if (i >= nitems) break;
-                    const int vbase = (i / C::ITEMS) * T::QK;
+                    const int b = bi + bstep * u;
+                    if (b >= nb) break;
+                    const int vbase = b * T::QK;
 #pragma unroll
                     for (int t = 0; t < NT; ++t)
                         acc[t] += group_dots<C, NG>(it[u], vbase, xq + t * (k >> 2),

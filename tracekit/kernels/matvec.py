@@ -170,9 +170,9 @@ def ref_mmvq(
 ) -> tuple[np.ndarray, LaunchRecord] | tuple[np.ndarray, LaunchRecord, np.ndarray]:
     """NumPy reference of ``mmvq_<suffix>``: the same group terms, rounded alike, summed.
 
-    Per group g of 16 values (codes c, factors a, b from ``qt.int_parts``), token t:
-    ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum`` in f32 (b absent: the first
-    product only); the output is the f32 sum of a row's terms (the kernel sums them in another
+    Per scale group g of ``qt.scale_group`` values (codes c, factors a, b from
+    ``qt.int_parts``), token t: ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum``
+    in f32 (b absent: the first product only); the output is the f32 sum of a row's terms (the kernel sums them in another
     order). With ``bound=True`` also returns sum(|term|) per output [nt, n]: the scale against
     which the summation order's rounding is bounded (tests: |gpu - ref| <= 1e-5 of it).
 
@@ -185,10 +185,12 @@ def ref_mmvq(
         raise KernelInputError(f"mmvq takes block-quantized weights, not {qt.name}")
     blocks = np.ascontiguousarray(raw).reshape(-1, qt.type_size)
     q, d, qsum = quantize_q8(x)
-    dx = np.repeat(d, 2, axis=1)  # per group of 16
-    groups = k // 16
-    qf = q.reshape(nt, groups, 16).astype(np.float32)
-    qsf = qsum.astype(np.float32)
+    sg = qt.scale_group
+    per = sg // 16  # int_parts' 16-value groups in one scale group
+    dx = np.repeat(d, 32 // sg, axis=1)  # per scale group
+    groups = k // sg
+    qf = q.reshape(nt, groups, sg).astype(np.float32)
+    qsf = qsum.reshape(nt, groups, per).sum(axis=2, dtype=np.int32).astype(np.float32)
     out = np.empty((nt, n), np.float32)
     mag = np.empty((nt, n), np.float32) if bound else None
     rows = max(1, (1 << 22) // k)  # ~16 MB of f32 codes per chunk
@@ -196,9 +198,9 @@ def ref_mmvq(
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         parts = qt.int_parts(blocks[r0 * bpr : r1 * bpr])
-        c = parts.codes.reshape(r1 - r0, groups, 16).astype(np.float32)
-        a = parts.a.reshape(r1 - r0, groups)
-        b = None if parts.b is None else parts.b.reshape(r1 - r0, groups)
+        c = parts.codes.reshape(r1 - r0, groups, sg).astype(np.float32)
+        a = parts.a.reshape(r1 - r0, groups, per)[:, :, 0]  # equal within a scale group
+        b = None if parts.b is None else parts.b.reshape(r1 - r0, groups, per)[:, :, 0]
         for t in range(nt):
             s = np.einsum("rgj,gj->rg", c, qf[t])  # integers < 2^24: exact in f32
             with np.errstate(invalid="ignore", over="ignore"):

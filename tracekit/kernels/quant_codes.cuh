@@ -7,8 +7,12 @@
 // both against gguf-py's values).
 //
 // Codes<T> has
-//   ITEMS            work items per block (one lane's unit: 32 values, Q2_K/Q3_K 64)
+//   ITEMS            work items per block (one lane's unit: 32 values, the K-quants but Q6_K 64)
 //   NG               groups of 16 values per item
+//   SG               values sharing one scale (and offset): 32, or 16 (Q2_K, Q3_K, Q6_K), from
+//                    the declaration (-DTK_<T>_SG); with 32, groups 2m and 2m + 1 are the two
+//                    halves of one 32-value run with equal a and b, and mmvq scales their
+//                    summed dot product once
 //   OFF              added to every code (Q4_0's -8: the codes are stored unsigned, the offset
 //                    is folded into the integer sum as OFF * sum(q8), exact)
 //   MIN              whether b (a per-group offset: Q4_1's m, the K-quants' -dmin m) exists
@@ -65,6 +69,8 @@ __device__ __forceinline__ u32 iq4_levels4(u32 n) {
 template <class T>
 struct Codes;  // a type without its integer view does not compile into mmvq
 
+#define SCALE_GROUP(T) static constexpr int SG = TK_##T##_SG
+
 // 32-value blocks whose 16 qs bytes hold value j in the low nibble of byte j, j + 16 in the
 // high: group 0 = the low nibbles, group 1 = the high ones (Q4_0, Q4_1, Q5_*, IQ4_NL).
 template <class Item>
@@ -80,6 +86,7 @@ __device__ __forceinline__ void nibble_groups(uint4 q, Item& it) {
 
 template <>
 struct Codes<Q8_0> {  // d | qs[32] int8: x = d q
+    SCALE_GROUP(Q8_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -93,6 +100,7 @@ struct Codes<Q8_0> {  // d | qs[32] int8: x = d q
 
 template <>
 struct Codes<Q4_0> {  // d | qs[16]: x = d (q - 8)
+    SCALE_GROUP(Q4_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = -8;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -103,6 +111,7 @@ struct Codes<Q4_0> {  // d | qs[16]: x = d (q - 8)
 
 template <>
 struct Codes<Q4_1> {  // d | m | qs[16]: x = d q + m  (TS 20: 4-byte aligned)
+    SCALE_GROUP(Q4_1);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -125,6 +134,7 @@ __device__ __forceinline__ void fifth_bits(u32 qh, Item& it) {
 
 template <>
 struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
+    SCALE_GROUP(Q5_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = -16;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -136,6 +146,7 @@ struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
 
 template <>
 struct Codes<Q5_1> {  // d | m | qh | qs[16]: x = d q + m  (TS 24: 8-byte aligned)
+    SCALE_GROUP(Q5_1);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -149,6 +160,7 @@ struct Codes<Q5_1> {  // d | m | qh | qs[16]: x = d q + m  (TS 24: 8-byte aligne
 
 template <>
 struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
+    SCALE_GROUP(IQ4_NL);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -159,53 +171,60 @@ struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
     }
 };
 
-// Q4_K/Q5_K item i: qs bytes [32 r + 16 h, +16) (r = i / 2, h = i % 2), whose low nibbles are
-// values 16 h.. of sub-block 2 r and high nibbles the same values of sub-block 2 r + 1.
-__device__ __forceinline__ void k_item(uint4 head, uint4 q, int i, CodeItem<2>& it) {
-    const int r = i >> 1, h = i & 1;
+// Q4_K/Q5_K item r (of 4): qs bytes [32 r, +32), whose low nibbles are sub-block 2 r's 32 values
+// and high nibbles sub-block 2 r + 1's: groups 0, 1 = the low nibbles of bytes 0-15, 16-31,
+// groups 2, 3 the high ones (two halves of each sub-block, as SG = 32 wants).
+__device__ __forceinline__ void k_item(uint4 head, uint4 q0, uint4 q1, int r, CodeItem<4>& it) {
 #pragma unroll
-    for (int g = 0; g < 2; ++g) {
+    for (int h = 0; h < 2; ++h) {  // h: sub-block 2 r + h, nibble h
         float dsc, dmn;
-        k_scales_w(head, 2 * r + g, &dsc, &dmn);
-        it.a[g] = dsc;
-        it.b[g] = -dmn;
-        it.v[g] = 64 * r + 32 * g + 16 * h;
+        k_scales_w(head, 2 * r + h, &dsc, &dmn);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (4 * g)) & 0x0F0F0F0Fu;
+        for (int half = 0; half < 2; ++half) {
+            const int g = 2 * h + half;
+            const uint4 q = half ? q1 : q0;
+            it.a[g] = dsc;
+            it.b[g] = -dmn;
+            it.v[g] = 64 * r + 32 * h + 16 * half;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (4 * h)) & 0x0F0F0F0Fu;
+        }
     }
 }
 
 template <>
 struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
-    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    SCALE_GROUP(Q4_K);
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 16 * i);
-        k_item(head, q, i, it);
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+        const uint4* p = reinterpret_cast<const uint4*>(b);
+        k_item(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
     }
 };
 
 template <>
 struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
-    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    SCALE_GROUP(Q5_K);
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4 q = *reinterpret_cast<const uint4*>(b + 48 + 16 * i);
-        const uint4 qh = *reinterpret_cast<const uint4*>(b + 16 + 16 * (i & 1));
-        k_item(head, q, i, it);
-        const int j0 = 2 * (i >> 1);
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+        const uint4* p = reinterpret_cast<const uint4*>(b);
+        const uint4 qh0 = p[1], qh1 = p[2];  // qh[0..16), qh[16..32)
+        k_item(p[0], p[3 + 2 * r], p[4 + 2 * r], r, it);
 #pragma unroll
-        for (int g = 0; g < 2; ++g)
+        for (int g = 0; g < 4; ++g) {
+            const uint4 qh = (g & 1) ? qh1 : qh0;
+            const int j = 2 * r + (g >> 1);
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-                it.w[4 * g + k] |= ((word(qh, k) >> (j0 + g)) & 0x01010101u) << 4;
+            for (int k = 0; k < 4; ++k) it.w[4 * g + k] |= ((word(qh, k) >> j) & 0x01010101u) << 4;
+        }
     }
 };
 
 template <>
 struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
+    SCALE_GROUP(Q6_K);
     static constexpr int ITEMS = 8, NG = 2, OFF = -32;
     static constexpr bool MIN = false;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
@@ -231,6 +250,7 @@ struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 1
 
 template <>
 struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
+    SCALE_GROUP(Q2_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
     // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
@@ -255,6 +275,7 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
 
 template <>
 struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
+    SCALE_GROUP(Q3_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = -4;
     static constexpr bool MIN = false;
     // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
@@ -282,6 +303,7 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
 
 template <>
 struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] - 32)) LEVELS[q]
+    SCALE_GROUP(IQ4_XS);
     static constexpr int ITEMS = 8, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
