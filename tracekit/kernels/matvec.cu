@@ -91,28 +91,12 @@ __device__ __forceinline__ void matvec_row(const u8* __restrict__ w, const float
 
 #define MV_MAX_WARPS 8  // blockDim.y * blockDim.z <= 8 (256 threads)
 
-// Grid contract (matvec.py's geometry): block = (32, WPR, rows per block), grid.x = ceil(n /
-// rows per block); row blockIdx.x * blockDim.z + threadIdx.z, its WPR warps threadIdx.y.
-// fast: raw % 16 == 0 (Fast<T>'s alignment), checked by the launcher. ts/qk: the sizes of T's
-// block (the quant table's, or 8 values for F32/F16/BF16), checked against T.
-template <class T, int NT>
-__device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
-                                       float* __restrict__ out, int n, int k, int ts, int qk,
-                                       int fast) {
-    __shared__ float part[MV_MAX_WARPS][NT];
-    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
-        __trap();
-    const int row = blockIdx.x * blockDim.z + threadIdx.z;
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    if (row < n) {  // no return: the block meets at the barrier below
-        const u8* w = raw + (i64)row * (k / T::QK) * T::TS;
-        if (fast)
-            matvec_row<typename FastOr<T>::type, NT>(w, x, acc, k);
-        else
-            matvec_row<T, NT>(w, x, acc, k);
-    }
+// A row's lane sums -> out[t, row]: shuffles within each warp, then (WPR > 1) the row's warps
+// meet in shared memory in a fixed order. Every thread of the block calls it (its barriers);
+// the last barrier lets a grid-strided caller reuse part for its next row.
+template <int NT>
+__device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* __restrict__ out,
+                                          int row, int n) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
 #pragma unroll
@@ -135,6 +119,32 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
         for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
         out[(i64)lane * n + row] = s;
     }
+    __syncthreads();
+}
+
+// Grid contract (matvec.py's geometry): block = (32, WPR, rows per block), grid.x = ceil(n /
+// rows per block); row blockIdx.x * blockDim.z + threadIdx.z, its WPR warps threadIdx.y.
+// fast: raw % 16 == 0 (Fast<T>'s alignment), checked by the launcher. ts/qk: the sizes of T's
+// block (the quant table's, or 8 values for F32/F16/BF16), checked against T.
+template <class T, int NT>
+__device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
+                                       float* __restrict__ out, int n, int k, int ts, int qk,
+                                       int fast) {
+    __shared__ float part[MV_MAX_WARPS][NT];
+    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
+        __trap();
+    const int row = blockIdx.x * blockDim.z + threadIdx.z;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    if (row < n) {  // no return: the block meets at the barrier below
+        const u8* w = raw + (i64)row * (k / T::QK) * T::TS;
+        if (fast)
+            matvec_row<typename FastOr<T>::type, NT>(w, x, acc, k);
+        else
+            matvec_row<T, NT>(w, x, acc, k);
+    }
+    write_row<NT>(acc, part, out, row, n);
 }
 
 #define MATVEC_KERNEL(suffix, T, NT)                                                           \
@@ -351,28 +361,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
             }
         }
         loaded = false;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xFFFFFFFFu, acc[t], o);
-        }
-        if (blockDim.y == 1) {
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-                if (lane == t && row < n) out[(i64)t * n + row] = acc[t];
-            continue;
-        }
-        const int wslot = threadIdx.z * blockDim.y + threadIdx.y;
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-            if (lane == t) part[wslot][t] = acc[t];
-        __syncthreads();
-        if (threadIdx.y == 0 && lane < NT && row < n) {
-            float s = 0.0f;
-            for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
-            out[(i64)lane * n + row] = s;
-        }
-        __syncthreads();  // part is rewritten by the next row
+        write_row<NT>(acc, part, out, row, n);
     }
 }
 
