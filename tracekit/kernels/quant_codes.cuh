@@ -260,12 +260,14 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
         const uint4 q = ld16_a4(b + 16 + 32 * h + 16 * l);
-        const uint4 sc = ld16_a4(b);
+        // the item's four scale bytes (j - 8 h = 2 s + l) lie in scales[8 h, 8 h + 8): two words
+        const u32* sw = reinterpret_cast<const u32*>(b + 8 * h);
+        const u32 sc0 = sw[0], sc1 = sw[1];
         const u32 dm = *reinterpret_cast<const u32*>(b + 80);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-            const int j = 8 * h + 2 * s + l;
-            const u32 scj = (word(sc, j >> 2) >> (8 * (j & 3))) & 0xFFu;
+            const int j = 8 * h + 2 * s + l, e = 2 * s + l;
+            const u32 scj = (((e >> 2) ? sc1 : sc0) >> (8 * (e & 3))) & 0xFFu;
             it.v[s] = 16 * j;
             it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
             it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
@@ -286,8 +288,14 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
         const int h = i >> 1, l = i & 1;
         const uint4 q = ld16_a2(b + 32 + 32 * h + 16 * l);
         const uint4 m = ld16_a2(b + 16 * l);
-        const u32 s0 = ld_4(b + 96), s1 = ld_4(b + 100), s2 = ld_4(b + 104);
-        const float d = f16_at(b + 108);
+        // scales[12] and d (bytes 96..110) as the four aligned words that hold them
+        const u32 q4 = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2 (TS 110)
+        const u32* sw = reinterpret_cast<const u32*>(b + 96 - q4);
+        // (at b % 4 == 0 the fourth word would pass the block's end: d is read on its own)
+        const u32 w0 = sw[0], w1 = sw[1], w2 = sw[2], w3 = q4 ? sw[3] : 0u;
+        const u32 s0 = __funnelshift_r(w0, w1, 8 * q4), s1 = __funnelshift_r(w1, w2, 8 * q4);
+        const u32 s2 = __funnelshift_r(w2, w3, 8 * q4);
+        const float d = q4 ? half_hi(w3) : f16_at(b + 108);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int g = 4 * h + s, j = 2 * g + l;
