@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 5's GPU check (mmvq, the quant path with 8-bit activations), stages by name:
-#   scripts/gpu_check_s5.sh parity mvsweep calib decode     (each NAME or NAME:SECONDS)
+#   scripts/gpu_check_s5.sh parity mvsweep calib decode side   (each NAME or NAME:SECONDS)
+# side needs .llama carried (carry [".whl", ".llama"]) and ~8 minutes: give it side:560 alone.
 # Run from the repo root on the GPU host; logs under $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -28,6 +29,12 @@ for spec in "$@"; do
         echo "--- $n GPU quant vs CPU f32"
         t python3 -m tracekit diff "/tmp/g-$n.json" "/tmp/c-$n.json" --rtol 1 2>&1 | grep -iE "largest|path|diverg" | head -4
       done ;;
+    side)  # llama.cpp side by side in ONE call: a background build does not outlive its call
+      [ -x /root/llama/llama.cpp/build/bin/llama-bench ] || \
+        t bash scripts/build_llama_bench.sh .llama/llama-src.tar.xz /root/llama > "$OUT/build.log" 2>&1
+      tail -2 "$OUT/build.log"
+      t python3 scripts/vs_llama.py --llama-bench /root/llama/llama.cpp/build/bin/llama-bench \
+        qwen2-0.5b llama3-8b 2>&1 | tee "$OUT/side.log" | tail -12 ;;
     decode) t python3 scripts/decode_speed.py qwen2-0.5b --backend cupy --matmul quant --replay graph \
               --steps 64 2>&1 | tail -1 ;;
     *) echo "unknown stage $stage" ;;
