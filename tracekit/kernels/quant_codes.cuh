@@ -55,15 +55,21 @@ __device__ __forceinline__ u32 word(uint4 q, int i) {
     return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
 }
 
-// Four 4-bit codes (one per byte) -> their IQ4 levels as int8 bytes: each half of the table
-// looked up with PRMT (selectors = the codes' low 3 bits), a third PRMT picks the half by bit 3.
-__device__ __forceinline__ u32 iq4_levels4(u32 n) {
-    const u32 t = n | (n >> 4);                    // bytes 0, 2: code pairs (a | b << 4)
-    const u32 sel = __byte_perm(t, 0u, 0x4420u);   // the four codes as nibbles 0..3
-    const u32 s7 = sel & 0x7777u;
-    const u32 pick = ((sel >> 1) & 0x4444u) | 0x3210u;
-    return __byte_perm(__byte_perm(IQ4_LEVELS_0, IQ4_LEVELS_1, s7),
-                       __byte_perm(IQ4_LEVELS_2, IQ4_LEVELS_3, s7), pick);
+// The 8 codes of a qs word w (byte i: low nibble = value i, high nibble = value i + 16) as IQ4
+// levels: lo = the 4 low nibbles' levels, hi = the 4 high ones'. PRMT reads w's low 16 bits
+// directly as four selectors (n0, m0, n1, m1: bit 3 masked off, it would replicate the sign),
+// looked up in both table halves, picked by bit 3, then the bytes unshuffled.
+__device__ __forceinline__ void iq4_levels_lohi(u32 w, u32& lo, u32& hi) {
+    u32 r[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const u32 sel = w >> (16 * k);
+        const u32 s7 = sel & 0x7777u, pick = ((sel >> 1) & 0x4444u) | 0x3210u;
+        r[k] = __byte_perm(__byte_perm(IQ4_LEVELS_0, IQ4_LEVELS_1, s7),
+                           __byte_perm(IQ4_LEVELS_2, IQ4_LEVELS_3, s7), pick);
+    }
+    lo = __byte_perm(r[0], r[1], 0x6420u);
+    hi = __byte_perm(r[0], r[1], 0x7531u);
 }
 
 template <class T>
@@ -164,9 +170,10 @@ struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
-        nibble_groups(ld16_a2(b + 2), it);
+        const uint4 q = ld16_a2(b + 2);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) it.w[i] = iq4_levels4(it.w[i]);
+        for (int i = 0; i < 4; ++i) iq4_levels_lohi(word(q, i), it.w[i], it.w[4 + i]);
+        it.v[0] = 0, it.v[1] = 16;
         it.a[0] = it.a[1] = f16_at(b);
     }
 };
@@ -319,9 +326,9 @@ struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] -
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
         const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
         const u32 ls = ((hd.y >> (4 * i)) & 15u) | (((hd.x >> (16 + 2 * i)) & 3u) << 4);
-        nibble_groups(ld16_a8(b + 8 + 16 * i), it);
+        const uint4 q = ld16_a8(b + 8 + 16 * i);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) it.w[k] = iq4_levels4(it.w[k]);
+        for (int k = 0; k < 4; ++k) iq4_levels_lohi(word(q, k), it.w[k], it.w[4 + k]);
         it.v[0] = 32 * i, it.v[1] = 32 * i + 16;
         it.a[0] = it.a[1] = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
     }
