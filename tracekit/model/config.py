@@ -5,29 +5,10 @@ its fields and tensor views. Everything is checked before anything runs — arch
 metadata, every expected tensor's presence, shape and type, the data layout (in the file,
 aligned, back to back in tensor-info order as ggml requires) — and all problems are reported together in one :class:`ModelError`.
 
-Architectures, as llama.cpp's converter writes them (``convert_hf_to_gguf.py``) and as
-llama.cpp runs them (``llama-model.cpp``):
-
-- ``llama``: Q/K rows permuted so that adjacent pairs (ggml's "normal" rope) rotate together;
-  output tied to ``token_embd`` when ``output.weight`` is absent.
-- ``qwen2``: Q/K/V biases; NeoX rope (pairs ``i`` and ``i + head_dim/2``).
-- ``gemma3``: embedding scaled by sqrt(n_embd); norm weights stored with the +1 of Gemma's
-  ``x * (1 + w)`` already added (so applied as stored); per-head RMSNorm of Q and K; norms after
-  attention and after the FFN; GELU-tanh gated FFN; every 6th layer global, the others
-  sliding-window with rope base 10000; NeoX rope; tied output.
-- ``llama`` with Llama 3 rope scaling: the converter writes it as an F32 ``rope_freqs.weight``
-  tensor of per-pair angle divisors (no ``rope.scaling.*`` keys); rope divides by them.
-- Mistral: the converter writes it as arch ``llama`` with no sliding-window key; run, as
-  llama.cpp runs it, with full causal attention (noted in the trace when the name says Mistral).
-- ``qwen3``: per-head RMSNorm of Q and K (weights as stored), no biases; NeoX rope.
-- ``phi3``: fused ``attn_qkv`` ([q | k | v] rows) and fused ``ffn_up`` ([gate | up] rows), split
-  after the matmul; NeoX rope; its ``sliding_window`` key is ignored, as llama.cpp ignores it
-  (full attention, noted in the trace). Long-context (``rope_factors_long``) files are refused.
-- ``gemma2``: as gemma3 without the Q/K norms and with one rope base, plus attention-logit and
-  final-logit soft-capping (``cap * tanh(x / cap)``); even layers sliding-window (llama.cpp's
-  swa pattern 2); attention scale 1/sqrt(head_dim) (llama.cpp's reading of
-  ``query_pre_attn_scalar``, which the converter does not write; n_embd / n_head for the
-  46-layer 27B).
+Architectures: one declaration each in :mod:`tracekit.model.archs` (its GGUF name, the metadata
+it reads, the tensors and graph features it adds); :func:`read_config` reads a file by its
+declaration and writes the features into the :class:`ModelConfig` that :func:`expected_tensors`
+and the graph builder read.
 
 Shapes: the reader gives ``ne`` in ggml order ``[in, out]``; tracekit uses NumPy order
 ``(out, in)`` everywhere (a matmul weight is ``[n, k]``, one row per output).
@@ -46,6 +27,7 @@ import gguf
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
+from tracekit.model.archs import ARCHS, Arch
 from tracekit.model.metadata import (
     check_token_ids,
     check_vocab,
@@ -54,23 +36,15 @@ from tracekit.model.metadata import (
 )
 from tracekit.quants import QUANT_TABLE, QuantType, supported_names
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
+#: The declared architectures' names (tracekit.model.archs), in declaration order.
+SUPPORTED_ARCHS = tuple(ARCHS)
 #: Rope scalings tracekit runs: ``rope.scaling.type`` values, and ``llama3`` (rope_freqs.weight).
 SUPPORTED_ROPE_SCALINGS = ("none", "linear", "llama3")
-#: Architectures whose rope pairs are NeoX's (i, i + d/2); the others use ggml's adjacent pairs.
-NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma2", "gemma3")
 #: The tensor of llama 3's per-pair rope frequency divisors.
 ROPE_FREQS = "rope_freqs.weight"
 
 #: Tensor types a 1-D tensor (norm weight, bias) may have; converted to f32 once at load.
 _VECTOR_TYPES = (GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16)
-
-#: gemma3: llama.cpp's set_swa_pattern(6) — layer il is sliding-window unless il % 6 == 5.
-GEMMA3_SWA_PATTERN = 6
-#: gemma3: llama.cpp's rope_freq_base_train_swa for the local (sliding-window) layers.
-GEMMA3_ROPE_BASE_SWA = 10000.0
-#: gemma2: llama.cpp's set_swa_pattern(2) — even layers sliding-window, odd layers global.
-GEMMA2_SWA_PATTERN = 2
 
 
 class ModelError(ValueError):
@@ -378,10 +352,9 @@ def read_config(
     arch = m.str("general.architecture")
     if arch is None:
         return None, problems
-    if arch not in SUPPORTED_ARCHS:
-        return None, [
-            f"unsupported architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})"
-        ]
+    decl = ARCHS.get(arch)
+    if decl is None:
+        return None, [f"unsupported architecture {arch!r} (supported: {', '.join(ARCHS)})"]
     a = arch
     n_layer = m.int(f"{a}.block_count")
     n_embd = m.int(f"{a}.embedding_length")
@@ -437,7 +410,7 @@ def read_config(
             f"(supported: {', '.join(SUPPORTED_ROPE_SCALINGS)})"
         )
     ff = tensors.get(ROPE_FREQS)
-    if ff is not None and arch == "llama":  # elsewhere: an unexpected tensor (check_tensors)
+    if ff is not None and decl.rope_freqs:  # elsewhere: an unexpected tensor (check_tensors)
         if scaling != "none":
             problems.append(f"tensor {ROPE_FREQS} together with rope scaling {scaling!r}")
         scaling = "llama3"  # its shape and type are checked with the other tensors
@@ -453,54 +426,8 @@ def read_config(
                 f"(supported rope scalings: {', '.join(SUPPORTED_ROPE_SCALINGS)})"
             )
     notes: list[str] = []
-
-    sliding_window, swa_layers = 0, ()
-    rope_base_swa = rope_base or 10000.0
-    if arch == "gemma2" and n_layer:
-        sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
-        if sliding_window > 0:
-            swa_layers = tuple(il % GEMMA2_SWA_PATTERN == 0 for il in range(n_layer))
-    if arch == "phi3":
-        window = m.int(f"{a}.attention.sliding_window", 0, minimum=0)
-        if window:
-            notes.append(
-                f"{a}.attention.sliding_window = {window} is not applied: full causal attention, "
-                "as llama.cpp runs phi3"
-            )
-    if arch == "llama":
-        window = m.int(f"{a}.attention.sliding_window", 0, minimum=0)
-        label = " ".join(str(m.get(k, "") or "") for k in ("general.name", "general.basename"))
-        if window:  # llama.cpp's llama graph has no sliding window either
-            notes.append(
-                f"{a}.attention.sliding_window = {window} is not applied: full causal attention, "
-                "as llama.cpp runs arch llama"
-            )
-        elif "mistral" in label.lower():
-            notes.append(
-                "Mistral stored as arch llama (the converter writes no sliding window): full "
-                "causal attention, as llama.cpp runs it"
-            )
-    attn_softcap = final_softcap = 0.0
-    if arch == "gemma2":
-        attn_softcap = m.float(f"{a}.attn_logit_softcapping", 0.0, positive=False) or 0.0
-        final_softcap = m.float(f"{a}.final_logit_softcapping", 0.0, positive=False) or 0.0
-        for key, v in (("attn_logit_softcapping", attn_softcap),
-                       ("final_logit_softcapping", final_softcap)):  # fmt: skip
-            if v < 0:
-                problems.append(f"metadata {a}.{key} = {v} must be >= 0 (0: no soft-capping)")
-    if arch == "gemma3" and n_layer:
-        sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
-        if sliding_window > 0:
-            swa_layers = sliding_window_layers(
-                m, f"{a}.attention.sliding_window_pattern", n_layer, GEMMA3_SWA_PATTERN
-            )
-            rope_base_swa = m.float(f"{a}.rope.freq_base_swa", GEMMA3_ROPE_BASE_SWA)
-        softcap = m.float(f"{a}.final_logit_softcapping", 0.0, positive=False)
-        if softcap:
-            problems.append(f"final logit soft-capping ({softcap}) is not supported")
-        softcap = m.float(f"{a}.attn_logit_softcapping", 0.0, positive=False)
-        if softcap:
-            problems.append(f"attention logit soft-capping ({softcap}) is not supported for gemma3")
+    sliding_window, swa_layers, rope_base_swa = _read_window(m, decl, n_layer, rope_base, notes)
+    attn_softcap, final_softcap = _read_softcaps(m, decl)
     if n_layer and not swa_layers:
         swa_layers = (False,) * n_layer
 
@@ -525,9 +452,7 @@ def read_config(
     assert n_layer and n_embd and n_ff and n_ctx and n_head and n_head_kv and head_dim
     assert rms_eps and rope_base and n_vocab
 
-    gemma = arch in ("gemma2", "gemma3")
-    # llama.cpp: the 27B models (gemma3 62 layers, gemma2 46) scale by n_embd / n_head instead
-    if (arch, n_layer) in (("gemma3", 62), ("gemma2", 46)):
+    if n_layer in decl.attn_scale_n_embd_at:  # gemma's 27B: llama.cpp's query_pre_attn_scalar
         attn_scale = 1.0 / math.sqrt(n_embd / n_head)
     else:
         attn_scale = 1.0 / math.sqrt(head_dim)
@@ -546,12 +471,12 @@ def read_config(
         rope_base=rope_base,
         rope_base_swa=rope_base_swa,
         rope_freq_scale=freq_scale,
-        rope_neox=arch in NEOX_ARCHS,
-        qkv_bias=arch == "qwen2" or "blk.0.attn_q.bias" in tensors,
-        qk_norm=arch in ("gemma3", "qwen3"),
-        post_norms=gemma,
-        embed_scale=math.sqrt(n_embd) if gemma else 1.0,
-        ffn_act="gelu_tanh" if gemma else "silu",
+        rope_neox=decl.rope_neox,
+        qkv_bias=decl.qkv_bias or "blk.0.attn_q.bias" in tensors,
+        qk_norm=decl.qk_norm,
+        post_norms=decl.post_norms,
+        embed_scale=math.sqrt(n_embd) if decl.embed_scale else 1.0,
+        ffn_act=decl.ffn_act,
         attn_scale=attn_scale,
         sliding_window=sliding_window,
         swa_layers=swa_layers,
@@ -560,11 +485,66 @@ def read_config(
         rope_freq_factors=freq_factors,
         attn_softcap=attn_softcap,
         final_softcap=final_softcap,
-        fused_qkv=arch == "phi3",
-        fused_gate_up=arch == "phi3",
+        fused_qkv=decl.fused_qkv,
+        fused_gate_up=decl.fused_gate_up,
         notes=tuple(notes),
     )
     return cfg, []
+
+
+def _read_window(
+    m: _Meta, decl: Arch, n_layer: int | None, rope_base: float | None, notes: list[str]
+) -> tuple[int, tuple[bool, ...], float]:
+    """The sliding window, which layers use it and their rope base, as ``decl`` reads them;
+    a window key that ``decl`` ignores is noted."""
+    a = decl.name
+    sliding_window, swa_layers = 0, ()
+    rope_base_swa = rope_base or 10000.0
+    sw = decl.sliding_window
+    if sw is not None and n_layer:
+        sliding_window = m.int(f"{a}.attention.sliding_window", 0, minimum=0) or 0
+        if sliding_window > 0:
+            if sw.pattern_key:
+                swa_layers = sliding_window_layers(
+                    m, f"{a}.attention.sliding_window_pattern", n_layer, sw.period
+                )
+            else:
+                swa_layers = tuple(il % sw.period < sw.period - 1 for il in range(n_layer))
+            if sw.rope_base_swa is not None:
+                rope_base_swa = m.float(f"{a}.rope.freq_base_swa", sw.rope_base_swa)
+    window = label = None
+    if decl.window_ignored_as:
+        window = m.int(f"{a}.attention.sliding_window", 0, minimum=0)
+    if decl.label_notes:
+        label = " ".join(str(m.get(k, "") or "") for k in ("general.name", "general.basename"))
+    if window:  # llama.cpp's graph for these has no sliding window either
+        notes.append(
+            f"{a}.attention.sliding_window = {window} is not applied: full causal attention, "
+            f"as llama.cpp runs {decl.window_ignored_as}"
+        )
+    elif label is not None:
+        notes += [note for part, note in decl.label_notes if part in label.lower()]
+    return sliding_window, swa_layers, rope_base_swa
+
+
+def _read_softcaps(m: _Meta, decl: Arch) -> tuple[float, float]:
+    """(attention, final) logit soft-caps as ``decl`` reads them (0: none)."""
+    a = decl.name
+    if decl.softcap == "read":
+        keys = ("attn_logit_softcapping", "final_logit_softcapping")
+        caps = [m.float(f"{a}.{key}", 0.0, positive=False) or 0.0 for key in keys]
+        for key, v in zip(keys, caps, strict=True):
+            if v < 0:
+                m.problems.append(f"metadata {a}.{key} = {v} must be >= 0 (0: no soft-capping)")
+        return caps[0], caps[1]
+    if decl.softcap == "refused":
+        softcap = m.float(f"{a}.final_logit_softcapping", 0.0, positive=False)
+        if softcap:
+            m.problems.append(f"final logit soft-capping ({softcap}) is not supported")
+        softcap = m.float(f"{a}.attn_logit_softcapping", 0.0, positive=False)
+        if softcap:
+            m.problems.append(f"attention logit soft-capping ({softcap}) is not supported for {a}")
+    return 0.0, 0.0
 
 
 # -- the expected tensors -------------------------------------------------------------------------

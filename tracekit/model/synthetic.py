@@ -27,6 +27,7 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
+from tracekit.model.archs import ARCHS
 from tracekit.quants import QUANT_TABLE
 
 QK_K = 256
@@ -474,8 +475,23 @@ def random_blocks(
 
 
 def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) -> Path:
-    """Write ``spec`` as a GGUF file with weights drawn from ``seed``; returns the path."""
+    """Write ``spec`` as a GGUF file with weights drawn from ``seed``; returns the path.
+
+    The layout follows the architecture's declaration (tracekit.model.archs): Q/K rows permuted
+    for adjacent-pair rope, biases, Q/K norms, post-norms, gemma's window metadata.
+
+    Raises:
+        ValueError: an undeclared architecture, one with fused tensors (not written here), or
+            rope factors for one that takes none.
+    """
     s = spec
+    arch = ARCHS.get(s.arch)
+    if arch is None:
+        raise ValueError(f"unsupported architecture {s.arch!r} (supported: {', '.join(ARCHS)})")
+    if arch.fused_qkv or arch.fused_gate_up:
+        raise ValueError(f"the synthetic writer does not write {s.arch}'s fused tensors")
+    if s.rope_freqs and not arch.rope_freqs:
+        raise ValueError(f"{s.arch} takes no rope_freqs.weight (rope_freqs must be empty)")
     rng = np.random.default_rng(seed)
     vocab = byte_level_vocab(s.n_merges)
     if s.n_vocab is not None:
@@ -483,7 +499,6 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
     n_vocab = len(vocab.tokens)
     e, f, hd = s.n_embd, s.n_ff, s.head_dim
     qd, kvd = s.n_head * hd, s.n_head_kv * hd
-    gemma = s.arch == "gemma3"
 
     def normal(shape: tuple[int, ...], std: float) -> np.ndarray:
         x = rng.standard_normal(shape, dtype=np.float32)
@@ -506,7 +521,7 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
     w.add_head_count_kv(s.n_head_kv)
     w.add_layer_norm_rms_eps(s.rms_eps)
     w.add_rope_freq_base(s.rope_base)
-    if gemma:
+    if arch.sliding_window is not None:  # gemma's converter writes these, no rope dimension
         w.add_key_length(hd)
         w.add_value_length(hd)
         w.add_sliding_window(s.sliding_window)
@@ -554,27 +569,27 @@ def write_model(path: str | os.PathLike[str], spec: SyntheticSpec, seed: int) ->
         b = f"blk.{il}."
         put(b + "attn_norm.weight", norm_weight(e), T.F32)
         wq, wk = _Lazy((qd, e), e**-0.5), _Lazy((kvd, e), e**-0.5)
-        if s.arch == "llama" and not s.random_blocks:
+        if not arch.rope_neox and not s.random_blocks:
             wq, wk = normal(wq.shape, wq.std), normal(wk.shape, wk.std)
             wq, wk = _llama_permute(wq, s.n_head), _llama_permute(wk, s.n_head_kv)
         put(b + "attn_q.weight", wq, s.type_of("attn_q", il))
         put(b + "attn_k.weight", wk, s.type_of("attn_k", il))
         put(b + "attn_v.weight", _Lazy((kvd, e), e**-0.5), s.type_of("attn_v", il))
-        if s.arch == "qwen2":
+        if arch.qkv_bias:
             put(b + "attn_q.bias", normal((qd,), 0.5), T.F32)
             put(b + "attn_k.bias", normal((kvd,), 0.5), T.F32)
             put(b + "attn_v.bias", normal((kvd,), 0.2), T.F32)
-        if gemma:
+        if arch.qk_norm:
             put(b + "attn_q_norm.weight", norm_weight(hd), T.F32)
             put(b + "attn_k_norm.weight", norm_weight(hd), T.F32)
         put(b + "attn_output.weight", _Lazy((e, qd), 0.5 * qd**-0.5), s.type_of("attn_output", il))
-        if gemma:
+        if arch.post_norms:
             put(b + "post_attention_norm.weight", norm_weight(e), T.F32)
         put(b + "ffn_norm.weight", norm_weight(e), T.F32)
         put(b + "ffn_gate.weight", _Lazy((f, e), e**-0.5), s.type_of("ffn_gate", il))
         put(b + "ffn_up.weight", _Lazy((f, e), e**-0.5), s.type_of("ffn_up", il))
         put(b + "ffn_down.weight", _Lazy((e, f), 0.5 * f**-0.5), s.type_of("ffn_down", il))
-        if gemma:
+        if arch.post_norms:
             put(b + "post_ffw_norm.weight", norm_weight(e), T.F32)
     put("output_norm.weight", norm_weight(e), T.F32)
     if s.rope_freqs:

@@ -116,7 +116,12 @@ class _Builder:
 
 
 def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None) -> Graph:
-    """The forward graph of a model of one of the supported architectures (tracekit.model.config).
+    """The forward graph of a model of one of the declared architectures (tracekit.model.archs).
+
+    No branch here names an architecture: each feature (fused projections, biases, Q/K norms,
+    post-norms, rope pairs and factors, per-layer windows and rope bases, soft-caps, embedding
+    scale, activation, tied output) is a field of ``config``, which ``read_config`` fills from
+    the architecture's declaration and the file.
 
     Args:
         config: the model's configuration.
