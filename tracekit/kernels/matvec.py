@@ -263,6 +263,7 @@ def _module(
     else:
         src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
     opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
+            f"-DRUN_INTS={RUN_BYTES // 4}",
             f"-DMMVQ_PREFETCH={int(prefetch)}")  # fmt: skip
     return cupy.RawModule(code=src, options=opts)
 
@@ -279,10 +280,14 @@ def _kernel(
     return _module(suffix, unroll, min_blocks, prefetch).get_function(kernel_name(qt, nt))
 
 
+#: Bytes of one quantized run of 32 activations as mmvq reads it (matvec.cu's RUN_INTS ints):
+#: 32 int8 values, d, the two half sums, a pad.
+RUN_BYTES = 48
+
+
 def mmvq_shared_bytes(nt: int, k: int) -> int:
-    """mmvq's dynamic shared memory: x quantized (k bytes), d per 32 and qsum per 16 (4 bytes
-    each), per token."""
-    return nt * (k + 4 * (k // 32) + 4 * (k // 16))
+    """mmvq's dynamic shared memory: x quantized, :data:`RUN_BYTES` per run of 32 values."""
+    return nt * (k // 32) * RUN_BYTES
 
 
 @functools.cache
@@ -419,22 +424,19 @@ def _launch_qx(
 
     nt, k = (int(v) for v in x.shape)
     n = int(shape[0])
-    xq = cupy.empty((nt, k), cupy.int8)
-    xd = cupy.empty((nt, k // 32), cupy.float32)
-    xsum = cupy.empty((nt, k // 16), cupy.int32)
+    xr = cupy.empty((nt, k // 32, RUN_BYTES // 4), cupy.int32)  # the quantized runs
     qgeo = grid_1d(nt * (k // 32), 256)
     mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch)
     qfn = mod.get_function(f"quantize_q8_n{nt}")
-    cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xq, xd, xsum, cuda.NO_STAMP))
-    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xq, xd, xsum],
+    cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
+    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xr],
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
     geo = geometry(n, k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
     fn = mod.get_function(qx_kernel_name(qt, nt))
-    args = (raw, xq, xd, xsum, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk),
-            cuda.NO_STAMP)  # fmt: skip
+    args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
     cuda.launch(fn, geo.grid, geo.block, args)
-    rec = LaunchRecord.of(qx_kernel_name(qt, nt), geo, reads=[raw, xq, xd, xsum], writes=[o],
+    rec = LaunchRecord.of(qx_kernel_name(qt, nt), geo, reads=[raw, xr], writes=[o],
                           flops=2 * nt * n * k, path=PATH, math_path=MATH_MMVQ)  # fmt: skip
     return [qrec, rec]
 
@@ -443,6 +445,6 @@ def ref_quantize_record(x: np.ndarray) -> LaunchRecord:
     """The NumPy backend's record of quantize_q8 (its values are :func:`quantize_q8`'s, which
     :func:`ref_mmvq` computes): the same bytes as the GPU launch's."""
     nt, k = (int(v) for v in x.shape)
-    written = nt * k + 4 * nt * (k // 32) + 4 * nt * (k // 16)
+    written = nt * (k // 32) * RUN_BYTES
     return LaunchRecord.of("numpy_quantize_q8", None, reads=[x], bytes_written=written,
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
