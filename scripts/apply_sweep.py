@@ -22,11 +22,17 @@ def apply(log: str, src: str) -> tuple[str, list[str]]:
     """``src`` with every configuration of ``log`` written in, and one line per type applied."""
     done = []
     for name, cfg in BEST.findall(log):
-        head = rf"^(class {name}\(QuantType, qtype=_T\.{name}(?:, f16_fields=\([^)]*\))?)"
-        pat = head + r"(?:, dequant=DequantConfig\([^)]*\))?\):"
-        src, n = re.subn(pat, rf"\1, dequant=DequantConfig({cfg})):", src, flags=re.M)
-        if n != 1:
+        # the class's argument list, on one line or wrapped over several
+        m = re.search(rf"^class {name}\(\s*QuantType, qtype=_T\.{name}\b(.*?)\):", src, re.M | re.S)
+        if m is None:
             raise SystemExit(f"{name}: no `class {name}(QuantType, qtype=_T.{name}...)` line")
+        args = m.group(1)
+        new = f"dequant=DequantConfig({cfg})"
+        if "dequant=DequantConfig(" in args:
+            args = re.sub(r"dequant=DequantConfig\([^)]*\)", new, args)
+        else:
+            args = args.rstrip() + f", {new}" + ("\n" if args.endswith("\n") else "")
+        src = src[: m.start(1)] + args + src[m.end(1) :]
         done.append(f"{name}: DequantConfig({cfg})")
     return src, done
 

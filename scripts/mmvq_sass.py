@@ -46,7 +46,8 @@ def main(argv: list[str]) -> int:
     if missing:
         sys.exit(f"needs {', '.join(missing)} on PATH")
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
-    defines = [f"-DMV_UNROLL={matvec.MMVQ_UNROLL}", f"-DMMVQ_MIN_BLOCKS={matvec.MMVQ_MIN_BLOCKS}"]
+    defines = [f"-DMV_UNROLL={matvec.MMVQ_UNROLL}", f"-DMMVQ_MIN_BLOCKS={matvec.MMVQ_MIN_BLOCKS}",
+               f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]  # fmt: skip
     print("| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:

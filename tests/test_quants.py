@@ -60,6 +60,15 @@ def test_declaration_has_every_piece(qt: QuantType) -> None:
         # the integer view the q8 matvec reads: NumPy's int_parts, CUDA's Codes<T>
         assert type(qt).int_parts is not QuantType.int_parts, f"{qt.name} declares no int_parts"
         codes = (KERNELS / "quant_codes.cuh").read_text()
+        # a scale group of 32 really shares its factors (mmvq scales its sum once)
+        rng = np.random.default_rng(5)
+        blocks = rng.integers(0, 256, (64, qt.type_size), dtype=np.uint8)
+        with np.errstate(all="ignore"):
+            p = qt.int_parts(blocks)
+        per = qt.scale_group // 16
+        for f in (p.a, p.b) if p.b is not None else (p.a,):
+            g = f.reshape(64, -1, per).view(np.uint32)
+            assert (g == g[:, :, :1]).all(), f"{qt.name}'s factors differ inside a scale group"
         assert re.search(rf"^struct Codes<{qt.name}> \{{", codes, re.M), f"no Codes<{qt.name}>"
     else:
         assert "vec8" in body and "at(" in body

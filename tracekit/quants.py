@@ -68,12 +68,15 @@ class QuantType:
         device: the CUDA decoder struct (quant types: the GGML name, in quant_decoders.cuh;
             float types: the ``Src*`` reader).
         dequant: its :class:`DequantConfig` (quant types; :data:`UNSWEPT` if not given).
+        scale_group: values that share one scale (and offset) in ``int_parts``: 32, or 16 for
+            Q2_K, Q3_K and Q6_K; mmvq sums each group's integer dot product before scaling it.
     """
 
     qtype: ClassVar[GGMLQuantizationType]
     f16_fields: ClassVar[tuple[int, ...]]
     device: ClassVar[str]
     dequant: ClassVar[DequantConfig | None]
+    scale_group: ClassVar[int]
 
     def __init_subclass__(
         cls,
@@ -82,6 +85,7 @@ class QuantType:
         f16_fields: tuple[int, ...] = (),
         device: str | None = None,
         dequant: DequantConfig | None = None,
+        scale_group: int = 32,
     ) -> None:
         super().__init_subclass__()
         if cls.__name__ != qtype.name:
@@ -95,6 +99,9 @@ class QuantType:
         quantized = GGML_QUANT_SIZES[qtype][0] > 1
         cls.device = device or qtype.name
         cls.dequant = (dequant or UNSWEPT) if quantized else None
+        if scale_group not in (16, 32):
+            raise TypeError(f"{qtype.name}: scale_group {scale_group} must be 16 or 32")
+        cls.scale_group = scale_group
         QUANT_TABLE[qtype] = cls()
 
     def __repr__(self) -> str:
@@ -498,7 +505,9 @@ class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2,
         return IntParts(codes, _per16(dm[0][:, None], 32), _per16(dm[1][:, None], 32))
 
 
-class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(2, 128, 2)):
+class Q2_K(
+    QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(2, 128, 2), scale_group=16
+):
     """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
 
     +-------------------------+-------------------------------+-------+----------+
@@ -532,7 +541,9 @@ class Q2_K(QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(
         return IntParts(q.view(np.int8).reshape(n, 256), a, m)
 
 
-class Q3_K(QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2, 128, 1)):
+class Q3_K(
+    QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2, 128, 1), scale_group=16
+):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
 
     +---------------------+-------------------+----------------------+-------+
@@ -631,7 +642,9 @@ class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2,
         return IntParts(codes, _per16(f[0], 32), _per16(-f[1], 32))
 
 
-class Q6_K(QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2, 128, 1)):
+class Q6_K(
+    QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2, 128, 1), scale_group=16
+):
     """Q6_K: 256 values in 210 bytes;  x = (d scales[e // 16]) (q - 32).
 
     +---------------------------+----------------------------+------------+-------+
@@ -764,6 +777,7 @@ def cuda_defines() -> tuple[str, ...]:
     out = ["-DTK_QUANT_SIZES"]
     for t in QUANTIZED_TYPES:
         out += [f"-DTK_{t.device}_QK={t.block_size}", f"-DTK_{t.device}_TS={t.type_size}"]
+        out += [f"-DTK_{t.device}_SG={t.scale_group}"]
     return tuple(out)
 
 

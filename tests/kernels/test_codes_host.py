@@ -28,17 +28,22 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     """run_<T>(blocks, n, x, codes, a, b): every item of every block through Codes<T>::load."""
-    src = ['#include "quant_codes.cuh"']
+    src = ["#include <cstring>", '#include "quant_codes.cuh"']
     for t in QUANTIZED_TYPES:
         d = t.device
         src.append(
             f'extern "C" void run_{d}(const u8* raw, long n, float* x, signed char* c, float* a,'
-            f" float* b) {{\n"
+            f" float* b, long* bad_pairs) {{\n"
             f"  using C = Codes<{d}>;\n"
             f"  for (long i = 0; i < n; ++i)\n"
             f"    for (int it = 0; it < C::ITEMS; ++it) {{\n"
             f"      CodeItem<C::NG> item;\n"
             f"      C::load(raw + i * {d}::TS, it, item);\n"
+            # with SG 32, groups 2m, 2m + 1 must be one run's halves with equal factors
+            f"      for (int g = 0; C::SG == 32 && g < C::NG; g += 2)\n"
+            f"        if (item.v[g] % 32 || item.v[g + 1] != item.v[g] + 16 ||\n"
+            f"            memcmp(&item.a[g], &item.a[g + 1], 4) ||\n"
+            f"            (C::MIN && memcmp(&item.b[g], &item.b[g + 1], 4))) ++*bad_pairs;\n"
             f"      for (int g = 0; g < C::NG; ++g)\n"
             f"        for (int j = 0; j < 16; ++j) {{\n"
             f"          const long e = i * {d}::QK + item.v[g] + j;\n"
@@ -72,10 +77,12 @@ def test_codes_rebuild_the_gguf_values_and_match_int_parts(lib: ctypes.CDLL, qt:
     a = np.full(vals // INT_GROUP, np.nan, np.float32)
     b = np.full(vals // INT_GROUP, np.nan, np.float32)
     ptr = ctypes.c_void_p
+    bad_pairs = ctypes.c_long(0)
     getattr(lib, f"run_{qt.device}")(
         ptr(raw.ctypes.data), ctypes.c_long(n), ptr(x.ctypes.data), ptr(c.ctypes.data),
-        ptr(a.ctypes.data), ptr(b.ctypes.data),
+        ptr(a.ctypes.data), ptr(b.ctypes.data), ctypes.byref(bad_pairs),
     )  # fmt: skip
+    assert bad_pairs.value == 0, f"{qt.name}: {bad_pairs.value} scale-group pairs broken"
     with np.errstate(all="ignore"):
         want = dequantize(raw.reshape(n, qt.type_size), qt.qtype).reshape(-1)
     bad = np.flatnonzero(~_same(x, want))

@@ -91,28 +91,12 @@ __device__ __forceinline__ void matvec_row(const u8* __restrict__ w, const float
 
 #define MV_MAX_WARPS 8  // blockDim.y * blockDim.z <= 8 (256 threads)
 
-// Grid contract (matvec.py's geometry): block = (32, WPR, rows per block), grid.x = ceil(n /
-// rows per block); row blockIdx.x * blockDim.z + threadIdx.z, its WPR warps threadIdx.y.
-// fast: raw % 16 == 0 (Fast<T>'s alignment), checked by the launcher. ts/qk: the sizes of T's
-// block (the quant table's, or 8 values for F32/F16/BF16), checked against T.
-template <class T, int NT>
-__device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
-                                       float* __restrict__ out, int n, int k, int ts, int qk,
-                                       int fast) {
-    __shared__ float part[MV_MAX_WARPS][NT];
-    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
-        __trap();
-    const int row = blockIdx.x * blockDim.z + threadIdx.z;
-    float acc[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    if (row < n) {  // no return: the block meets at the barrier below
-        const u8* w = raw + (i64)row * (k / T::QK) * T::TS;
-        if (fast)
-            matvec_row<typename FastOr<T>::type, NT>(w, x, acc, k);
-        else
-            matvec_row<T, NT>(w, x, acc, k);
-    }
+// A row's lane sums -> out[t, row]: shuffles within each warp, then (WPR > 1) the row's warps
+// meet in shared memory in a fixed order. Every thread of the block calls it (its barriers);
+// the last barrier lets a grid-strided caller reuse part for its next row.
+template <int NT>
+__device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* __restrict__ out,
+                                          int row, int n) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
 #pragma unroll
@@ -135,6 +119,32 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
         for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
         out[(i64)lane * n + row] = s;
     }
+    __syncthreads();
+}
+
+// Grid contract (matvec.py's geometry): block = (32, WPR, rows per block), grid.x = ceil(n /
+// rows per block); row blockIdx.x * blockDim.z + threadIdx.z, its WPR warps threadIdx.y.
+// fast: raw % 16 == 0 (Fast<T>'s alignment), checked by the launcher. ts/qk: the sizes of T's
+// block (the quant table's, or 8 values for F32/F16/BF16), checked against T.
+template <class T, int NT>
+__device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
+                                       float* __restrict__ out, int n, int k, int ts, int qk,
+                                       int fast) {
+    __shared__ float part[MV_MAX_WARPS][NT];
+    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
+        __trap();
+    const int row = blockIdx.x * blockDim.z + threadIdx.z;
+    float acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    if (row < n) {  // no return: the block meets at the barrier below
+        const u8* w = raw + (i64)row * (k / T::QK) * T::TS;
+        if (fast)
+            matvec_row<typename FastOr<T>::type, NT>(w, x, acc, k);
+        else
+            matvec_row<T, NT>(w, x, acc, k);
+    }
+    write_row<NT>(acc, part, out, row, n);
 }
 
 #define MATVEC_KERNEL(suffix, T, NT)                                                           \
@@ -165,41 +175,58 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 // into shared memory first (NT k (1 + 4/32 + 4/16) bytes: 19.7 KB for one token of k = 14336),
 // then loops over rows (grid-stride: the grid is about one wave, so x is quantized once per
 // block, not per row).
-// Weights: a row's work items (Codes<T>: 32 values, 64 for Q2_K/Q3_K) are dealt to its lanes
-// round-robin, MV_UNROLL items loaded before their dot products. Per group g of 16 values with
-// first value v: s = dp4a(codes, q8) over 4 words + OFF * qsum16(v); the group adds
-//     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum16(v)        (MIN types only: the b term)
+// Weights: a row's work items (Codes<T>: 32 or 64 values) are dealt to its lanes
+// round-robin, MV_UNROLL items loaded before their dot products. Per scale group g (SG = 16 or
+// 32 values) with first value v: s = dp4a(codes, q8) over SG / 4 words + OFF * qsum(v); the
+// group adds
+//     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum(v)        (MIN types only: the b term)
 // each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
 // group's term; only the order in which the terms are summed differs.
+// A quantized run of 32 activations, as mmvq reads it: RUN_INTS ints (48 bytes) — the 32 int8
+// values (8 words), d (f32 bits), the sums of q over each half, and a pad to 16 bytes — so a
+// group's values, scale and sums come from one address (two or three 16-byte loads).
+#ifndef RUN_INTS  // matvec.py passes RUN_BYTES / 4
+#error "compile with -DRUN_INTS (tracekit/kernels/matvec.py's RUN_BYTES / 4)"
+#endif
+
 template <class C, int NG>
-__device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, const int* xq,
-                                            const float* xd, const int* xs) {
+__device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, const int* xr) {
     float r = 0.0f;
+    constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
 #pragma unroll
-    for (int g = 0; g < NG; ++g) {
-        const int v = vbase + it.v[g];
-        const int4 q = *reinterpret_cast<const int4*>(xq + (v >> 2));
-        int s = __dp4a((int)it.w[4 * g], q.x, 0);
-        s = __dp4a((int)it.w[4 * g + 1], q.y, s);
-        s = __dp4a((int)it.w[4 * g + 2], q.z, s);
-        s = __dp4a((int)it.w[4 * g + 3], q.w, s);
-        const int qs = xs[v >> 4];
+    for (int m = 0; m < NG / PER; ++m) {
+        // vbase (a block's first value) is a multiple of 32 and it.v[g] (a multiple of 16) the
+        // same for all of a lane's items: the run and half split so the compiler sees that
+        const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
+        const int* run = xr + ((vbase >> 5) + (it.v[g] >> 5)) * RUN_INTS;
+        const int half = (it.v[g] >> 4) & 1;  // 0 when PER is 2
+        int s = 0;
+#pragma unroll
+        for (int h = 0; h < PER; ++h) {
+            const int4 q = *reinterpret_cast<const int4*>(run + 4 * (half + h));
+            s = __dp4a((int)it.w[4 * (g + h)], q.x, s);
+            s = __dp4a((int)it.w[4 * (g + h) + 1], q.y, s);
+            s = __dp4a((int)it.w[4 * (g + h) + 2], q.z, s);
+            s = __dp4a((int)it.w[4 * (g + h) + 3], q.w, s);
+        }
+        const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
+        const int qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
         if (C::OFF != 0) s += C::OFF * qs;
-        const float dx = xd[v >> 5];
+        const float dx = __int_as_float(meta.x);
         float term = __fmul_rn(__fmul_rn(it.a[g], dx), (float)s);
         if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it.b[g], dx), (float)qs));
-        r = __fadd_rn(r, term);
+        r = m == 0 ? term : __fadd_rn(r, term);
     }
     return r;
 }
 
-// x [NT, k] -> shared: xq int8 [NT][k] (as words), xd f32 [NT][k / 32], xs int [NT][k / 16].
+// x [NT, k] -> runs xr [NT][k / 32][RUN_INTS] (shared memory, or global for mmvq_qx).
 // q = rint(x * (127 / amax)): the reciprocal once per run, and rint as one FADD of 1.5 * 2^23
 // (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
 // Runs first, first + stride, ... (a block's threads in mmvq's prologue, a grid's in quantize_q8).
 template <int NT>
-__device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, int* xq, float* xd,
-                                           int* xs, int first, int stride) {
+__device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, int* xr, int first,
+                                           int stride) {
     const int runs = k >> 5;
     for (int p = first; p < NT * runs; p += stride) {
         const int t = p / runs, r = p - t * runs;
@@ -226,7 +253,9 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
         for (int i = 0; i < 32; ++i)
             q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
                           : 0;
-        int4* dst = reinterpret_cast<int4*>(xq + (i64)t * (k >> 2) + 8 * r);
+        int* run = xr + ((i64)t * runs + r) * RUN_INTS;
+        int4* dst = reinterpret_cast<int4*>(run);
+        int sums[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             int w[4], s = 0;
@@ -238,9 +267,9 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, i
                 s += c[0] + c[1] + c[2] + c[3];
             }
             dst[h] = make_int4(w[0], w[1], w[2], w[3]);
-            xs[t * (k >> 4) + 2 * r + h] = s;
+            sums[h] = s;
         }
-        xd[t * runs + r] = d;
+        reinterpret_cast<int4*>(run)[2] = make_int4(__float_as_int(d), sums[0], sums[1], 0);
     }
 }
 
@@ -268,7 +297,7 @@ __device__ __forceinline__ void prefetch_row_l2(const u8* raw, i64 row_bytes, in
 // the block has no prologue and the grid is not capped; else the block quantizes x itself.
 template <class T, int NT, bool QX>
 __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __restrict__ x,
-                                     const int* gxq, const float* gxd, const int* gxs,
+                                     const int* gxr,
                                      float* __restrict__ out, int n, int k, int ts, int qk) {
     using C = Codes<T>;
     constexpr int NG = C::NG;
@@ -276,15 +305,15 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     extern __shared__ int4 mmvq_smem[];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
         __trap();
-    int* sxq = reinterpret_cast<int*>(mmvq_smem);
-    float* sxd = reinterpret_cast<float*>(sxq + NT * (k >> 2));
-    int* sxs = reinterpret_cast<int*>(sxd + NT * (k >> 5));
-    const int* xq = QX ? gxq : sxq;
-    const float* xd = QX ? gxd : sxd;
-    const int* xs = QX ? gxs : sxs;
+    int* sxr = reinterpret_cast<int*>(mmvq_smem);
+    const int* xr = QX ? gxr : sxr;
     const int lane = threadIdx.x, lanes = 32 * blockDim.y;
-    const int nb = k / T::QK, nitems = nb * C::ITEMS;
-    const int first = threadIdx.y * 32 + lane;  // this lane's first item of a row
+    const int nb = k / T::QK;
+    // A lane's items are C::ITEMS-th parts of every (lanes / ITEMS)-th block: lanes is a
+    // multiple of ITEMS, so the part (sub) is the same for all of them and everything that
+    // depends on it alone (shifts, scale indices, x offsets) is computed once, not per item.
+    const int first = threadIdx.y * 32 + lane;
+    const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     // the first row's first items are loaded before x is quantized: their latency hides the
     // prologue's
     CodeItem<NG> it[MV_UNROLL];
@@ -295,13 +324,13 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         const u8* w = raw + (i64)row * nb * T::TS;
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
-            const int i = first + lanes * u;
-            if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+            const int b = b0 + bstep * u;
+            if (b < nb) C::load(w + b * T::TS, sub, it[u]);
         }
     }
     if (!QX) {
         const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        quantize_x<NT>(x, k, sxq, sxd, sxs, tid, blockDim.x * blockDim.y * blockDim.z);
+        quantize_x<NT>(x, k, sxr, tid, blockDim.x * blockDim.y * blockDim.z);
         __syncthreads();
     }
     bool loaded = true;
@@ -313,50 +342,28 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
         if (row < n) {
             const u8* w = raw + (i64)row * nb * T::TS;
-            for (int i0 = first; i0 < nitems; i0 += lanes * MV_UNROLL) {
+            for (int bi = b0; bi < nb; bi += bstep * MV_UNROLL) {
                 if (!loaded) {
 #pragma unroll
                     for (int u = 0; u < MV_UNROLL; ++u) {
-                        const int i = i0 + lanes * u;
-                        if (i < nitems) C::load(w + (i64)(i / C::ITEMS) * T::TS, i % C::ITEMS, it[u]);
+                        const int b = bi + bstep * u;
+                        if (b < nb) C::load(w + b * T::TS, sub, it[u]);
                     }
                 }
                 loaded = false;
 #pragma unroll
                 for (int u = 0; u < MV_UNROLL; ++u) {
-                    const int i = i0 + lanes * u;
-                    if (i >= nitems) break;
-                    const int vbase = (i / C::ITEMS) * T::QK;
+                    const int b = bi + bstep * u;
+                    if (b >= nb) break;
+                    const int vbase = b * T::QK;
 #pragma unroll
                     for (int t = 0; t < NT; ++t)
-                        acc[t] += group_dots<C, NG>(it[u], vbase, xq + t * (k >> 2),
-                                                    xd + t * (k >> 5), xs + t * (k >> 4));
+                        acc[t] += group_dots<C, NG>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS);
                 }
             }
         }
         loaded = false;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xFFFFFFFFu, acc[t], o);
-        }
-        if (blockDim.y == 1) {
-#pragma unroll
-            for (int t = 0; t < NT; ++t)
-                if (lane == t && row < n) out[(i64)t * n + row] = acc[t];
-            continue;
-        }
-        const int wslot = threadIdx.z * blockDim.y + threadIdx.y;
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-            if (lane == t) part[wslot][t] = acc[t];
-        __syncthreads();
-        if (threadIdx.y == 0 && lane < NT && row < n) {
-            float s = 0.0f;
-            for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
-            out[(i64)lane * n + row] = s;
-        }
-        __syncthreads();  // part is rewritten by the next row
+        write_row<NT>(acc, part, out, row, n);
     }
 }
 
@@ -371,14 +378,14 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                               float* __restrict__ out, int n, int k, int ts, int qk,           \
                               unsigned long long* stamp) {                                     \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq<T, NT, false>(raw, x, nullptr, nullptr, nullptr, out, n, k, ts, qk);              \
+        mmvq<T, NT, false>(raw, x, nullptr, out, n, k, ts, qk);                                \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MMVQ_MIN_BLOCKS)                         \
-        mmvq_qx_##suffix##_n##NT(const u8* __restrict__ raw, const int* xq, const float* xd,   \
-                                 const int* xs, float* __restrict__ out, int n, int k, int ts, \
+        mmvq_qx_##suffix##_n##NT(const u8* __restrict__ raw, const int* xr,                    \
+                                 float* __restrict__ out, int n, int k, int ts,                \
                                  int qk, unsigned long long* stamp) {                          \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq<T, NT, true>(raw, nullptr, xq, xd, xs, out, n, k, ts, qk);                        \
+        mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk);                                \
     }
 
 #define MMVQ_KERNELS(suffix, T)                                                                \
@@ -391,14 +398,14 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     MMVQ_KERNEL(suffix, T, 7)                                                                  \
     MMVQ_KERNEL(suffix, T, 8)
 
-// x [NT, k] f32 -> xq int8 [NT][k], xd f32 [NT][k / 32], xs int [NT][k / 16] in global memory,
+// x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory,
 // one thread per run of 32 values (grid: matvec.py's quantize_geometry), for mmvq_qx_*.
 #define QUANTIZE_Q8_KERNEL(NT)                                                                 \
     extern "C" __global__ void __launch_bounds__(256)                                          \
-        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xq, float* xd, int* xs,     \
+        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
                           unsigned long long* stamp) {                                         \
         const LaunchStamp launch_stamp(stamp);                                                \
-        quantize_x<NT>(x, k, xq, xd, xs, blockIdx.x * blockDim.x + threadIdx.x,                \
+        quantize_x<NT>(x, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                        \
                        gridDim.x * blockDim.x);                                                \
     }
 QUANTIZE_Q8_KERNEL(1)

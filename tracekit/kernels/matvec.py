@@ -169,9 +169,9 @@ def ref_mmvq(
 ) -> tuple[np.ndarray, LaunchRecord] | tuple[np.ndarray, LaunchRecord, np.ndarray]:
     """NumPy reference of ``mmvq_<suffix>``: the same group terms, rounded alike, summed.
 
-    Per group g of 16 values (codes c, factors a, b from ``qt.int_parts``), token t:
-    ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum`` in f32 (b absent: the first
-    product only); the output is the f32 sum of a row's terms (the kernel sums them in another
+    Per scale group g of ``qt.scale_group`` values (codes c, factors a, b from
+    ``qt.int_parts``), token t: ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum``
+    in f32 (b absent: the first product only); the output is the f32 sum of a row's terms (the kernel sums them in another
     order). With ``bound=True`` also returns sum(|term|) per output [nt, n]: the scale against
     which the summation order's rounding is bounded (tests: |gpu - ref| <= 1e-5 of it).
 
@@ -184,10 +184,12 @@ def ref_mmvq(
         raise KernelInputError(f"mmvq takes block-quantized weights, not {qt.name}")
     blocks = np.ascontiguousarray(raw).reshape(-1, qt.type_size)
     q, d, qsum = quantize_q8(x)
-    dx = np.repeat(d, 2, axis=1)  # per group of 16
-    groups = k // 16
-    qf = q.reshape(nt, groups, 16).astype(np.float32)
-    qsf = qsum.astype(np.float32)
+    sg = qt.scale_group
+    per = sg // 16  # int_parts' 16-value groups in one scale group
+    dx = np.repeat(d, 32 // sg, axis=1)  # per scale group
+    groups = k // sg
+    qf = q.reshape(nt, groups, sg).astype(np.float32)
+    qsf = qsum.reshape(nt, groups, per).sum(axis=2, dtype=np.int32).astype(np.float32)
     out = np.empty((nt, n), np.float32)
     mag = np.empty((nt, n), np.float32) if bound else None
     rows = max(1, (1 << 22) // k)  # ~16 MB of f32 codes per chunk
@@ -195,9 +197,9 @@ def ref_mmvq(
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         parts = qt.int_parts(blocks[r0 * bpr : r1 * bpr])
-        c = parts.codes.reshape(r1 - r0, groups, 16).astype(np.float32)
-        a = parts.a.reshape(r1 - r0, groups)
-        b = None if parts.b is None else parts.b.reshape(r1 - r0, groups)
+        c = parts.codes.reshape(r1 - r0, groups, sg).astype(np.float32)
+        a = parts.a.reshape(r1 - r0, groups, per)[:, :, 0]  # equal within a scale group
+        b = None if parts.b is None else parts.b.reshape(r1 - r0, groups, per)[:, :, 0]
         for t in range(nt):
             s = np.einsum("rgj,gj->rg", c, qf[t])  # integers < 2^24: exact in f32
             with np.errstate(invalid="ignore", over="ignore"):
@@ -260,6 +262,7 @@ def _module(
     else:
         src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
     opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
+            f"-DRUN_INTS={RUN_BYTES // 4}",
             f"-DMMVQ_PREFETCH={int(prefetch)}")  # fmt: skip
     return cupy.RawModule(code=src, options=opts)
 
@@ -276,10 +279,14 @@ def _kernel(
     return _module(suffix, unroll, min_blocks, prefetch).get_function(fn_name)
 
 
+#: Bytes of one quantized run of 32 activations as mmvq reads it (matvec.cu's RUN_INTS ints):
+#: 32 int8 values, d, the two half sums, a pad.
+RUN_BYTES = 48
+
+
 def mmvq_shared_bytes(nt: int, k: int) -> int:
-    """mmvq's dynamic shared memory: x quantized (k bytes), d per 32 and qsum per 16 (4 bytes
-    each), per token."""
-    return nt * (k + 4 * (k // 32) + 4 * (k // 16))
+    """mmvq's dynamic shared memory: x quantized, :data:`RUN_BYTES` per run of 32 values."""
+    return nt * (k // 32) * RUN_BYTES
 
 
 @functools.cache
@@ -418,22 +425,19 @@ def _launch_qx(
 
     nt, k = (int(v) for v in x.shape)
     n = int(shape[0])
-    xq = cupy.empty((nt, k), cupy.int8)
-    xd = cupy.empty((nt, k // 32), cupy.float32)
-    xsum = cupy.empty((nt, k // 16), cupy.int32)
+    xr = cupy.empty((nt, k // 32, RUN_BYTES // 4), cupy.int32)  # the quantized runs
     qgeo = grid_1d(nt * (k // 32), 256)
     mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch)
     qfn = mod.get_function(f"quantize_q8_n{nt}")
-    cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xq, xd, xsum, cuda.NO_STAMP))
-    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xq, xd, xsum],
+    cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
+    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xr],
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
     geo = geometry(n, k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
     fn = mod.get_function(qx_kernel_name(qt, nt))
-    args = (raw, xq, xd, xsum, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk),
-            cuda.NO_STAMP)  # fmt: skip
+    args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
     cuda.launch(fn, geo.grid, geo.block, args)
-    rec = LaunchRecord.of(qx_kernel_name(qt, nt), geo, reads=[raw, xq, xd, xsum], writes=[o],
+    rec = LaunchRecord.of(qx_kernel_name(qt, nt), geo, reads=[raw, xr], writes=[o],
                           flops=2 * nt * n * k, path=PATH, math_path=MATH_MMVQ)  # fmt: skip
     return [qrec, rec]
 
@@ -442,6 +446,6 @@ def ref_quantize_record(x: np.ndarray) -> LaunchRecord:
     """The NumPy backend's record of quantize_q8 (its values are :func:`quantize_q8`'s, which
     :func:`ref_mmvq` computes): the same bytes as the GPU launch's."""
     nt, k = (int(v) for v in x.shape)
-    written = nt * k + 4 * nt * (k // 32) + 4 * nt * (k // 16)
+    written = nt * (k // 32) * RUN_BYTES
     return LaunchRecord.of("numpy_quantize_q8", None, reads=[x], bytes_written=written,
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip

@@ -7,8 +7,12 @@
 // both against gguf-py's values).
 //
 // Codes<T> has
-//   ITEMS            work items per block (one lane's unit: 32 values, Q2_K/Q3_K 64)
+//   ITEMS            work items per block (one lane's unit: 32 values, the K-quants but Q6_K 64)
 //   NG               groups of 16 values per item
+//   SG               values sharing one scale (and offset): 32, or 16 (Q2_K, Q3_K, Q6_K), from
+//                    the declaration (-DTK_<T>_SG); with 32, groups 2m and 2m + 1 are the two
+//                    halves of one 32-value run with equal a and b, and mmvq scales their
+//                    summed dot product once
 //   OFF              added to every code (Q4_0's -8: the codes are stored unsigned, the offset
 //                    is folded into the integer sum as OFF * sum(q8), exact)
 //   MIN              whether b (a per-group offset: Q4_1's m, the K-quants' -dmin m) exists
@@ -51,19 +55,27 @@ __device__ __forceinline__ u32 word(uint4 q, int i) {
     return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
 }
 
-// Four 4-bit codes (one per byte) -> their IQ4 levels as int8 bytes: each half of the table
-// looked up with PRMT (selectors = the codes' low 3 bits), a third PRMT picks the half by bit 3.
-__device__ __forceinline__ u32 iq4_levels4(u32 n) {
-    const u32 t = n | (n >> 4);                    // bytes 0, 2: code pairs (a | b << 4)
-    const u32 sel = __byte_perm(t, 0u, 0x4420u);   // the four codes as nibbles 0..3
-    const u32 s7 = sel & 0x7777u;
-    const u32 pick = ((sel >> 1) & 0x4444u) | 0x3210u;
-    return __byte_perm(__byte_perm(IQ4_LEVELS_0, IQ4_LEVELS_1, s7),
-                       __byte_perm(IQ4_LEVELS_2, IQ4_LEVELS_3, s7), pick);
+// The 8 codes of a qs word w (byte i: low nibble = value i, high nibble = value i + 16) as IQ4
+// levels: lo = the 4 low nibbles' levels, hi = the 4 high ones'. PRMT reads w's low 16 bits
+// directly as four selectors (n0, m0, n1, m1: bit 3 masked off, it would replicate the sign),
+// looked up in both table halves, picked by bit 3, then the bytes unshuffled.
+__device__ __forceinline__ void iq4_levels_lohi(u32 w, u32& lo, u32& hi) {
+    u32 r[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const u32 sel = w >> (16 * k);
+        const u32 s7 = sel & 0x7777u, pick = ((sel >> 1) & 0x4444u) | 0x3210u;
+        r[k] = __byte_perm(__byte_perm(IQ4_LEVELS_0, IQ4_LEVELS_1, s7),
+                           __byte_perm(IQ4_LEVELS_2, IQ4_LEVELS_3, s7), pick);
+    }
+    lo = __byte_perm(r[0], r[1], 0x6420u);
+    hi = __byte_perm(r[0], r[1], 0x7531u);
 }
 
 template <class T>
 struct Codes;  // a type without its integer view does not compile into mmvq
+
+#define SCALE_GROUP(T) static constexpr int SG = TK_##T##_SG
 
 // 32-value blocks whose 16 qs bytes hold value j in the low nibble of byte j, j + 16 in the
 // high: group 0 = the low nibbles, group 1 = the high ones (Q4_0, Q4_1, Q5_*, IQ4_NL).
@@ -80,6 +92,7 @@ __device__ __forceinline__ void nibble_groups(uint4 q, Item& it) {
 
 template <>
 struct Codes<Q8_0> {  // d | qs[32] int8: x = d q
+    SCALE_GROUP(Q8_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -93,6 +106,7 @@ struct Codes<Q8_0> {  // d | qs[32] int8: x = d q
 
 template <>
 struct Codes<Q4_0> {  // d | qs[16]: x = d (q - 8)
+    SCALE_GROUP(Q4_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = -8;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -103,6 +117,7 @@ struct Codes<Q4_0> {  // d | qs[16]: x = d (q - 8)
 
 template <>
 struct Codes<Q4_1> {  // d | m | qs[16]: x = d q + m  (TS 20: 4-byte aligned)
+    SCALE_GROUP(Q4_1);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -125,6 +140,7 @@ __device__ __forceinline__ void fifth_bits(u32 qh, Item& it) {
 
 template <>
 struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
+    SCALE_GROUP(Q5_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = -16;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -136,6 +152,7 @@ struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
 
 template <>
 struct Codes<Q5_1> {  // d | m | qh | qs[16]: x = d q + m  (TS 24: 8-byte aligned)
+    SCALE_GROUP(Q5_1);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
@@ -149,88 +166,100 @@ struct Codes<Q5_1> {  // d | m | qh | qs[16]: x = d q + m  (TS 24: 8-byte aligne
 
 template <>
 struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
+    SCALE_GROUP(IQ4_NL);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
-        nibble_groups(ld16_a2(b + 2), it);
+        const uint4 q = ld16_a2(b + 2);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) it.w[i] = iq4_levels4(it.w[i]);
+        for (int i = 0; i < 4; ++i) iq4_levels_lohi(word(q, i), it.w[i], it.w[4 + i]);
+        it.v[0] = 0, it.v[1] = 16;
         it.a[0] = it.a[1] = f16_at(b);
     }
 };
 
-// Q4_K/Q5_K item i: qs bytes [32 r + 16 h, +16) (r = i / 2, h = i % 2), whose low nibbles are
-// values 16 h.. of sub-block 2 r and high nibbles the same values of sub-block 2 r + 1.
-__device__ __forceinline__ void k_item(uint4 head, uint4 q, int i, CodeItem<2>& it) {
-    const int r = i >> 1, h = i & 1;
+// Q4_K/Q5_K item r (of 4): qs bytes [32 r, +32), whose low nibbles are sub-block 2 r's 32 values
+// and high nibbles sub-block 2 r + 1's: groups 0, 1 = the low nibbles of bytes 0-15, 16-31,
+// groups 2, 3 the high ones (two halves of each sub-block, as SG = 32 wants).
+__device__ __forceinline__ void k_item(uint4 head, uint4 q0, uint4 q1, int r, CodeItem<4>& it) {
 #pragma unroll
-    for (int g = 0; g < 2; ++g) {
+    for (int h = 0; h < 2; ++h) {  // h: sub-block 2 r + h, nibble h
         float dsc, dmn;
-        k_scales_w(head, 2 * r + g, &dsc, &dmn);
-        it.a[g] = dsc;
-        it.b[g] = -dmn;
-        it.v[g] = 64 * r + 32 * g + 16 * h;
+        k_scales_w(head, 2 * r + h, &dsc, &dmn);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (4 * g)) & 0x0F0F0F0Fu;
+        for (int half = 0; half < 2; ++half) {
+            const int g = 2 * h + half;
+            const uint4 q = half ? q1 : q0;
+            it.a[g] = dsc;
+            it.b[g] = -dmn;
+            it.v[g] = 64 * r + 32 * h + 16 * half;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (4 * h)) & 0x0F0F0F0Fu;
+        }
     }
 }
 
 template <>
 struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
-    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    SCALE_GROUP(Q4_K);
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 16 * i);
-        k_item(head, q, i, it);
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+        const uint4* p = reinterpret_cast<const uint4*>(b);
+        k_item(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
     }
 };
 
 template <>
 struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
-    static constexpr int ITEMS = 8, NG = 2, OFF = 0;
+    SCALE_GROUP(Q5_K);
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4 q = *reinterpret_cast<const uint4*>(b + 48 + 16 * i);
-        const uint4 qh = *reinterpret_cast<const uint4*>(b + 16 + 16 * (i & 1));
-        k_item(head, q, i, it);
-        const int j0 = 2 * (i >> 1);
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+        const uint4* p = reinterpret_cast<const uint4*>(b);
+        const uint4 qh0 = p[1], qh1 = p[2];  // qh[0..16), qh[16..32)
+        k_item(p[0], p[3 + 2 * r], p[4 + 2 * r], r, it);
 #pragma unroll
-        for (int g = 0; g < 2; ++g)
+        for (int g = 0; g < 4; ++g) {
+            const uint4 qh = (g & 1) ? qh1 : qh0;
+            const int j = 2 * r + (g >> 1);
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-                it.w[4 * g + k] |= ((word(qh, k) >> (j0 + g)) & 0x01010101u) << 4;
+            for (int k = 0; k < 4; ++k) it.w[4 * g + k] |= ((word(qh, k) >> j) & 0x01010101u) << 4;
+        }
     }
 };
 
 template <>
 struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
-    static constexpr int ITEMS = 8, NG = 2, OFF = -32;
+    SCALE_GROUP(Q6_K);
+    static constexpr int ITEMS = 4, NG = 4, OFF = -32;
     static constexpr bool MIN = false;
-    // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
-    // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
-    // bits 2 (u / 2) and 2 (u / 2) + 4
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        const int h = i >> 2, u = i & 3;
-        const uint4 ql = ld16_a2(b + 64 * h + 16 * u);
-        const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * (u & 1));
+    // item i (64 values): h = i / 2, u = i % 2; the 16 qh bytes at 32 h + 16 u hold bits 4-5 of
+    // four groups (at bits 0, 2, 4, 6), whose low 4 bits are the low / high nibbles of ql[64 h +
+    // 16 u..] and ql[64 h + 16 u + 32..]: group (p, n) = values 128 h + 16 u + 32 p + 64 n, its
+    // qh bits at 2 p + 4 n (p: which ql run, n: which nibble)
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+        const int h = i >> 1, u = i & 1;
+        const uint4 ql0 = ld16_a2(b + 64 * h + 16 * u), ql1 = ld16_a2(b + 64 * h + 16 * u + 32);
+        const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * u);
         const float d = f16_at(b + 208);
-        const int s0 = 2 * (u >> 1);
 #pragma unroll
-        for (int g = 0; g < 2; ++g) {
-            it.v[g] = 128 * h + 64 * g + 16 * u;
+        for (int g = 0; g < 4; ++g) {
+            const int p = g & 1, nib = g >> 1;
+            const uint4 ql = p ? ql1 : ql0;
+            it.v[g] = 128 * h + 16 * u + 32 * p + 64 * nib;
             it.a[g] = __fmul_rn(d, (float)(signed char)b[192 + (it.v[g] >> 4)]);
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-                it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
-                                  (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
+                it.w[4 * g + k] = ((word(ql, k) >> (4 * nib)) & 0x0F0F0F0Fu) |
+                                  (((word(qh, k) >> (2 * p + 4 * nib)) & 0x03030303u) << 4);
         }
     }
 };
 
 template <>
 struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
+    SCALE_GROUP(Q2_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
     // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
@@ -238,12 +267,14 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
         const uint4 q = ld16_a4(b + 16 + 32 * h + 16 * l);
-        const uint4 sc = ld16_a4(b);
+        // the item's four scale bytes (j - 8 h = 2 s + l) lie in scales[8 h, 8 h + 8): two words
+        const u32* sw = reinterpret_cast<const u32*>(b + 8 * h);
+        const u32 sc0 = sw[0], sc1 = sw[1];
         const u32 dm = *reinterpret_cast<const u32*>(b + 80);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-            const int j = 8 * h + 2 * s + l;
-            const u32 scj = (word(sc, j >> 2) >> (8 * (j & 3))) & 0xFFu;
+            const int j = 8 * h + 2 * s + l, e = 2 * s + l;
+            const u32 scj = (((e >> 2) ? sc1 : sc0) >> (8 * (e & 3))) & 0xFFu;
             it.v[s] = 16 * j;
             it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
             it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
@@ -255,6 +286,7 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
 
 template <>
 struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
+    SCALE_GROUP(Q3_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = -4;
     static constexpr bool MIN = false;
     // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
@@ -263,8 +295,14 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
         const int h = i >> 1, l = i & 1;
         const uint4 q = ld16_a2(b + 32 + 32 * h + 16 * l);
         const uint4 m = ld16_a2(b + 16 * l);
-        const u32 s0 = ld_4(b + 96), s1 = ld_4(b + 100), s2 = ld_4(b + 104);
-        const float d = f16_at(b + 108);
+        // scales[12] and d (bytes 96..110) as the four aligned words that hold them
+        const u32 q4 = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2 (TS 110)
+        const u32* sw = reinterpret_cast<const u32*>(b + 96 - q4);
+        // (at b % 4 == 0 the fourth word would pass the block's end: d is read on its own)
+        const u32 w0 = sw[0], w1 = sw[1], w2 = sw[2], w3 = q4 ? sw[3] : 0u;
+        const u32 s0 = __funnelshift_r(w0, w1, 8 * q4), s1 = __funnelshift_r(w1, w2, 8 * q4);
+        const u32 s2 = __funnelshift_r(w2, w3, 8 * q4);
+        const float d = q4 ? half_hi(w3) : f16_at(b + 108);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int g = 4 * h + s, j = 2 * g + l;
@@ -282,14 +320,15 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
 
 template <>
 struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] - 32)) LEVELS[q]
+    SCALE_GROUP(IQ4_XS);
     static constexpr int ITEMS = 8, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
         const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
         const u32 ls = ((hd.y >> (4 * i)) & 15u) | (((hd.x >> (16 + 2 * i)) & 3u) << 4);
-        nibble_groups(ld16_a8(b + 8 + 16 * i), it);
+        const uint4 q = ld16_a8(b + 8 + 16 * i);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) it.w[k] = iq4_levels4(it.w[k]);
+        for (int k = 0; k < 4; ++k) iq4_levels_lohi(word(q, k), it.w[k], it.w[4 + k]);
         it.v[0] = 32 * i, it.v[1] = 32 * i + 16;
         it.a[0] = it.a[1] = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
     }
