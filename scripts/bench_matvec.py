@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep", default="", help="types (comma-separated) whose nt=1 row times every config"
     )
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument(
+        "--sweep-small", action="store_true",
+        help="every shape, type and nt also times rows per block x warps per row x both variants",
+    )  # fmt: skip
     args = ap.parse_args(argv)
 
     import cupy as cp
@@ -65,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [(8, 1, w, m, 0, 1) for m in (4, 5, 6) for w in (32, 40, 48)]
+    sweep = [(8, 1, w, m, 0, 1, None) for m in (4, 5, 6) for w in (32, 40, 48)]
+    small = [
+        (rpb, 1, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx, 1, wpr)
+        for rpb in (1, 2, 4, 8) for wpr in (1, 2, 4) if rpb * wpr <= 8 for qx in (0, 1)
+    ]  # fmt: skip
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
     rows = []
     for (n, k), qt in ((sh, qt) for sh in shapes for qt in types):
@@ -85,17 +93,21 @@ def main(argv: list[str] | None = None) -> int:
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
             qx0 = int(matvec.MMVQ_QX)
             pf0 = int(matvec.MMVQ_PREFETCH)
-            default = [(rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx0, pf0)]
+            default = [
+                (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx0, pf0, None)
+            ]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
-                default.append((*default[0][:4], 1 - qx0, pf0))
+                default.append((*default[0][:4], 1 - qx0, pf0, None))
             configs = sweep if first and nt == 1 and qt.name in sweep_types else default
-            for rpb, unroll, wps, mb, qx, pf in configs:
+            if args.sweep_small and qt.is_quantized:
+                configs = default + small
+            for rpb, unroll, wps, mb, qx, pf, wpr in configs:
 
-                def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, x=x, out=out,
-                       raws=raws, qt=qt, shape=(n, k)):  # fmt: skip
+                def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, wpr=wpr, x=x,
+                       out=out, raws=raws, qt=qt, shape=(n, k)):  # fmt: skip
                     w = raws[i % len(raws)]
                     return matvec.launch_matvec(
-                        x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll,
+                        x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll, wpr=wpr,
                         warps_per_sm=wps, min_blocks=mb, prequantize=bool(qx), prefetch=bool(pf),
                     )  # fmt: skip
 
@@ -103,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
                 pct = 100 * nbytes / s / copy_bps
                 row = {
                     "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
-                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
+                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "wpr": wpr, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
                     "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
                 }  # fmt: skip
                 rows.append(row)
                 print(
-                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf}: {s * 1e6:7.2f} us "
+                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf} wpr={wpr}: {s * 1e6:7.2f} us "
                     f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
                     flush=True,
                 )
@@ -117,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
     print(
-        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch) | met |"
+        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr) | met |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for (n, k), qt, nt in ((sh, qt, nt) for sh in shapes for qt in types for nt in nts):
@@ -125,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
         dflt = (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, int(matvec.MMVQ_QX),
-                int(matvec.MMVQ_PREFETCH))  # fmt: skip
-        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch")
+                int(matvec.MMVQ_PREFETCH), None)  # fmt: skip
+        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch", "wpr")
         d = next(r for r in mine if tuple(r[c] for c in key) == dflt)
         b = min(mine, key=lambda r: r["us"])
         met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Session 6's GPU check, stages by name: scripts/gpu_check_s6.sh parity mvbench small prefill ncu
+# (each NAME or NAME:SECONDS; logs under $OUT). side (llama.cpp, ONE call, carry .llama): side:560.
+set -uo pipefail
+source "$(dirname "$0")/gpu_env.sh"
+model() { python3 -c "import sys; sys.path.insert(0, 'scripts'); from decode_speed import resolve; print(resolve('$1'))"; }
+for spec in "$@"; do
+  stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
+  echo "=== $stage (limit ${limit}s) $(date -u +%FT%TZ)"
+  t() { timeout -k 5 "$limit" "$@"; }
+  case $stage in
+    parity) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 tests/kernels/test_matvec_gpu.py \
+              tests/runner/test_matmul_paths_gpu.py 2>&1 | tee "$OUT/parity.log" \
+              | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
+    suite) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 --ignore=tests/viz tests \
+             2>&1 | tee "$OUT/suite.log" | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
+    mvbench) t python3 scripts/bench_matvec.py --shapes 14336x4096 --nt 1 --json "$OUT/bm.json" \
+               > "$OUT/bm.log" 2>&1; sed -n '/^summary/,$p' "$OUT/bm.log" ;;
+    small) t python3 scripts/bench_matvec.py --shapes 896x896,128x896,4864x896,896x4864 --nt 1,8 \
+             --types Q4_0,Q8_0,Q4_K,Q6_K --sweep-small --json "$OUT/small.json" > "$OUT/small.log" 2>&1
+           sed -n '/^summary/,$p' "$OUT/small.log" ;;
+    prefill) m=$(model qwen2-0.5b)
+      ids=$(python3 -c "import numpy as np; print(','.join(map(str, np.random.default_rng(0).integers(0, 151936, 512))))")
+      t python3 -m tracekit record-trace "$m" --backend cupy --tokens "$ids" --steps 2 --capture timing \
+        --no-progress --no-nvtx -o "$OUT/prefill512.json" > "$OUT/prefill.log" 2>&1
+      tail -3 "$OUT/prefill.log"
+      python3 scripts/trace_op_times.py "$OUT/prefill512.json" --kind prefill --kernels 16 ;;
+    ncu) t ncu --kernel-name regex:mmvq --launch-skip 4 --launch-count 3 --section SpeedOfLight \
+             --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+             python3 scripts/bench_matvec.py --shapes 896x896,4864x896,14336x4096 --nt 1 --types Q4_0 \
+             > "$OUT/ncu.log" 2>&1
+           grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$OUT/ncu.log" | head -60 ;;
+    decode) for m in demo qwen2-0.5b; do
+              t python3 scripts/decode_speed.py "$m" --backend cupy --matmul quant --replay graph --steps 64 2>&1 | tail -1
+            done ;;
+    side)  # llama.cpp side by side in ONE call: a background build does not outlive its call
+      [ -x /root/llama/llama.cpp/build/bin/llama-bench ] || \
+        t bash scripts/build_llama_bench.sh .llama/llama-src.tar.xz /root/llama > "$OUT/build.log" 2>&1
+      tail -2 "$OUT/build.log"
+      t python3 scripts/vs_llama.py --llama-bench /root/llama/llama.cpp/build/bin/llama-bench \
+        qwen2-0.5b llama3-8b 2>&1 | tee "$OUT/side.log" | tail -12 ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+  echo "=== $stage done $(date -u +%FT%TZ)"
+done
