@@ -290,12 +290,19 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
 
 
 @functools.cache
+#: mmvq's static shared memory (matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats, NT <= MAX_NT):
+#: the dynamic part may use the opt-in limit less this.
+MMVQ_STATIC_SHARED = 8 * MAX_NT * 4
+
+
 def _device_limits() -> tuple[int, int]:
-    """(SM count, opt-in shared memory per block) of the current device."""
+    """(SM count, shared memory per block left for mmvq's quantized x) of the current device:
+    the opt-in limit less :data:`MMVQ_STATIC_SHARED`."""
     import cupy
 
     attrs = cupy.cuda.Device().attributes
-    return int(attrs["MultiProcessorCount"]), int(attrs["MaxSharedMemoryPerBlockOptin"])
+    smem = int(attrs["MaxSharedMemoryPerBlockOptin"]) - MMVQ_STATIC_SHARED
+    return int(attrs["MultiProcessorCount"]), smem
 
 
 #: mmvq: weight rows per block (8 warps: few blocks, so x is quantized few times) and the warps
