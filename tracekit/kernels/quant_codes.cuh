@@ -232,27 +232,25 @@ struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of val
 template <>
 struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
     SCALE_GROUP(Q6_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = -32;
+    static constexpr int ITEMS = 8, NG = 2, OFF = -32;
     static constexpr bool MIN = false;
-    // item i (64 values): h = i / 2, u = i % 2; the 16 qh bytes at 32 h + 16 u hold bits 4-5 of
-    // four groups (at bits 0, 2, 4, 6), whose low 4 bits are the low / high nibbles of ql[64 h +
-    // 16 u..] and ql[64 h + 16 u + 32..]: group (p, n) = values 128 h + 16 u + 32 p + 64 n, its
-    // qh bits at 2 p + 4 n (p: which ql run, n: which nibble)
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
-        const int h = i >> 1, u = i & 1;
-        const uint4 ql0 = ld16_a2(b + 64 * h + 16 * u), ql1 = ld16_a2(b + 64 * h + 16 * u + 32);
-        const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * u);
+    // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
+    // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
+    // bits 2 (u / 2) and 2 (u / 2) + 4
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        const int h = i >> 2, u = i & 3;
+        const uint4 ql = ld16_a2(b + 64 * h + 16 * u);
+        const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * (u & 1));
         const float d = f16_at(b + 208);
+        const int s0 = 2 * (u >> 1);
 #pragma unroll
-        for (int g = 0; g < 4; ++g) {
-            const int p = g & 1, nib = g >> 1;
-            const uint4 ql = p ? ql1 : ql0;
-            it.v[g] = 128 * h + 16 * u + 32 * p + 64 * nib;
+        for (int g = 0; g < 2; ++g) {
+            it.v[g] = 128 * h + 64 * g + 16 * u;
             it.a[g] = __fmul_rn(d, (float)(signed char)b[192 + (it.v[g] >> 4)]);
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-                it.w[4 * g + k] = ((word(ql, k) >> (4 * nib)) & 0x0F0F0F0Fu) |
-                                  (((word(qh, k) >> (2 * p + 4 * nib)) & 0x03030303u) << 4);
+                it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
+                                  (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
         }
     }
 };
