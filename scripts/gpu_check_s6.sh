@@ -15,6 +15,7 @@ for spec in "$@"; do
     suite) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 --ignore=tests/viz tests \
              2>&1 | tee "$OUT/suite.log" | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
     mvbench) t python3 scripts/bench_matvec.py --shapes 14336x4096 --nt 1 --json "$OUT/bm.json" \
+               --sweep "${SWEEP:-}" \
                > "$OUT/bm.log" 2>&1; sed -n '/^summary/,$p' "$OUT/bm.log" ;;
     small) t python3 scripts/bench_matvec.py --shapes 896x896,128x896,4864x896,896x4864 --nt 1,8 \
              --types Q4_0,Q8_0,Q4_K,Q6_K --sweep-small --json "$OUT/small.json" > "$OUT/small.log" 2>&1
@@ -30,6 +31,8 @@ for spec in "$@"; do
              python3 scripts/bench_matvec.py --shapes 896x896,4864x896,14336x4096 --nt 1 --types Q4_0 \
              > "$OUT/ncu.log" 2>&1
            grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$OUT/ncu.log" | head -60 ;;
+    hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \
+                | tee "$OUT/hostprof.log" | head -45 ;;
     decode) for m in demo qwen2-0.5b; do
               t python3 scripts/decode_speed.py "$m" --backend cupy --matmul quant --replay graph --steps 64 2>&1 | tail -1
             done ;;

@@ -1,6 +1,7 @@
-"""Where the host time of a decode step goes: cProfile over untraced and traced decode steps.
+"""Where the host time of a step goes: cProfile over untraced and traced decode steps, or over
+untraced prefills of N tokens (``--prefill N``).
 
-python scripts/profile_host.py [MODEL.gguf] [--backend cupy] [--steps 16]
+python scripts/profile_host.py [MODEL.gguf | qwen2-0.5b] [--backend cupy] [--steps 16] [--prefill N]
 """
 
 from __future__ import annotations
@@ -24,10 +25,39 @@ def main() -> int:
     ap.add_argument("model", nargs="?")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--prefill", type=int, default=0, help="profile prefills of this many tokens")
     args = ap.parse_args()
-    path = Path(args.model) if args.model else demo_model_path()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from decode_speed import resolve
+
+    path = resolve(args.model) if args.model else demo_model_path()
     be = get_backend(args.backend)
     model = load_model(path)
+    if args.prefill:
+        import time
+
+        import numpy as np
+
+        ids = [int(i) for i in np.random.default_rng(0).integers(0, model.config.n_vocab, args.prefill)]
+        s = Session(model, be, n_ctx=min(model.config.n_ctx, args.prefill + 8))
+        s.run_step(ids)  # compiles the prefill shapes
+        s.reset()
+        be.synchronize()
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        for _ in range(args.steps):
+            s.reset()
+            s.launch_step(ids)
+        prof.disable()
+        t1 = time.perf_counter()
+        be.synchronize()
+        t2 = time.perf_counter()
+        print(f"== untraced: {args.steps} prefills of {args.prefill} tokens, "
+              f"{len(model.graph.nodes)} nodes each: host issue {(t1 - t0) / args.steps * 1e3:.2f} "
+              f"ms per prefill (profiled), GPU drained {(t2 - t1) * 1e3:.2f} ms after")  # fmt: skip
+        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+        return 0
     s = Session(model, be)
     s.run_step([1, 2, 3, 4])
     s.run_step([5])
