@@ -93,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
             qx0 = int(matvec.MMVQ_QX)
             pf0 = int(matvec.MMVQ_PREFETCH)
-            default = [
-                (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx0, pf0, None)
-            ]
+            default = [(rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx0, pf0, None)]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
                 default.append((*default[0][:4], 1 - qx0, pf0, None))
             configs = sweep if first and nt == 1 and qt.name in sweep_types else default

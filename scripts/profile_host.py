@@ -38,7 +38,9 @@ def main() -> int:
 
         import numpy as np
 
-        ids = [int(i) for i in np.random.default_rng(0).integers(0, model.config.n_vocab, args.prefill)]
+        ids = [
+            int(i) for i in np.random.default_rng(0).integers(0, model.config.n_vocab, args.prefill)
+        ]
         s = Session(model, be, n_ctx=min(model.config.n_ctx, args.prefill + 8))
         s.run_step(ids)  # compiles the prefill shapes
         s.reset()

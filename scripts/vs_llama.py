@@ -7,7 +7,9 @@ For each model: ``llama-bench -ngl 99 -p PREFILL -n STEPS -r 3 -o json`` (pp = p
 of PREFILL tokens, tg = STEPS generated tokens, both tok/s averaged over 3 repetitions), then
 tracekit untraced on the cupy backend with CUDA-graph decode replay: prefill of PREFILL seeded
 random token ids (the last position's logits only, as llama-bench computes; the median of 3
-after a warm-up), then, from an empty cache again (as tg is measured), STEPS greedy decode
+after a warm-up) twice — through the dispatch chain (``pp chain``: any prompt) and replayed
+(``pp replay``: Session's prefill_replay, a prefill of the recorded length at the recorded
+position, recorded in the warm-up, as a CUDA graph) —, then, from an empty cache again (as tg is measured), STEPS greedy decode
 steps. Prints the ratios tracekit ÷ llama.cpp.
 Extra ``--tk-arg KEY=VALUE`` pairs are passed to ``Session`` (e.g. ``replay=plan``).
 """
@@ -52,14 +54,21 @@ def tracekit_speed(path: Path, prefill: int, steps: int, session_kw: dict) -> di
     ids = [int(i) for i in rng.integers(0, model.config.n_vocab, prefill)]
     s.generate(ids[:8], 3, stop_at_eos=False)  # warm-up: compilation, the recorded decode step
     s.reset()
-    times = []
-    for _ in range(4):  # the first also compiles the prefill shapes
-        s.reset()
-        be.synchronize()
-        t0 = time.perf_counter()
-        s.run_step(ids)  # to_host of the last logits row synchronises
-        times.append(time.perf_counter() - t0)
-    pp = prefill / statistics.median(times[1:])
+
+    def pp_of(replayed: bool) -> float:
+        s.prefill_replay = replayed
+        times = []
+        for _ in range(4):  # the first compiles the prefill shapes, or records the replay
+            s.reset()
+            be.synchronize()
+            t0 = time.perf_counter()
+            s.run_step(ids)  # to_host of the last logits row synchronises
+            times.append(time.perf_counter() - t0)
+        return prefill / statistics.median(times[1:])
+
+    pp_chain = pp_of(False)
+    pp = pp_of(s.replay_mode != "off")
+    s.prefill_replay = False
     # decode from an empty cache, as llama-bench's tg test does (no prompt): after the 512
     # prefill each step's attention would read 512+ cached positions more
     s.reset()
@@ -69,7 +78,7 @@ def tracekit_speed(path: Path, prefill: int, steps: int, session_kw: dict) -> di
     for _ in range(steps):
         tok = int(np.argmax(s.run_step([tok])[-1]))
     tg = steps / (time.perf_counter() - t0)
-    return {"pp": pp, "tg": tg}
+    return {"pp": pp, "pp_chain": pp_chain, "tg": tg}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,12 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         tk = tracekit_speed(path, args.prefill, args.steps, dict(kw))
         rows.append((path.name, ll, tk))
         print(f"{path.name}: llama.cpp pp{args.prefill} {ll['pp']:.0f} tg{args.steps} "
-              f"{ll['tg']:.1f} tok/s | tracekit {tk['pp']:.0f} / {tk['tg']:.1f}", flush=True)  # fmt: skip
-    print(f"\n| model | llama.cpp pp{args.prefill} | tracekit | ratio | llama.cpp tg{args.steps} "
-          f"| tracekit | ratio |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+              f"{ll['tg']:.1f} tok/s | tracekit pp replay {tk['pp']:.0f}, pp chain "
+              f"{tk['pp_chain']:.0f}, tg {tk['tg']:.1f}", flush=True)  # fmt: skip
+    print(f"\n| model | llama.cpp pp{args.prefill} | tracekit pp replay | ratio | pp chain | ratio "
+          f"| llama.cpp tg{args.steps} | tracekit | ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, ll, tk in rows:
         print(f"| {name} | {ll['pp']:.0f} | {tk['pp']:.0f} | {tk['pp'] / ll['pp']:.2f}x "
+              f"| {tk['pp_chain']:.0f} | {tk['pp_chain'] / ll['pp']:.2f}x "
               f"| {ll['tg']:.1f} | {tk['tg']:.1f} | {tk['tg'] / ll['tg']:.2f}x |")  # fmt: skip
     return 0
 

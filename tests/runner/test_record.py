@@ -603,3 +603,12 @@ def test_remeasure_forces_new_ceilings(
     _record(demo, tmp_path / "b.json", ceilings=None, capture="timing", steps=0, remeasure=True)
     assert calls == [False, True] and t["ceilings"]["method"] == "fake"
     assert len(t["steps"]) == 1  # steps=0: the prefill alone
+
+
+def test_prefill_replay_is_refused_without_a_replay_mode(demo: Any) -> None:
+    from tracekit.runner.execute import GenerationError, Session
+
+    with pytest.raises(GenerationError, match="prefill replay needs replay 'plan' or 'graph'"):
+        Session(demo, "numpy", replay="off", prefill_replay=True)
+    s = Session(demo, "numpy")  # off by default: numpy prefills run the dispatch chain
+    assert not s.prefill_replay and s.run_step([1, 2, 3]).shape == (1, demo.config.n_vocab)

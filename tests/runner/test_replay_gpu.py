@@ -93,6 +93,38 @@ def test_replay_checks_ids_and_room_before_any_launch(demo):
         s.run_step([4])
 
 
+@pytest.mark.parametrize("mode", ["plan", "graph"])
+@pytest.mark.parametrize("which", ["demo", "gemma"])
+def test_prefill_replay_is_bit_identical_to_the_dispatch_chain(mode, which, request):
+    """Prefills of one count at one position, other ids each time: the first is recorded, the
+    later ones replayed; every one's logits (all rows) equal the dispatch chain's, and the
+    decode steps after a replayed prefill too (its K/V rows landed in the cache)."""
+    model = request.getfixturevalue(which)
+    rng = np.random.default_rng(7)
+    prompts = [[int(t) for t in rng.integers(0, model.config.n_vocab, 24)] for _ in range(3)]
+    ref = Session(model, get_backend("cupy"), n_ctx=64, replay="off")
+    got = Session(model, get_backend("cupy"), n_ctx=64, replay=mode, prefill_replay=True)
+    for p in prompts:
+        for s in (ref, got):
+            s.reset()
+        want = ref.run_step(p, all_logits=True)
+        np.testing.assert_array_equal(got.run_step(p, all_logits=True), want)
+        for t in (5, 9):
+            np.testing.assert_array_equal(got.run_step([t]), ref.run_step([t]))
+    assert list(got._prefills) == [(24, 0, 24)]  # one recording, replayed twice
+    # another count or position is recorded anew, the oldest recording dropped past the limit
+    for n in (23, 22):
+        got.reset()
+        ref.reset()
+        np.testing.assert_array_equal(got.run_step(prompts[0][:n]), ref.run_step(prompts[0][:n]))
+    assert list(got._prefills) == [(23, 0, 1), (22, 0, 1)]
+
+
+def test_prefill_replay_needs_a_replay_mode(demo):
+    with pytest.raises(GenerationError, match="prefill replay needs replay"):
+        Session(demo, get_backend("cupy"), replay="off", prefill_replay=True)
+
+
 def test_replay_mode_needs_cupy(demo):
     with pytest.raises(GenerationError, match="needs the cupy backend"):
         Session(demo, get_backend("numpy"), replay="plan")

@@ -155,6 +155,10 @@ def _call(arm: Any, be: Backend, node: Node, st: StepContext, args: list[Any]) -
         raise OpError(f"node {node.name} ({node.op}): {e}") from e
 
 
+#: Recorded prefills a session keeps (Session's ``prefill_replay``): each holds all its buffers.
+PREFILL_REPLAYS = 2
+
+
 class Session:
     """A model on a backend with its KV cache: run steps, or a whole generation.
 
@@ -166,6 +170,11 @@ class Session:
             ``"plan"`` replays the first decode step's recorded launches, ``"graph"`` replays it
             as a CUDA graph, ``"off"`` runs every step through the whole dispatch chain;
             ``"auto"``: ``"plan"`` on the cupy backend, ``"off"`` on numpy.
+        prefill_replay: also replay untraced prefills (``replay`` ``"plan"`` or ``"graph"``):
+            the first prefill of a token count at a position runs the dispatch chain and is
+            recorded, a later one of the same count at the same position (other ids) replays
+            it; at most :data:`PREFILL_REPLAYS` are kept (each holds its step's buffers). A
+            traced step (a node hook) always runs the dispatch chain.
 
     Raises:
         ValueError: ``n_ctx`` < 1 or longer than the model's context, or a replay mode the
@@ -178,6 +187,7 @@ class Session:
         backend: Any = "auto",
         n_ctx: int | None = None,
         replay: str = "auto",
+        prefill_replay: bool = False,
     ) -> None:
         cfg = model.config
         if n_ctx is None:
@@ -197,8 +207,13 @@ class Session:
                 f"replay mode {replay!r} needs the cupy backend (this session runs on "
                 f"{self.backend.name}); use replay='off'"
             )
+        if prefill_replay and replay == "off":
+            raise GenerationError("prefill replay needs replay 'plan' or 'graph', not 'off'")
         self.replay_mode = replay
+        self.prefill_replay = prefill_replay
         self._replay: StepReplay | None = None
+        # recorded prefills by (tokens, position, logits rows), oldest first
+        self._prefills: dict[tuple[int, int, int], StepReplay] = {}
         self.graph = model.graph
         self.n_ctx = int(n_ctx)
         self.weights = model.weights(self.backend)  # the w16 cache: made once per backend
@@ -281,6 +296,12 @@ class Session:
                 rows,
             ]
         )
+        key = (nt, self.n_past, int(rows.size))
+        replay_prefill = nt > 1 and self.prefill_replay and node_hook is None
+        if replay_prefill and key in self._prefills:
+            out = self._prefills[key].run_words(packed, graph=self.replay_mode == "graph")
+            self.n_past += nt
+            return out
         dev = be.asarray(packed)
         st = StepContext(
             n_past=self.n_past,
@@ -294,6 +315,12 @@ class Session:
         if nt == 1 and self.replay_mode != "off":  # the first decode step: record it
             out, self._replay = StepReplay.record(
                 be, self.graph.nodes, lambda hook: self._run_nodes(st, hook), dev, node_hook
+            )
+        elif replay_prefill:
+            while len(self._prefills) >= PREFILL_REPLAYS:
+                del self._prefills[next(iter(self._prefills))]
+            out, self._prefills[key] = StepReplay.record(
+                be, self.graph.nodes, lambda hook: self._run_nodes(st, hook), dev, None
             )
         else:
             out = self._run_nodes(st, node_hook)

@@ -64,10 +64,15 @@ class StepReplay:
         self.nodes = nodes
         self.outs = outs
         self.records = records
-        self.inputs = inputs  # the device int32 [token, position, row] the kernels read
+        # the device int32 words the kernels read: [token, position, row] of a decode step,
+        # [tokens, positions, rows] of a replayed prefill (Session.launch_step packs them)
+        self.inputs = inputs
         # their host side, pinned: the upload is an async copy, not a synchronous pageable
         # cudaMemcpy; _inputs_read marks when the copy has read it (see set_inputs)
-        self._host_inputs = np.frombuffer(cupy.cuda.alloc_pinned_memory(12), np.int32, 3)
+        n_words = int(inputs.size)
+        self._host_inputs = np.frombuffer(
+            cupy.cuda.alloc_pinned_memory(4 * n_words), np.int32, n_words
+        )
         self._inputs_read = cupy.cuda.Event(disable_timing=True)
         self._inputs_read.record()
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
@@ -183,15 +188,21 @@ class StepReplay:
         return got
 
     def set_inputs(self, token: int, n_past: int) -> None:
-        """Write the step's token and position into the device input buffer (row 0), as an
-        async copy on the current stream from the pinned host buffer (after the previous copy
-        has read it)."""
+        """Write a decode step's token and position into the device input buffer (row 0)."""
+        self.set_input_words((token, n_past, 0))
+
+    def set_input_words(self, words: Any) -> None:
+        """Write the step's input words (as recorded: tokens, positions, rows) into the device
+        input buffer, as an async copy on the current stream from the pinned host buffer
+        (after the previous copy has read it)."""
         import cupy
 
         self._inputs_read.synchronize()
-        self._host_inputs[:] = (token, n_past, 0)
+        self._host_inputs[:] = words  # a count other than the recorded one raises here
         stream = cupy.cuda.get_current_stream()
-        self.inputs.data.copy_from_host_async(self._host_inputs.ctypes.data, 12, stream)
+        self.inputs.data.copy_from_host_async(
+            self._host_inputs.ctypes.data, self._host_inputs.nbytes, stream
+        )
         self._inputs_read.record(stream)
 
     def prime(self, token: int, n_past: int) -> None:
@@ -214,12 +225,7 @@ class StepReplay:
         node_hook: Callable[[Node, Callable[[], Any]], Any] | None = None,
     ) -> Any:
         """Replay the step for ``token`` at position ``n_past``; returns the logits array."""
-        import cupy
-
-        if cupy.cuda.get_current_stream().ptr != self.stream_ptr:
-            raise RuntimeError(
-                "the decode step was recorded on another CUDA stream than the current one"
-            )
+        self._check_stream()
         self.set_inputs(token, n_past)
         if node_hook is None:
             issue(self._entries)
@@ -228,6 +234,25 @@ class StepReplay:
             self._refresh_records(n_past)  # the hook takes each node's records
             for node, thunk in zip(self.nodes, self._thunks, strict=True):
                 node_hook(node, thunk)
+        return self.outs[-1]
+
+    def _check_stream(self) -> None:
+        import cupy
+
+        if cupy.cuda.get_current_stream().ptr != self.stream_ptr:
+            raise RuntimeError("the step was recorded on another CUDA stream than the current one")
+
+    def run_words(self, words: Any, graph: bool) -> Any:
+        """Replay the step, untraced, for new input words (a prefill: the recorded count of
+        tokens at the recorded positions, other ids), its launches one by one (``plan``) or as
+        one CUDA graph; returns the last node's output."""
+        if graph:
+            self.set_input_words(words)
+            return self._launch_graph("plain", None)
+        self._check_stream()
+        self.set_input_words(words)
+        issue(self._entries)
+        self.be.records.clear()
         return self.outs[-1]
 
     # -- CUDA graph --------------------------------------------------------------------------
@@ -340,11 +365,14 @@ class StepReplay:
         work by two events; returns the logits array. After a ``timed`` or ``full`` replay,
         :meth:`node_times` gives each node's GPU time; after ``full``, :meth:`stats` its
         statistics."""
+        self.set_inputs(token, n_past)  # on the current stream, before ev_in
+        return self._launch_graph(kind, stats_spec)
+
+    def _launch_graph(self, kind: str, stats_spec: Any) -> Any:
         import cupy
 
         graph = self.capture_graph(kind, stats_spec)
         cur = cupy.cuda.get_current_stream()
-        self.set_inputs(token, n_past)  # on the current stream, before ev_in
         self._ev_in.record(cur)
         self._graph_stream.wait_event(self._ev_in)
         graph.launch(self._graph_stream)
