@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sweep = [(8, 1, w, m, 0, 1, None) for m in (3, 4, 5) for w in (24, 32, 48)]
     small = [
-        (rpb, 1, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx, 1, wpr)
+        (rpb, 1, None, None, qx, 1, wpr)
         for rpb in (1, 2, 4, 8) for wpr in (1, 2, 4) if rpb * wpr <= 8 for qx in (0, 1)
     ]  # fmt: skip
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
@@ -91,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             first = (n, k) == shapes[0]
             rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
-            qx0 = int(matvec.MMVQ_QX)
+            qx0 = int(qt.mmvq.prequantize)
             pf0 = int(matvec.MMVQ_PREFETCH)
-            default = [(rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, qx0, pf0, None)]
+            default = [(rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None)]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
                 default.append((*default[0][:4], 1 - qx0, pf0, None))
             configs = sweep if first and nt == 1 and qt.name in sweep_types else default
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
-        dflt = (rpb0, u0, matvec.MMVQ_WARPS_PER_SM, matvec.MMVQ_MIN_BLOCKS, int(matvec.MMVQ_QX),
+        dflt = (rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, int(qt.mmvq.prequantize),
                 int(matvec.MMVQ_PREFETCH), None)  # fmt: skip
         key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch", "wpr")
         d = next(r for r in mine if tuple(r[c] for c in key) == dflt)

@@ -46,8 +46,7 @@ def main(argv: list[str]) -> int:
     if missing:
         sys.exit(f"needs {', '.join(missing)} on PATH")
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
-    defines = [f"-DMV_UNROLL={matvec.MMVQ_UNROLL}", f"-DMMVQ_MIN_BLOCKS={matvec.MMVQ_MIN_BLOCKS}",
-               f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]  # fmt: skip
+    defines = [f"-DMV_UNROLL={matvec.MMVQ_UNROLL}", f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]
     print("| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:
@@ -56,7 +55,8 @@ def main(argv: list[str]) -> int:
             text = (KERNELS / "matvec.cu").read_text()
             src.write_text(text + f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n")
             cmd = ["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", f"-I{KERNELS}", *cuda_defines()]
-            subprocess.run([*cmd, *defines, "-o", str(cubin), str(src)], check=True)
+            mb = f"-DMMVQ_MIN_BLOCKS={qt.mmvq.min_blocks}"  # the type's register cap
+            subprocess.run([*cmd, *defines, mb, "-o", str(cubin), str(src)], check=True)
             sass = subprocess.run(
                 ["cuobjdump", "-sass", "-fun", f"mmvq_{qt.suffix}_n1", str(cubin)],
                 check=True, capture_output=True, text=True,

@@ -54,6 +54,24 @@ class DequantConfig(NamedTuple):
 #: The tuning of a type nobody has swept yet: the direct variant (it won for every swept type).
 UNSWEPT = DequantConfig(2, 128, 4)
 
+
+class MmvqConfig(NamedTuple):
+    """How ``mmvq_<suffix>`` runs (``kernels/matvec.py``; ``scripts/bench_matvec.py --sweep``)."""
+
+    min_blocks: int  #: resident 256-thread blocks per SM (the register cap: 64K / (256 x it))
+    warps_per_sm: int  #: the fused kernel's grid, in warps per SM (each block quantizes x)
+    prequantize: bool  #: x quantized by its own launch (quantize_q8 + mmvq_qx_*), not fused
+
+
+#: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).
+MMVQ_DEFAULT = MmvqConfig(4, 32, False)
+#: The K-quants' 64-value items need more registers: 3 blocks of 24 warps per SM (H200 sweep,
+#: 2026-12-01 15:08 UTC: Q4_K 44.9 -> 47.5, Q5_K 47.1 -> 49.3, Q6_K 45.1 -> 46.0% of copy).
+MMVQ_K = MmvqConfig(3, 24, False)
+#: Types whose loop is short enough that a grid without prologues wins (same sweep: Q8_0 55.4
+#: -> 58.3, Q4_1 48.5 -> 50.0, Q5_1 51.0 -> 53.4, IQ4_NL 36.9 -> 37.4% of copy).
+MMVQ_PREQUANTIZED = MmvqConfig(4, 32, True)
+
 #: The table: GGUF enum -> its declaration, in declaration (display) order.
 QUANT_TABLE: dict[GGMLQuantizationType, QuantType] = {}
 
@@ -77,6 +95,7 @@ class QuantType:
     device: ClassVar[str]
     dequant: ClassVar[DequantConfig | None]
     scale_group: ClassVar[int]
+    mmvq: ClassVar[MmvqConfig]
 
     def __init_subclass__(
         cls,
@@ -86,6 +105,7 @@ class QuantType:
         device: str | None = None,
         dequant: DequantConfig | None = None,
         scale_group: int = 32,
+        mmvq: MmvqConfig = MMVQ_DEFAULT,
     ) -> None:
         super().__init_subclass__()
         if cls.__name__ != qtype.name:
@@ -102,6 +122,7 @@ class QuantType:
         if scale_group not in (16, 32):
             raise TypeError(f"{qtype.name}: scale_group {scale_group} must be 16 or 32")
         cls.scale_group = scale_group
+        cls.mmvq = mmvq
         QUANT_TABLE[qtype] = cls()
 
     def __repr__(self) -> str:
@@ -417,7 +438,13 @@ class BF16(QuantType, qtype=_T.BF16, device="SrcBF16"):
         ob <<= np.uint32(16)
 
 
-class Q8_0(QuantType, qtype=_T.Q8_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4)):
+class Q8_0(
+    QuantType,
+    qtype=_T.Q8_0,
+    f16_fields=(0,),
+    dequant=DequantConfig(2, 256, 4),
+    mmvq=MMVQ_PREQUANTIZED,
+):
     """Q8_0: 32 values in 34 bytes;  x[j] = qs[j] * d.
 
     +-------+--------------+
@@ -452,7 +479,13 @@ class Q4_0(QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 2
         return IntParts(codes, _per16(_f16(b, 0).T, 32), None)
 
 
-class Q4_1(QuantType, qtype=_T.Q4_1, f16_fields=(0, 2), dequant=DequantConfig(2, 256, 4)):
+class Q4_1(
+    QuantType,
+    qtype=_T.Q4_1,
+    f16_fields=(0, 2),
+    dequant=DequantConfig(2, 256, 4),
+    mmvq=MMVQ_PREQUANTIZED,
+):
     """Q4_1: 32 values in 20 bytes;  x = d * q + m.
 
     +-------+-------+------------------------------+
@@ -487,7 +520,13 @@ class Q5_0(QuantType, qtype=_T.Q5_0, f16_fields=(0,), dequant=DequantConfig(2, 1
         return IntParts(_to_signed(_q5_codes(b, 2, 6), 16), _per16(_f16(b, 0).T, 32), None)
 
 
-class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
+class Q5_1(
+    QuantType,
+    qtype=_T.Q5_1,
+    f16_fields=(0, 2),
+    dequant=DequantConfig(2, 128, 4),
+    mmvq=MMVQ_PREQUANTIZED,
+):
     """Q5_1: 32 values in 24 bytes;  x = d * q + m, the 5-bit q as Q5_0's.
 
     +-------+-------+--------+-------------------------+
@@ -506,7 +545,12 @@ class Q5_1(QuantType, qtype=_T.Q5_1, f16_fields=(0, 2), dequant=DequantConfig(2,
 
 
 class Q2_K(
-    QuantType, qtype=_T.Q2_K, f16_fields=(80, 82), dequant=DequantConfig(2, 128, 2), scale_group=16
+    QuantType,
+    qtype=_T.Q2_K,
+    f16_fields=(80, 82),
+    dequant=DequantConfig(2, 128, 2),
+    scale_group=16,
+    mmvq=MMVQ_K,
 ):
     """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
 
@@ -542,7 +586,12 @@ class Q2_K(
 
 
 class Q3_K(
-    QuantType, qtype=_T.Q3_K, f16_fields=(108,), dequant=DequantConfig(2, 128, 1), scale_group=16
+    QuantType,
+    qtype=_T.Q3_K,
+    f16_fields=(108,),
+    dequant=DequantConfig(2, 128, 1),
+    scale_group=16,
+    mmvq=MMVQ_K,
 ):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
 
@@ -590,7 +639,9 @@ class Q3_K(
         return IntParts(*self._codes_scales(b), None)
 
 
-class Q4_K(QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
+class Q4_K(
+    QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4), mmvq=MMVQ_K
+):
     """Q4_K: 256 values in 144 bytes, 8 sub-blocks j of 32;  x = (d sc[j]) q - dmin m[j].
 
     +-------+----------+---------------------------+-------------------------------------+
@@ -610,7 +661,9 @@ class Q4_K(QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2,
         return IntParts(codes, _per16(f[0], 32), _per16(-f[1], 32))
 
 
-class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4)):
+class Q5_K(
+    QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4), mmvq=MMVQ_K
+):
     """Q5_K: 256 values in 176 bytes;  Q4_K's with a 5th bit: bit 4 of value l of sub-block j
     is bit j of qh[l].
 
@@ -643,7 +696,12 @@ class Q5_K(QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2,
 
 
 class Q6_K(
-    QuantType, qtype=_T.Q6_K, f16_fields=(208,), dequant=DequantConfig(2, 128, 1), scale_group=16
+    QuantType,
+    qtype=_T.Q6_K,
+    f16_fields=(208,),
+    dequant=DequantConfig(2, 128, 1),
+    scale_group=16,
+    mmvq=MMVQ_K,
 ):
     """Q6_K: 256 values in 210 bytes;  x = (d scales[e // 16]) (q - 32).
 
@@ -683,7 +741,13 @@ class Q6_K(
         return IntParts(*self._codes_scales(b), None)
 
 
-class IQ4_NL(QuantType, qtype=_T.IQ4_NL, f16_fields=(0,), dequant=DequantConfig(2, 128, 2)):
+class IQ4_NL(
+    QuantType,
+    qtype=_T.IQ4_NL,
+    f16_fields=(0,),
+    dequant=DequantConfig(2, 128, 2),
+    mmvq=MMVQ_PREQUANTIZED,
+):
     """IQ4_NL: 32 values in 18 bytes;  x = d * LEVELS[q], the nibbles laid out as Q4_0's.
 
     +-------+----------------------------------------------------+

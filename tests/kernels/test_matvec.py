@@ -16,7 +16,7 @@ from tracekit.kernels.backend import get_backend
 from tracekit.kernels.checks import KernelInputError
 from tracekit.kernels.dequant import f16_field_offsets, random_blocks
 from tracekit.kernels.matmul import MatmulWeight, choose_path, w16_cache_on
-from tracekit.quants import QUANT_TABLE, QuantType, quant_type
+from tracekit.quants import MMVQ_DEFAULT, QUANT_TABLE, QuantType, quant_type
 
 TYPES = list(QUANT_TABLE.values())
 TYPE_IDS = [t.name for t in TYPES]
@@ -193,7 +193,7 @@ def test_modes_are_checked() -> None:
     [
         ("f32", "auto", 3, "f32", ["numpy_matmul_f32"]),
         ("quant", "auto", 3, "quant",
-         ["numpy_quantize_q8", "numpy_mmvq_q4_k"] if matvec.MMVQ_QX else ["numpy_mmvq_q4_k"]),
+         ["numpy_quantize_q8", "numpy_mmvq_q4_k"] if quant_type("Q4_K").mmvq.prequantize else ["numpy_mmvq_q4_k"]),
         ("quant", "auto", 9, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
         ("f16", "off", 1, "f16-per-call",
@@ -323,7 +323,7 @@ def test_mmvq_shared_memory_and_grid_cap() -> None:
     full = matvec.geometry(151936, 896, matvec.MMVQ_ROWS_PER_BLOCK)
     assert geo.block == full.block
     threads = geo.block[0] * geo.block[1] * geo.block[2]
-    assert geo.grid[0] == 132 * (32 * matvec.MMVQ_WARPS_PER_SM // threads) < full.grid[0]
+    assert geo.grid[0] == 132 * (32 * MMVQ_DEFAULT.warps_per_sm // threads) < full.grid[0]
     assert geo.strided
     geo, _ = matvec.mmvq_geometry(4, 896, 1, sms=132)  # few rows: no cap reached
     assert geo.grid == matvec.geometry(4, 896, matvec.MMVQ_ROWS_PER_BLOCK).grid

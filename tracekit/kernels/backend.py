@@ -266,7 +266,7 @@ class NumpyBackend(Backend):
                 return out, [rec]
             out, rec = matvec.ref_mmvq(x, w.raw, w.quant, w.shape)
             # the GPU's launches: x quantized by its own launch, or in mmvq's prologue
-            return out, [matvec.ref_quantize_record(x), rec] if matvec.MMVQ_QX else [rec]
+            return out, [matvec.ref_quantize_record(x), rec] if w.quant.mmvq.prequantize else [rec]
         # the f16 path as the GPU runs it: x rounded to f16, the f16 weight, f32 sums
         x16, rec_x = elementwise.ref_convert_f32_f16(x)
         recs = [rec_x]

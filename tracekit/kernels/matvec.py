@@ -35,7 +35,7 @@ import numpy as np
 from tracekit.kernels import cuda, dequant
 from tracekit.kernels.checks import KernelInputError, require_array
 from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d
-from tracekit.quants import QUANT_TABLE, QUANTIZED_TYPES, QuantType, quant_type
+from tracekit.quants import MMVQ_DEFAULT, QUANT_TABLE, QUANTIZED_TYPES, QuantType, quant_type
 
 FAMILY = "matvec"
 #: The most tokens one matvec launch takes (decode and speculative-sized batches); larger
@@ -234,12 +234,11 @@ def ref_matvec(
     return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out, MATH_FLOAT)
 
 
-#: Whether mmvq takes x quantized by its own launch (quantize_q8, then mmvq_qx: two launches per
-#: node, full grid) or quantizes it in every block's prologue (one launch, a capped grid):
-#: scripts/bench_matvec.py measures both.
-MMVQ_QX = False
-#: mmvq's __launch_bounds__ minimum of resident 256-thread blocks per SM (caps its registers).
-MMVQ_MIN_BLOCKS = 4
+# Per type (its declaration's ``mmvq``, quants.MmvqConfig): whether mmvq takes x quantized by
+# its own launch (quantize_q8, then mmvq_qx: two launches per node, full grid) or quantizes it
+# in every block's prologue (one launch, a capped grid), the __launch_bounds__ minimum of
+# resident blocks per SM (caps its registers) and the fused kernel's grid cap:
+# scripts/bench_matvec.py measures them.
 
 
 #: mmvq: prefetch each row's bytes into L2 with one bulk prefetch (matvec.cu's MMVQ_PREFETCH)
@@ -247,9 +246,7 @@ MMVQ_PREFETCH = True
 
 
 @functools.cache
-def _module(
-    suffix: str, unroll: int, min_blocks: int = MMVQ_MIN_BLOCKS, prefetch: bool = MMVQ_PREFETCH
-) -> Any:
+def _module(suffix: str, unroll: int, min_blocks: int, prefetch: bool = MMVQ_PREFETCH) -> Any:
     """matvec.cu with the kernels of one type (from the quant table), compiled once."""
     import cupy
 
@@ -272,7 +269,7 @@ def _kernel(
     suffix: str,
     nt: int,
     unroll: int,
-    min_blocks: int = MMVQ_MIN_BLOCKS,
+    min_blocks: int,
     prefetch: bool = MMVQ_PREFETCH,
 ) -> Any:
     fn_name = kernel_name(quant_type(suffix), nt)
@@ -305,11 +302,10 @@ def _device_limits() -> tuple[int, int]:
     return int(attrs["MultiProcessorCount"]), smem
 
 
-#: mmvq: weight rows per block (8 warps: few blocks, so x is quantized few times) and the warps
-#: per SM its grid fills (a block quantizes all of x before its rows; more blocks per SM repeat
-#: that work, fewer leave the loads too few warps): scripts/bench_matvec.py's sweep picks them.
+#: mmvq: weight rows per block (8 warps: few blocks, so x is quantized few times); the warps
+#: per SM its grid fills is per type (a block quantizes all of x before its rows; more blocks
+#: per SM repeat that work, fewer leave the loads too few warps): quants.MmvqConfig.
 MMVQ_ROWS_PER_BLOCK = 8
-MMVQ_WARPS_PER_SM = 32
 
 
 def mmvq_geometry(
@@ -319,7 +315,7 @@ def mmvq_geometry(
     sms: int,
     rows_per_block: int = MMVQ_ROWS_PER_BLOCK,
     wpr: int | None = None,
-    warps_per_sm: int = MMVQ_WARPS_PER_SM,
+    warps_per_sm: int = MMVQ_DEFAULT.warps_per_sm,
 ) -> tuple[Geometry, int]:
     """matvec's block shape; grid.x capped at ``warps_per_sm`` warps on each of ``sms`` SMs
     (rows are grid-strided), since every block first quantizes x. Returns (geometry, shared
@@ -342,8 +338,8 @@ def launch_matvec(
     rows_per_block: int | None = None,
     unroll: int | None = None,
     wpr: int | None = None,
-    warps_per_sm: int = MMVQ_WARPS_PER_SM,
-    min_blocks: int = MMVQ_MIN_BLOCKS,
+    warps_per_sm: int | None = None,
+    min_blocks: int | None = None,
     prequantize: bool | None = None,
     prefetch: bool = MMVQ_PREFETCH,
 ) -> tuple[Any, list[LaunchRecord]]:
@@ -357,8 +353,9 @@ def launch_matvec(
             for mmvq.
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
-        rows_per_block, unroll, wpr, warps_per_sm: the kernel configuration (the bench sweeps
-            them; None: ROWS_PER_BLOCK / MMVQ_ROWS_PER_BLOCK, wpr :func:`warps_per_row`).
+        rows_per_block, unroll, wpr, warps_per_sm, min_blocks, prequantize: the kernel
+            configuration (the bench sweeps them; None: ROWS_PER_BLOCK / MMVQ_ROWS_PER_BLOCK,
+            wpr :func:`warps_per_row`, the others the type's ``mmvq`` (quants.MmvqConfig)).
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -385,14 +382,18 @@ def launch_matvec(
         args = (
             raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
         )  # fmt: skip
-        cuda.launch(_kernel(qt.suffix, nt, unroll or UNROLL), geo.grid, geo.block, args)
+        fn = _kernel(qt.suffix, nt, unroll or UNROLL, qt.mmvq.min_blocks)  # (mmvq's only)
+        cuda.launch(fn, geo.grid, geo.block, args)
         return o, [_record(kernel_name(qt, nt), geo, raw, x, o, MATH_FLOAT)]
     if raw.data.ptr % 16:
         raise KernelInputError(
             f"mmvq weight starts {raw.data.ptr % 16} bytes past a 16-byte boundary; it must be "
             "aligned (each type's fields are read at their block's fixed alignment)"
         )
-    if MMVQ_QX if prequantize is None else prequantize:
+    cfg = qt.mmvq
+    min_blocks = cfg.min_blocks if min_blocks is None else min_blocks
+    warps_per_sm = cfg.warps_per_sm if warps_per_sm is None else warps_per_sm
+    if cfg.prequantize if prequantize is None else prequantize:
         return o, _launch_qx(
             x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch
         )
