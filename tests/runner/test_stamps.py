@@ -18,6 +18,7 @@ from tracekit.trace.timeline import step_breakdown
 
 K = frozenset({"convert_f32_f16", "add_f32", "rms_norm_f32"})  # stand-ins for cuda.STAMPED
 T0 = 1_700_000_000_000_000_000  # a globaltimer-like origin (ns)
+S = SLOT_WORDS  # words per launch slot: launch k's start at S k, its end at S k + 1
 
 
 def _words(n_launch: int, n_nodes: int, values: dict[int, int]) -> np.ndarray:
@@ -53,10 +54,10 @@ def test_stream_step_rows_sums_and_host_wait() -> None:
     lay = layout(3, 2)
     w = _words(3, 2, {
         lay["begin"]: 0, lay["marker"]: 1_000,
-        0: 2_000, 1: 3_000,  # convert 1.0 µs
-        3: 3_700, 4: 9_700,  # GEMM 6.0 µs (its before- and after-stamps)
+        0: 2_000, 1: 3_000,  # convert 1.0 µs (launch k's start and end: words S k, S k + 1)
+        S: 3_700, S + 1: 9_700,  # GEMM 6.0 µs (its before- and after-stamps)
         lay["marker"] + 1: 40_000,
-        6: 41_000, 7: 42_300,  # add 1.3 µs
+        2 * S: 41_000, 2 * S + 1: 42_300,  # add 1.3 µs
         lay["end"]: 43_000,
     })  # fmt: skip
     t = read_timing(w, plan, [(0, 2), (2, 3)], "stream")
@@ -89,8 +90,8 @@ def test_graph_step_gemm_runs_from_the_convert_end_to_the_next_start() -> None:
     lay = layout(4, 2)
     w = _words(4, 2, {
         0: 500, 1: 1_400,  # convert 0.9 µs
-        6: 4_000,  # the second GEMM's before-stamp: the first ran 1.4 -> 4.0 µs
-        9: 7_500, 10: 8_700,  # the add; the second GEMM ran 4.0 -> 7.5 µs
+        2 * S: 4_000,  # the second GEMM's before-stamp: the first ran 1.4 -> 4.0 µs
+        3 * S: 7_500, 3 * S + 1: 8_700,  # the add; the second GEMM ran 4.0 -> 7.5 µs
         lay["end"]: 15_000,
     })  # fmt: skip
     t = read_timing(w, plan, [(0, 2), (2, 4)], "graph")
@@ -107,10 +108,11 @@ def test_a_stamp_not_written_is_an_error() -> None:
     w = _words(1, 1, {lay["begin"]: 0, lay["marker"]: 10, 0: 100, lay["end"]: 900})
     with pytest.raises(RuntimeError, match=r"launch 0's end was not written \(word 1 is 0\)"):
         read_timing(w, plan, [(0, 1)], "stream")
-    with pytest.raises(ValueError, match="stamp buffer of 3 words, the step needs 6"):
+    with pytest.raises(ValueError, match=f"stamp buffer of 3 words, the step needs {lay['words']}"):
         read_timing(w[:3], plan, [(0, 1)], "stream")
+    ok = {0: 1, 1: 2, lay["marker"]: 1, lay["begin"]: 1, lay["end"]: 3}
     with pytest.raises(ValueError, match="node 0 has no launches to time"):
-        read_timing(_words(1, 1, {0: 1, 1: 2, 3: 1, 4: 1, 5: 3}), plan, [(0, 0)], "stream")
+        read_timing(_words(1, 1, ok), plan, [(0, 0)], "stream")
 
 
 def test_timed_entries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,7 +130,7 @@ def test_timed_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     def gemm(stream: int) -> None:
         return None
 
-    assert timed_entries(gemm, 1, buf, ("stamp", "stamp")) == [("stamp", 3), gemm, ("stamp", 4)]
+    assert timed_entries(gemm, 1, buf, ("stamp", "stamp")) == [("stamp", S), gemm, ("stamp", S + 1)]
     assert timed_entries(gemm, 1, buf, ("prev_end", "next_start")) == [gemm]
 
 

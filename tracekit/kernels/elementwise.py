@@ -449,7 +449,7 @@ def launch_stamp(times: Any, i: int) -> None:
 
 #: Words per launch stamp slot: start, end, finished-block counter (stamp.cuh's
 #: STAMP_SLOT_WORDS); runner/stamps.py lays a timed pass's buffer out in these slots.
-SLOT_WORDS = 3
+SLOT_WORDS = 2
 
 
 def launch_empty_stamped(slot_ptr: int) -> LaunchRecord:

@@ -6,17 +6,19 @@
 // nothing but one uniform branch. A timed pass passes a slot of STAMP_SLOT_WORDS words:
 //   slot[0]  start: the global timer (ns) when block 0's first thread enters;
 //   slot[1]  end:   the global timer when the grid's last thread leaves (the scope's
-//                   destructor runs on every return path, so early returns are counted);
-//   slot[2]  a counter of finished blocks, back to 0 when the last one stamps (the slot is
-//            reusable by the next replay without a memset).
+//                   destructor runs on every return path, so early returns are counted): the
+//                   latest of the blocks' ends, each block's last warp group folding its time
+//                   in with an atomic max. The timer only grows, so a slot reused by a later
+//                   launch or replay needs no reset.
 // Cost when timed: one __syncthreads at entry, a shared-memory atomic per exiting warp group
-// and one global atomic per block (same address: a grid of thousands of blocks serializes a
-// few ns per block at L2). Measured cost: scripts/capture_overhead.py (timing pass vs untraced).
+// and one global atomic max per block, whose result nobody waits for (a RED: the warp exits at
+// once; same address, so a grid of thousands of blocks serializes a few ns per block at L2).
+// Measured cost: scripts/capture_overhead.py (timing pass vs untraced).
 // A launch that cannot be stamped (a cuBLAS GEMM, an unstamped kernel) is timed by
 // `globaltimer_stamp` kernels queued either side of it (stamps.py documents their error).
 #pragma once
 
-#define STAMP_SLOT_WORDS 3
+#define STAMP_SLOT_WORDS 2
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
     unsigned long long g;
@@ -53,12 +55,7 @@ struct LaunchStamp {
         if (atomicAdd(&launch_stamp_exited(), n) + n != block_threads) return;
         // no __threadfence: the end is when the last block has issued its work (its stores
         // may still drain), and a fence would lengthen every timed block by its latency
-        const unsigned long long blocks =
-            (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
-        if (atomicAdd(&slot[2], 1ull) + 1ull == blocks) {
-            slot[1] = globaltimer_ns();
-            slot[2] = 0ull;
-        }
+        atomicMax(&slot[1], globaltimer_ns());  // this block's end; the grid's is the max
     }
 };
 
