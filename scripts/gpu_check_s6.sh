@@ -33,6 +33,12 @@ for spec in "$@"; do
            grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$OUT/ncu.log" | head -60 ;;
     hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \
                 | tee "$OUT/hostprof.log" | head -45 ;;
+    capture) t python3 scripts/capture_overhead.py --backend cupy --steps 24 demo qwen2-0.5b 2>&1 \
+               | tee "$OUT/capture.log" | tail -14 ;;
+    bound) t python3 scripts/bound_report.py --backend cupy --steps 4 --out "$OUT" qwen2-0.5b 2>&1 \
+             | tee "$OUT/bound.log" | tail -60 ;;
+    replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/runner/test_replay_gpu.py \
+                 tests/runner/test_stamps_gpu.py 2>&1 | tail -5 ;;
     decode) for m in demo qwen2-0.5b; do
               t python3 scripts/decode_speed.py "$m" --backend cupy --matmul quant --replay graph --steps 64 2>&1 | tail -1
             done ;;
