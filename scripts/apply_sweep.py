@@ -23,7 +23,9 @@ def apply(log: str, src: str) -> tuple[str, list[str]]:
     done = []
     for name, cfg in BEST.findall(log):
         # the class's argument list, on one line or wrapped over several
-        m = re.search(rf"^class {name}\(\s*QuantType,\s*qtype=_T\.{name}\b(.*?)\):", src, re.M | re.S)
+        m = re.search(
+            rf"^class {name}\(\s*QuantType,\s*qtype=_T\.{name}\b(.*?)\):", src, re.M | re.S
+        )
         if m is None:
             raise SystemExit(f"{name}: no `class {name}(QuantType, qtype=_T.{name}...)` line")
         args = m.group(1)

@@ -3,6 +3,8 @@ without CUDA graphs."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from tracekit.runner.record import record_trace
@@ -56,11 +58,22 @@ def test_no_unflagged_efficiency_above_one(traces: dict, graph: bool) -> None:
 
 def test_graph_and_stream_node_times_agree(traces: dict) -> None:
     # each launch timed by itself (stamps.py) in both modes: a kernel's time does not depend on
-    # who launched it
-    a, b = traces[False]["steps"][-1]["nodes"], traces[True]["steps"][-1]["nodes"]
+    # who launched it. Per node, the median over the replayed decode steps (the first decode
+    # step is the recording, in stream mode either way): one ~1 µs sample varies by 10-20%.
+    def medians(t: dict) -> list[float]:
+        steps = [s for s in t["steps"] if s["kind"] == "decode"][1:]
+        assert len(steps) >= 3
+        return [
+            statistics.median(s["nodes"][i]["time_s"] for s in steps)
+            for i in range(len(steps[0]["nodes"]))
+        ]
+
+    a, b = medians(traces[False]), medians(traces[True])
+    t = traces[False]
+    names = [t["nodes"][n["id"]]["name"] for n in t["steps"][-1]["nodes"]]
     bad = [
-        (traces[False]["nodes"][x["id"]]["name"], x["time_s"] / y["time_s"])
-        for x, y in zip(a, b, strict=True)
-        if abs(x["time_s"] / y["time_s"] - 1) > 0.15
+        (names[i], x / y)
+        for i, (x, y) in enumerate(zip(a, b, strict=True))
+        if abs(x / y - 1) > 0.15
     ]
     assert not bad, bad
