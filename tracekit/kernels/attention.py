@@ -12,20 +12,29 @@ Query t attends key j when ``j <= n_past + t`` (causal) and, with ``window > 0``
 head h reads kv head ``h // (n_head // n_kv)``. Scores are ``scale * q·k``, soft-capped to
 ``softcap * tanh(s / softcap)`` when ``softcap > 0``, softmaxed in f32; out = Σ p·v.
 
-The CUDA kernel runs one thread block per (token, head) with an online softmax over the keys
-(one pass over K and V, no score buffer), head_dim up to 256: decode is tiny, so it is written
-to be correct and simple rather than a tiled flash kernel.
+Two CUDA kernels share that contract (attention.cu), and the launcher picks one by nt
+(:func:`attention_kernel`; the launch record names the kernel that ran):
+
+- ``attention_f32``: one block per (token, head), an online softmax over the keys, one warp per
+  key at a time: simple and right for decode (nt = 1) and short steps;
+- ``attention_tiled_f32_d<D>`` (nt >= :data:`TILED_MIN_NT`): flash-attention-2 on CUDA cores,
+  a block per tile of queries of one head looping over key tiles in shared memory, for
+  prefill-sized steps. One instantiation per head_dim bucket D of :data:`TILE_CONFIGS`
+  (64, 128, 256; a head_dim below its bucket is padded with zero columns).
+
+Both take head_dim up to 256.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array
-from tracekit.kernels.launch import Geometry, LaunchRecord
+from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div
 from tracekit.kernels.registry import KernelOp, declare
 
 #: The CUDA kernel keeps one query row in registers/shared memory: head_dim up to this.
@@ -225,18 +234,109 @@ def ref_attention_f32(
 
 
 # -- launchers -------------------------------------------------------------------------------
-#: Threads per attention block (4 warps; attention.cu's ATT_THREADS, passed as a define).
+#: Threads per attention_f32 block (4 warps; attention.cu's ATT_THREADS, passed as a define).
 ATT_THREADS = 128
 KV_BLOCK = 256
 
+#: The tiled kernel's thread layout (attention.cu's ATT_TILE_TX x ATT_TILE_TY): TILE_TX lanes
+#: share a query row (its keys in the score tile, its head_dim columns in O; a half warp, so
+#: the row's max and sum are shuffles), TILE_TY row groups. 128 threads: 4 warps.
+TILE_TX, TILE_TY = 16, 8
+TILE_THREADS = TILE_TX * TILE_TY
+
+#: Shared memory per SM on sm_90 (228 KiB, of which 1 KiB is reserved per resident block): the
+#: blocks per SM a tile configuration's shared memory allows, which its ``__launch_bounds__``
+#: asks ptxas to keep registers for. The opt-in limit per block is 227 KiB.
+SM_SHARED_BYTES = 228 * 1024
+BLOCK_RESERVED_BYTES = 1024
+MAX_BLOCK_SHARED_BYTES = 227 * 1024
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One instantiation of ``attention_tiled_f32`` (attention.cu's ``ATTENTION_TILED_KERNEL``).
+
+    Attributes:
+        d: the head_dim bucket: head_dim <= d runs here, padded with zero columns.
+        bq: queries per block (TILE_TY row groups of bq / TILE_TY rows each).
+        bk: keys per tile (TILE_TX lanes of bk / TILE_TX keys each).
+    """
+
+    d: int
+    bq: int
+    bk: int
+
+    def __post_init__(self) -> None:
+        if self.bq % TILE_TY or self.bk % TILE_TX or self.d % (4 * TILE_TX):
+            raise ValueError(
+                f"tile d={self.d} bq={self.bq} bk={self.bk}: bq must be a multiple of "
+                f"{TILE_TY}, bk of {TILE_TX} and d of {4 * TILE_TX} (whole per-thread sub-tiles)"
+            )
+
+    @property
+    def name(self) -> str:
+        return f"attention_tiled_f32_d{self.d}"
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory: Q [bq][d+4], K [bk][d+4], V [bk][d], P [bq][bk+16] floats
+        (attention.cu's TiledLayout, which static_asserts this number)."""
+        d, bq, bk = self.d, self.bq, self.bk
+        return 4 * (bq * (d + 4) + bk * (d + 4) + bk * d + bq * (bk + 16))
+
+    @property
+    def min_blocks(self) -> int:
+        """Blocks per SM its shared memory allows on sm_90 (its ``__launch_bounds__``)."""
+        return max(1, SM_SHARED_BYTES // (self.shared_bytes + BLOCK_RESERVED_BYTES))
+
+
+#: The tiled kernels, smallest head_dim bucket first. bq = 32 rather than 64: a 512-token
+#: prefill of 14 heads then has 16 x 14 = 224 blocks for the H200's 132 SMs, and the causal
+#: tail (the last query tile walks all 512 keys) is half as long; bk = 32 at d = 256 keeps the
+#: K and V tiles to 66 KB so two blocks fit an SM. Shared memory: 52.7 KB (d 64, 4 blocks per
+#: SM), 93.7 KB (d 128, 2), 105.5 KB (d 256, 2).
+TILE_CONFIGS = (TileConfig(64, 32, 64), TileConfig(128, 32, 64), TileConfig(256, 32, 32))
+
+#: The fewest queries the tiled kernel takes; fewer run attention_f32. At nt = 16 half of a
+#: 32-query tile is padding and the grid has n_head blocks per query tile, against
+#: attention_f32's nt x n_head blocks; but attention_f32 spends about 40 SM cycles per
+#: (query, head, key) (281 µs for a 512-token prefill of 14 heads on the H200: 1.84 M such
+#: triples over 132 SMs at 1.98 GHz) where the tiled kernel's per-key work is 2 head_dim FMAs
+#: a query, 128 FMAs per 16 lanes' loads at d = 64 (~0.5 SM cycle): below 16 queries the
+#: padding and the few blocks cost more than the per-key saving (a decode step: 1 of 32 rows).
+TILED_MIN_NT = 16
+
+
+def attention_kernel(nt: int, hd: int) -> TileConfig | None:
+    """The tiled configuration a step of ``nt`` queries of head_dim ``hd`` runs, or None where
+    ``attention_f32`` runs it (nt < :data:`TILED_MIN_NT`, or a head_dim over every bucket)."""
+    if nt < TILED_MIN_NT:
+        return None
+    return next((c for c in TILE_CONFIGS if hd <= c.d), None)
+
 
 def kernel_defines() -> tuple[str, ...]:
-    """The block size and head_dim bound attention.cu's bodies assume (shared arrays, loops),
-    from the constants the grid and the gate use."""
-    return (f"-DATT_THREADS={ATT_THREADS}", f"-DATT_MAX_HD={MAX_HEAD_DIM}")
+    """The block sizes and head_dim bound attention.cu's bodies assume (shared arrays, loops,
+    thread layouts), from the constants the grids and the gate use."""
+    return (
+        f"-DATT_THREADS={ATT_THREADS}",
+        f"-DATT_MAX_HD={MAX_HEAD_DIM}",
+        f"-DATT_TILE_TX={TILE_TX}",
+        f"-DATT_TILE_TY={TILE_TY}",
+    )
+
+
+def instantiations() -> str:
+    """The tiled kernels attention.cu compiles, one line per :data:`TILE_CONFIGS` entry."""
+    return "\n".join(
+        f"ATTENTION_TILED_KERNEL({c.d}, {c.bq}, {c.bk}, {c.min_blocks}, {c.shared_bytes})"
+        for c in TILE_CONFIGS
+    )
 
 
 cuda.defines("attention", kernel_defines)
+cuda.generate("attention", instantiations)
+cuda.register_stamped(c.name for c in TILE_CONFIGS)  # each opens with the LaunchStamp scope
 
 
 def _past_pointer(positions: Any, what: str) -> Any:
@@ -299,6 +399,18 @@ def attention_geometry(nt: int, n_head: int) -> Geometry:
     return Geometry((nt, n_head, 1), (ATT_THREADS, 1, 1), threads)
 
 
+def attention_tiled_geometry(nt: int, n_head: int, cfg: TileConfig) -> Geometry:
+    """One block of :data:`TILE_THREADS` per (tile of ``cfg.bq`` queries, head): grid
+    (ceil(nt / bq), n_head). Every thread works (a last tile's padding rows are computed and
+    dropped), so work items are the threads launched."""
+    from tracekit.kernels.launch import MAX_GRID_YZ
+
+    if n_head > MAX_GRID_YZ:
+        raise KernelInputError(f"attention grid ({n_head} heads) is over the limit {MAX_GRID_YZ}")
+    tiles = ceil_div(nt, cfg.bq)
+    return Geometry((tiles, n_head, 1), (TILE_THREADS, 1, 1), tiles * n_head * TILE_THREADS)
+
+
 def launch_attention_f32(
     q: Any,
     k_cache: Any,
@@ -320,7 +432,7 @@ def launch_attention_f32(
     Raises:
         KernelInputError: as the reference, a head_dim over 256, or a host array.
     """
-    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
+    from tracekit.kernels.cuda import NO_STAMP, kernel, run
     from tracekit.kernels.elementwise import device_out, require_device
 
     n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
@@ -330,29 +442,32 @@ def launch_attention_f32(
     for a, what in ((q, "attention q"), (k_cache, "K cache"), (v_cache, "V cache")):
         require_device(a, what)
     o = device_out(out, (nt, n_head * hd), np.float32, "attention out")
-    geo = attention_geometry(nt, n_head)
     past = _past_pointer(positions, "attention")
-    launch(
-        kernel("attention", "attention_f32"),
-        geo.grid,
-        geo.block,
-        (
-            q,
-            k_cache,
-            v_cache,
-            o,
-            np.int32(n_head),
-            np.int32(n_kv),
-            np.int32(hd),
-            np.int32(n_past),
-            np.int32(window),
-            np.float32(scale),
-            np.float32(softcap),
-            past,
-            NO_STAMP,
-        ),
+    shape = (np.int32(n_head), np.int32(n_kv), np.int32(hd), np.int32(n_past), np.int32(window))
+    tail = (np.float32(scale), np.float32(softcap), past, NO_STAMP)
+    cfg = attention_kernel(nt, hd)
+    if cfg is None:
+        name, geo, smem, extra = "attention_f32", attention_geometry(nt, n_head), 0, {}
+        args = (q, k_cache, v_cache, o, *shape, *tail)
+    else:
+        name, geo, smem = cfg.name, attention_tiled_geometry(nt, n_head, cfg), cfg.shared_bytes
+        extra = {"shared_bytes": smem}
+        args = (q, k_cache, v_cache, o, np.int32(nt), *shape, *tail)
+        if smem > 48 * 1024:  # over the default limit: opt in (the same Function is launched)
+            kernel("attention", name).max_dynamic_shared_size_bytes = smem
+    ref = attention_record(name, None, nt, n_head, n_kv, hd, n_past, window)
+    rec = run(
+        "attention",
+        name,
+        geo,
+        args,
+        smem,
+        bytes_read=ref.bytes_read,
+        bytes_written=ref.bytes_written,
+        flops=ref.flops,
+        **extra,
     )
-    return o, _attention_record("attention_f32", geo, q, k_cache, n_past, window)
+    return o, rec
 
 
 # -- the op declarations (tracekit/kernels/registry.py) ---------------------------------------
@@ -360,6 +475,12 @@ declare(
     [
         KernelOp("kv_store_f32", "attention", ref_kv_store_f32, launch_kv_store_f32, flops=0),
         # flops counted by attention_record: keys per query x heads x (4 head_dim + 5)
-        KernelOp("attention_f32", "attention", ref_attention_f32, launch_attention_f32),
+        KernelOp(
+            "attention_f32",
+            "attention",
+            ref_attention_f32,
+            launch_attention_f32,
+            kernels=("attention_f32", *(c.name for c in TILE_CONFIGS)),
+        ),
     ]
 )
