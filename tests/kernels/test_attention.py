@@ -3,11 +3,28 @@ float64 written independently of the vectorised reference, and every gate."""
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+
 import numpy as np
 import pytest
 
-from tracekit.kernels.attention import ref_attention_f32, ref_kv_store_f32
+from tests.kernels.host_build import build
+from tracekit.kernels import cuda
+from tracekit.kernels.attention import (
+    MAX_BLOCK_SHARED_BYTES,
+    MAX_HEAD_DIM,
+    TILE_CONFIGS,
+    TILE_THREADS,
+    TILED_MIN_NT,
+    TileConfig,
+    attention_kernel,
+    attention_tiled_geometry,
+    ref_attention_f32,
+    ref_kv_store_f32,
+)
 from tracekit.kernels.checks import KernelInputError
+from tracekit.kernels.registry import KERNEL_OPS
 
 
 def naive_attention(q, k, v, n_past, scale, window=0, softcap=0.0):
@@ -157,3 +174,209 @@ def test_attention_nan_value_reaches_only_queries_that_attend_it():
     assert np.isfinite(out[:2]).all()
     np.testing.assert_allclose(out[:2], clean[:2], rtol=1e-6, atol=1e-7)
     assert np.isnan(out[2:]).any(axis=1).all()
+
+
+# -- the tiled kernel: the launcher's choice and geometry ---------------------------------------
+@pytest.mark.parametrize(
+    "nt,hd,want",
+    [
+        (1, 64, None),  # decode: attention_f32
+        (TILED_MIN_NT - 1, 64, None),
+        (TILED_MIN_NT, 64, "attention_tiled_f32_d64"),
+        (512, 1, "attention_tiled_f32_d64"),
+        (512, 64, "attention_tiled_f32_d64"),
+        (17, 65, "attention_tiled_f32_d128"),
+        (17, 80, "attention_tiled_f32_d128"),
+        (17, 128, "attention_tiled_f32_d128"),
+        (17, 129, "attention_tiled_f32_d256"),
+        (17, 256, "attention_tiled_f32_d256"),
+        (17, 257, None),  # over every bucket (the launcher rejects it: MAX_HEAD_DIM)
+    ],
+)
+def test_the_launcher_picks_the_kernel_by_nt_and_head_dim(nt, hd, want):
+    cfg = attention_kernel(nt, hd)
+    assert (cfg.name if cfg else None) == want
+    if cfg is not None:
+        assert hd <= cfg.d and cfg.name in KERNEL_OPS["attention_f32"].kernels
+
+
+def test_the_tile_buckets_cover_every_head_dim_the_gate_allows():
+    assert TILED_MIN_NT >= 2  # decode (nt = 1) keeps attention_f32
+    assert [c.d for c in TILE_CONFIGS] == sorted(c.d for c in TILE_CONFIGS)
+    assert TILE_CONFIGS[-1].d == MAX_HEAD_DIM
+    for c in TILE_CONFIGS:
+        # two blocks per SM at least, and within the per-block opt-in limit
+        assert c.min_blocks >= 2 and c.shared_bytes <= MAX_BLOCK_SHARED_BYTES
+        assert c.name in cuda.STAMPED  # each opens with the LaunchStamp scope
+
+
+@pytest.mark.parametrize("nt", [16, 17, 63, 64, 65, 130, 512])
+def test_tiled_geometry_covers_every_query_once(nt):
+    for cfg in TILE_CONFIGS:
+        geo = attention_tiled_geometry(nt, 14, cfg)
+        tiles = geo.grid[0]
+        assert geo.grid == (tiles, 14, 1) and geo.block == (TILE_THREADS, 1, 1)
+        # every query in exactly one tile, no empty tile
+        assert (tiles - 1) * cfg.bq < nt <= tiles * cfg.bq
+        assert geo.threads_launched == geo.work_items == tiles * 14 * TILE_THREADS
+
+
+def test_tiled_geometry_gates_the_head_count():
+    with pytest.raises(KernelInputError, match="65536 heads"):
+        attention_tiled_geometry(16, 65536, TILE_CONFIGS[0])
+
+
+def test_tile_configs_reject_partial_sub_tiles():
+    with pytest.raises(ValueError, match="bq must be a multiple of 8"):
+        TileConfig(64, 12, 64)
+    with pytest.raises(ValueError, match="bq must be a multiple"):
+        TileConfig(80, 32, 64)  # 80 columns: not whole float4 chunks per lane
+
+
+def test_the_instantiations_name_the_declared_kernels_and_their_shared_memory():
+    src = cuda.source("attention")
+    for c in TILE_CONFIGS:
+        line = f"ATTENTION_TILED_KERNEL({c.name}, {c.d}, {c.bq}, {c.bk}, {c.min_blocks}, "
+        assert f"{line}{c.shared_bytes})" in src
+
+
+# -- the tiled kernel, run on the CPU (tests/kernels/host_shim/cuda_block.h) ---------------------
+# Each block's 128 threads run as fibers with real barriers and shuffles, so the kernel's
+# indexing, masks, online softmax and NaN handling are checked here; the GPU tests
+# (test_attention_tiled_gpu.py) check the same cases on the device.
+_HOST_RUNNERS = """
+static const float *g_q, *g_k, *g_v;
+static float* g_out;
+static int g_i[6];
+static float g_scale, g_softcap;
+static const int* g_past;
+"""
+
+
+def _host_source() -> str:
+    defines = [o[2:].split("=", 1) for o in cuda.options("attention") if o.startswith("-DATT")]
+    src = ['#include "cuda_block.h"', *(f"#define {k} {v}" for k, v in defines)]
+    src += [cuda.source("attention"), _HOST_RUNNERS]
+    src.append(f"float4 tile_smem4[{max(c.shared_bytes for c in TILE_CONFIGS) // 16}];")
+    for c in TILE_CONFIGS:
+        src.append(
+            f"static void body_{c.name}() {{ {c.name}(g_q, g_k, g_v, g_out, g_i[0], g_i[1], "
+            f"g_i[2], g_i[3], g_i[4], g_i[5], g_scale, g_softcap, g_past, nullptr); }}\n"
+            f'extern "C" void run_{c.name}(const float* q, const float* k, const float* v, '
+            f"float* out, const int* i, float scale, float softcap, const int* past, "
+            f"unsigned int gx, unsigned int gy, unsigned int bx) {{\n"
+            f"  g_q = q; g_k = k; g_v = v; g_out = out; g_scale = scale; g_softcap = softcap;\n"
+            f"  g_past = past; for (int j = 0; j < 6; ++j) g_i[j] = i[j];\n"
+            f"  tk_host::run_grid(dim3{{gx, gy, 1}}, dim3{{bx, 1, 1}}, body_{c.name});\n}}"
+        )
+    return "\n".join(src) + "\n"
+
+
+@pytest.fixture(scope="module")
+def host_tiled(tmp_path_factory):
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    return build(tmp_path_factory.mktemp("attention"), "attention_tiled", _host_source())
+
+
+def run_tiled_on_host(lib, q, k, v, n_past, scale, window=0, softcap=0.0, positions=None):
+    """The launcher's choice and geometry, the kernel run on the CPU; output poisoned first."""
+    nt, n_head, hd = q.shape
+    cfg = attention_kernel(nt, hd)
+    assert cfg is not None, f"nt={nt} hd={hd} would not run the tiled kernel"
+    geo = attention_tiled_geometry(nt, n_head, cfg)
+    out = np.full((nt, n_head * hd), np.nan, np.float32)
+    ints = np.array([nt, n_head, k.shape[1], hd, n_past, window], np.int32)
+    ptr = ctypes.c_void_p
+    getattr(lib, f"run_{cfg.name}")(
+        *(ptr(a.ctypes.data) for a in (q, k, v, out, ints)),
+        ctypes.c_float(scale),
+        ctypes.c_float(softcap),
+        ptr(positions.ctypes.data if positions is not None else None),
+        *(ctypes.c_uint(x) for x in (geo.grid[0], geo.grid[1], geo.block[0])),
+    )
+    return out
+
+
+def make_unfilled(nt, n_head, n_kv, hd, n_past, seed):
+    """q, K, V with the rows past the step's last position NaN: the kernel must never read them."""
+    q, k, v = make(nt, n_head, n_kv, hd, n_ctx=n_past + nt + 5, seed=seed)
+    k[n_past + nt :], v[n_past + nt :] = np.nan, np.nan
+    return q, k, v
+
+
+# f32 dot products and an online softmax in another order than NumPy's: O(1) outputs agree to
+# a few ulp of the sums (inputs ~N(0,1), head_dim up to 256)
+ATOL, RTOL = 2e-5, 1e-4
+
+
+@pytest.mark.parametrize(
+    "nt,n_past,n_head,n_kv,hd,window,softcap",
+    [
+        (16, 0, 2, 2, 64, 0, 0.0),  # the threshold: half a tile
+        (17, 5, 4, 2, 64, 0, 0.0),  # GQA 2, continuing a cache
+        (63, 0, 7, 1, 64, 0, 0.0),  # GQA 7 (Qwen2.5's 14:2 per kv head), one short of 2 tiles
+        (64, 40, 2, 1, 64, 7, 0.0),  # whole tiles, window 7 over a cache
+        (65, 0, 2, 2, 80, 1, 0.0),  # window 1: each query sees itself; head_dim 80 (d128)
+        (130, 70, 2, 1, 128, 0, 30.0),  # soft cap, keys over several tiles
+        (33, 3, 2, 2, 256, 0, 0.0),  # head_dim 256 (d256, 32-key tiles)
+        (40, 100, 2, 1, 256, 16, 0.0),  # d256 with a window across key tiles
+        (20, 9, 2, 2, 64, 1000, 0.0),  # a window longer than the context: no window
+        (512, 0, 2, 1, 64, 0, 0.0),  # the prefill's length
+    ],
+)
+def test_tiled_kernel_on_host_matches_reference(
+    host_tiled, nt, n_past, n_head, n_kv, hd, window, softcap
+):
+    q, k, v = make_unfilled(nt, n_head, n_kv, hd, n_past, seed=nt + hd)
+    scale = 1.0 / np.sqrt(hd)
+    want, _ = ref_attention_f32(q, k, v, n_past, scale, window, softcap)
+    got = run_tiled_on_host(host_tiled, q, k, v, n_past, scale, window, softcap)
+    np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
+
+
+def test_tiled_kernel_on_host_reads_n_past_from_positions(host_tiled):
+    q, k, v = make_unfilled(20, 2, 1, 64, 9, seed=3)
+    want, _ = ref_attention_f32(q, k, v, 9, 0.125)
+    pos = np.arange(9, 29, dtype=np.int32)
+    got = run_tiled_on_host(host_tiled, q, k, v, 0, 0.125, positions=pos)  # scalar ignored
+    np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
+
+
+def test_tiled_kernel_on_host_nan_in_q_poisons_its_row_only(host_tiled):
+    q, k, v = make_unfilled(40, 2, 1, 64, 0, seed=4)
+    q[21, 1, 5] = np.nan
+    want, _ = ref_attention_f32(q, k, v, 0, 0.125)
+    got = run_tiled_on_host(host_tiled, q, k, v, 0, 0.125)
+    bad = np.zeros(want.shape, bool)
+    bad[21, 64:] = True  # token 21, head 1: the whole row
+    assert np.isnan(want[bad]).all() and np.isnan(got[bad]).all()
+    np.testing.assert_allclose(got[~bad], want[~bad], atol=ATOL, rtol=RTOL)
+
+
+def test_tiled_kernel_on_host_nan_key_and_value_reach_only_attending_queries(host_tiled):
+    """A NaN K row and a NaN V row inside the diagonal tile: queries before them see neither
+    (the masked P is 0, and 0 * NaN would be NaN), later queries are NaN."""
+    q, k, v = make_unfilled(48, 2, 2, 64, 0, seed=5)
+    k[30, 0, 7] = np.nan  # kv head 0 -> head 0
+    v[40, 1, 3] = np.nan  # kv head 1 -> head 1
+    want, _ = ref_attention_f32(q, k, v, 0, 0.125)
+    got = run_tiled_on_host(host_tiled, q, k, v, 0, 0.125)
+    g = got.reshape(48, 2, 64)
+    assert np.isfinite(g[:30, 0]).all() and np.isnan(g[30:, 0]).all()
+    assert np.isfinite(g[:40, 1]).all() and np.isnan(g[40:, 1, 3]).all()
+    ok = np.isfinite(want)
+    assert (np.isfinite(got) == ok).all()
+    np.testing.assert_allclose(got[ok], want[ok], atol=ATOL, rtol=RTOL)
+
+
+def test_tiled_kernel_on_host_window_hides_old_nan_rows(host_tiled):
+    """Rows below every query's window (in the first visited tile, and in tiles never visited)
+    hold NaN: the output stays finite and equal to the reference."""
+    q, k, v = make_unfilled(32, 2, 1, 64, 90, seed=6)
+    # query 90 + t sees keys 86 + t .. 90 + t; the first visited tile starts at key 64
+    k[:86], v[:86] = np.nan, np.nan
+    want, _ = ref_attention_f32(q, k, v, 90, 0.125, window=5)
+    got = run_tiled_on_host(host_tiled, q, k, v, 90, 0.125, window=5)
+    assert np.isfinite(want).all()
+    np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)

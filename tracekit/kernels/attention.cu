@@ -376,18 +376,18 @@ __device__ __forceinline__ void attention_tiled(const float* __restrict__ q,
     }
 }
 
-// One instantiation per attention.TILE_CONFIGS entry (generated: cuda.source("attention")).
+// One instantiation per attention.TILE_CONFIGS entry (generated: cuda.source("attention")), named
+// by TileConfig.name.
 // MIN_BLOCKS: the blocks per SM the shared memory allows, so ptxas keeps registers within it;
 // SMEM_BYTES: the dynamic shared memory the launcher passes, which must be this layout's.
-#define ATTENTION_TILED_KERNEL(D, BQ, BK, MIN_BLOCKS, SMEM_BYTES)                              \
+#define ATTENTION_TILED_KERNEL(name, D, BQ, BK, MIN_BLOCKS, SMEM_BYTES)                        \
     static_assert(sizeof(float) * TiledLayout<D, BQ, BK>::FLOATS == (SMEM_BYTES),              \
                   "attention.py's TileConfig.shared_bytes differs from TiledLayout");          \
     extern "C" __global__ void __launch_bounds__(ATT_TILE_THREADS, MIN_BLOCKS)                 \
-        attention_tiled_f32_d##D(const float* __restrict__ q, const float* __restrict__ k_cache, \
-                                 const float* __restrict__ v_cache, float* __restrict__ out,   \
-                                 int nt, int n_head, int n_kv, int hd, int n_past, int window, \
-                                 float scale, float softcap, const int* __restrict__ past,     \
-                                 unsigned long long* stamp) {                                  \
+        name(const float* __restrict__ q, const float* __restrict__ k_cache,                   \
+             const float* __restrict__ v_cache, float* __restrict__ out, int nt, int n_head,   \
+             int n_kv, int hd, int n_past, int window, float scale, float softcap,             \
+             const int* __restrict__ past, unsigned long long* stamp) {                        \
         const LaunchStamp launch_stamp(stamp);                                                 \
         attention_tiled<D, BQ, BK>(q, k_cache, v_cache, out, nt, n_head, n_kv, hd, n_past,     \
                                    window, scale, softcap, past);                              \

@@ -329,7 +329,7 @@ def kernel_defines() -> tuple[str, ...]:
 def instantiations() -> str:
     """The tiled kernels attention.cu compiles, one line per :data:`TILE_CONFIGS` entry."""
     return "\n".join(
-        f"ATTENTION_TILED_KERNEL({c.d}, {c.bq}, {c.bk}, {c.min_blocks}, {c.shared_bytes})"
+        f"ATTENTION_TILED_KERNEL({c.name}, {c.d}, {c.bq}, {c.bk}, {c.min_blocks}, {c.shared_bytes})"
         for c in TILE_CONFIGS
     )
 

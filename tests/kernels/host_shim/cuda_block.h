@@ -1,0 +1,121 @@
+// Host stand-ins for running a CUDA kernel's blocks on the CPU, one block at a time, each of its
+// threads a fiber (ucontext) on one OS thread: tests/kernels/test_attention.py runs
+// attention_tiled_f32 this way and compares it with the NumPy reference, without a GPU.
+//
+// A barrier (__syncthreads, __syncwarp) switches back to the scheduler, which runs every fiber
+// of the block up to its next barrier in turn: a round ends when all of them reached it, so no
+// thread passes a barrier before every thread of the block has arrived (a __syncwarp is as
+// strong as a __syncthreads here). __shfl_xor_sync writes the lane's value to a slot, waits at
+// a barrier, reads its partner's slot and waits again. That is only right for code in which
+// every thread of the block reaches each barrier and shuffle together (block-uniform control
+// flow around them); the scheduler aborts when a round ends with some threads at a barrier and
+// others finished, which is that rule broken.
+//
+// __shared__ is dropped: a kernel's dynamic shared array (extern __shared__) becomes one global
+// array the test defines; static __shared__ variables would become per-thread locals, so only
+// kernels that keep all shared data in the dynamic array run right. stamp.cuh is this folder's
+// stand-in (no timer on the host: the tests pass a null stamp slot).
+#pragma once
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda_fp16.h"
+
+#define __global__
+#define __shared__
+#define __launch_bounds__(...)
+
+using std::isnan;
+
+struct dim3 {
+    unsigned int x = 1, y = 1, z = 1;
+};
+inline dim3 threadIdx, blockIdx, gridDim, blockDim;
+
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+template <class T>
+inline T min(T a, T b) { return b < a ? b : a; }
+template <class T>
+inline T max(T a, T b) { return a < b ? b : a; }
+
+namespace tk_host {
+struct Fiber {
+    ucontext_t ctx;
+    std::vector<char> stack;
+    bool done = false;
+};
+inline ucontext_t scheduler;
+inline std::vector<Fiber> fibers;
+inline int current = 0;
+inline float shfl_slots[1024];
+inline void (*body)() = nullptr;
+
+inline void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
+
+inline void entry() {
+    body();
+    fibers[current].done = true;  // uc_link returns to the scheduler
+}
+
+inline void set_thread_index(int i) {
+    threadIdx.x = i % blockDim.x;
+    threadIdx.y = (i / blockDim.x) % blockDim.y;
+    threadIdx.z = i / (blockDim.x * blockDim.y);
+}
+
+// Run fn() as every thread of every block of grid x block (block-uniform barriers only).
+inline void run_grid(dim3 grid, dim3 block, void (*fn)()) {
+    const int n = block.x * block.y * block.z;
+    if (n > 1024) std::abort();
+    gridDim = grid;
+    blockDim = block;
+    body = fn;
+    fibers.assign(n, Fiber{});
+    for (Fiber& f : fibers) f.stack.resize(64 * 1024);
+    for (unsigned int bz = 0; bz < grid.z; ++bz)
+        for (unsigned int by = 0; by < grid.y; ++by)
+            for (unsigned int bx = 0; bx < grid.x; ++bx) {
+                blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
+                for (int i = 0; i < n; ++i) {
+                    Fiber& f = fibers[i];
+                    f.done = false;
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = f.stack.data();
+                    f.ctx.uc_stack.ss_size = f.stack.size();
+                    f.ctx.uc_link = &scheduler;
+                    makecontext(&f.ctx, entry, 0);
+                }
+                for (;;) {  // one round: every thread up to its next barrier (or its end)
+                    int finished = 0;
+                    for (int i = 0; i < n; ++i) {
+                        current = i;
+                        set_thread_index(i);
+                        swapcontext(&scheduler, &fibers[i].ctx);
+                        finished += fibers[i].done;
+                    }
+                    if (finished == n) break;
+                    if (finished != 0) {
+                        std::fprintf(stderr, "block (%u,%u,%u): %d of %d threads finished while "
+                                     "the others wait at a barrier\n", bx, by, bz, finished, n);
+                        std::abort();
+                    }
+                }
+            }
+    fibers.clear();
+}
+}  // namespace tk_host
+
+inline void __syncthreads() { tk_host::yield(); }
+inline void __syncwarp(unsigned int = 0xffffffffu) { tk_host::yield(); }
+inline float __shfl_xor_sync(unsigned int, float v, int lane_mask) {
+    const int me = tk_host::current;
+    tk_host::shfl_slots[me] = v;
+    tk_host::yield();
+    const float r = tk_host::shfl_slots[(me & ~31) | ((me & 31) ^ lane_mask)];
+    tk_host::yield();
+    return r;
+}
