@@ -424,6 +424,10 @@ def launch_attention_f32(
 ) -> tuple[Any, LaunchRecord]:
     """The device version of :func:`ref_attention_f32` (same arguments, CuPy arrays).
 
+    The kernel is :func:`attention_kernel`'s choice: ``attention_tiled_f32_d<D>`` from
+    :data:`TILED_MIN_NT` queries on, ``attention_f32`` below; the record names the one that ran,
+    with the geometry (and dynamic shared memory) it was launched with.
+
     Args:
         out: optional [nt, n_head*head_dim] float32 device array to write.
         positions: optional int32 [nt] device positions (``positions[0] == n_past``): the
