@@ -383,8 +383,8 @@ __device__ __forceinline__ void attention_tiled(const float* __restrict__ q,
 #define ATTENTION_TILED_KERNEL(name, D, BQ, BK, MIN_BLOCKS, SMEM_BYTES)                        \
     static_assert(sizeof(float) * TiledLayout<D, BQ, BK>::FLOATS == (SMEM_BYTES),              \
                   "attention.py's TileConfig.shared_bytes differs from TiledLayout");          \
-    extern "C" __global__ void __launch_bounds__(ATT_TILE_THREADS, MIN_BLOCKS)                 \
-        name(const float* __restrict__ q, const float* __restrict__ k_cache,                   \
+    extern "C" __global__ __launch_bounds__(ATT_TILE_THREADS, MIN_BLOCKS)                      \
+        void name(const float* __restrict__ q, const float* __restrict__ k_cache,              \
              const float* __restrict__ v_cache, float* __restrict__ out, int nt, int n_head,   \
              int n_kv, int hd, int n_past, int window, float scale, float softcap,             \
              const int* __restrict__ past, unsigned long long* stamp) {                        \
