@@ -289,12 +289,12 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
     return nt * (k // 32) * RUN_BYTES
 
 
-@functools.cache
 #: mmvq's static shared memory (matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats, NT <= MAX_NT):
 #: the dynamic part may use the opt-in limit less this.
 MMVQ_STATIC_SHARED = 8 * MAX_NT * 4
 
 
+@functools.cache
 def _device_limits() -> tuple[int, int]:
     """(SM count, shared memory per block left for mmvq's quantized x) of the current device:
     the opt-in limit less :data:`MMVQ_STATIC_SHARED`."""
