@@ -36,7 +36,12 @@
 
 #include "quant_codes.cuh"  // Codes<T>: each quant type's integer view (and quant_decoders.cuh)
 #include "q8_runs.cuh"      // RUN_INTS, quantize_x: the 8-bit activations
-#include "stamp.cuh"        // LaunchStamp: every mmq kernel times itself
+// MMQ_HOST_EMULATION: tests/kernels/test_mmq_host.py runs mmq<T> on the CPU (g++, one host thread
+// per CUDA thread), supplying the MMA, the barrier and the shared-memory size itself; the stamp
+// and the kernels below are the device's alone.
+#ifndef MMQ_HOST_EMULATION
+#include "stamp.cuh"  // LaunchStamp: every mmq kernel times itself
+#endif
 
 #if !defined(MMQ_BM) || !defined(MMQ_BN) || !defined(MMQ_KS)
 #error "compile with -DMMQ_BM -DMMQ_BN -DMMQ_KS (tracekit/kernels/mmq.py's tile)"
@@ -50,6 +55,7 @@ static_assert(MMQ_BM % 32 == 0 && MMQ_BN % 32 == 0 && MMQ_KS % 256 == 0, "mmq ti
 #define MMQ_BIAS_BITS 0x4B400000  // 1.5 * 2^23 as f32 bits
 #define MMQ_BIAS 12582912.0f
 
+#ifndef MMQ_HOST_EMULATION
 __device__ __forceinline__ void mma_k32(int (&c)[4], uint2 a_lo, uint2 a_hi, uint2 b) {
     // A rows gid (a_lo) and gid + 8 (a_hi), k = 4i.. (.x) and 16 + 4i.. (.y); B column gid
     asm volatile(
@@ -72,6 +78,7 @@ __device__ __forceinline__ u32 dynamic_smem_bytes() {
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
     return r;
 }
+#endif
 
 template <class C>
 struct MmqLayout {
@@ -245,6 +252,7 @@ __device__ __forceinline__ void mmq(const u8* __restrict__ raw, const int* __res
             }
 }
 
+#ifndef MMQ_HOST_EMULATION
 // mmq.py appends MMQ_KERNELS(<suffix>, <struct>) for the type it loads (the quant table's
 // ``device``), as matvec.py does for mmvq.
 #define MMQ_KERNELS(suffix, T)                                                                 \
@@ -264,3 +272,4 @@ extern "C" __global__ void __launch_bounds__(256)
     const LaunchStamp launch_stamp(stamp);
     quantize_x(x, nt, k, xr, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
+#endif
