@@ -39,7 +39,7 @@ from tracekit.quants import QUANT_TABLE, QUANTIZED_TYPES, QuantType, quant_type
 
 FAMILY = "matvec"
 #: The most tokens one matvec launch takes (decode and speculative-sized batches); larger
-#: batches (a prefill) run the f16 GEMM path (``Backend.matmul``).
+#: batches (a prefill) run quantize_q8 + mmq on the quant path (``kernels/mmq.py``).
 MAX_NT = 8
 #: Weight rows per thread block (one warp each, or WPR: :func:`warps_per_row`) and 8-value
 #: chunks decoded per lane before their FMAs: scripts/bench_matvec.py's sweep picks them.
