@@ -147,6 +147,9 @@ def defines() -> tuple[str, ...]:
     )  # fmt: skip
 
 
+cuda.defines(FAMILY, defines)
+
+
 @functools.cache
 def _module(suffix: str) -> Any:
     """mmq.cu with the kernel of one type (from the quant table), compiled once."""
@@ -154,7 +157,7 @@ def _module(suffix: str) -> Any:
 
     qt = quant_type(suffix)
     src = (cuda._HERE / f"{FAMILY}.cu").read_text() + f"\nMMQ_KERNELS({qt.suffix}, {qt.device})\n"
-    return cupy.RawModule(code=src, options=(*cuda._OPTIONS, *defines()))
+    return cupy.RawModule(code=src, options=cuda.options(FAMILY))
 
 
 @functools.cache
