@@ -267,8 +267,9 @@ __device__ __forceinline__ void mmq(const u8* __restrict__ raw, const int* __res
 // x [nt, k] f32 -> its runs xr [nt][k / 32][RUN_INTS] in global memory, one thread per run of
 // 32 values (grid: mmq.py's quantize_geometry), for mmq: quantize_q8_n<nt> (matvec.cu) with the
 // token count a parameter.
-extern "C" __global__ void __launch_bounds__(256)
-    quantize_q8(const float* __restrict__ x, int nt, int k, int* xr, unsigned long long* stamp) {
+extern "C" __global__ __launch_bounds__(256) void quantize_q8(const float* __restrict__ x, int nt,
+                                                               int k, int* xr,
+                                                               unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
     quantize_x(x, nt, k, xr, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
