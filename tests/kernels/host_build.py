@@ -17,10 +17,15 @@ SHIM = Path(__file__).resolve().parent / "host_shim"
 KERNELS = Path(cuda.__file__).resolve().parent
 
 
-def build(folder: Path, name: str, source: str) -> ctypes.CDLL:
+def build(
+    folder: Path, name: str, source: str, flags: tuple[str, ...] = ("-std=c++17",)
+) -> ctypes.CDLL:
     """``source`` compiled as ``folder/name.so`` (IEEE f32, no contraction: FFMA is std::fma)."""
     (folder / f"{name}.cpp").write_text(source)
-    cmd = ["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC"]
+    # -fno-gnu-unique: the shims' inline variables (threadIdx, ...) stay each library's own; as
+    # GNU-unique symbols the dynamic linker would bind a later library's to the first's, across
+    # RTLD_LOCAL (cuda_block.h's global threadIdx vs mmq_host.h's thread_local one: a segfault)
+    cmd = ["g++", *flags, "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-fno-gnu-unique"]
     cmd += [f"-I{SHIM}", f"-I{KERNELS}", *quants.cuda_defines()]
     cmd += ["-o", str(folder / f"{name}.so"), str(folder / f"{name}.cpp")]
     subprocess.run(cmd, check=True, capture_output=True, text=True)

@@ -52,3 +52,18 @@ def test_broken_cache_is_remeasured(cache):
     assert all(k in c for k in REQUIRED_KEYS)
     path.write_text('{"copy_bandwidth_Bps": 1}')  # valid JSON, keys missing
     assert "peak_flops" in measure_ceilings(b)
+
+
+def test_a_cupy_cache_without_the_int8_tensor_core_peak_is_remeasured():
+    """A cupy cache from before mmq (its int8_tensor_core slot null) is stale: mmq's records
+    are judged against that peak."""
+    from tracekit.kernels.ceilings import _valid
+
+    base = {k: 1.0 for k in REQUIRED_KEYS}
+    peaks = {"f16_tensor_core": 1.0, "int8_dp4a": 1.0}
+    fresh = dict(base, backend="cupy", launch_spacing_s={"stream": 1.0},
+                 peak_flops_by_path=dict(peaks, int8_tensor_core=2.0))  # fmt: skip
+    assert _valid(fresh)
+    assert not _valid(dict(fresh, peak_flops_by_path=dict(peaks, int8_tensor_core=None)))
+    assert not _valid(dict(fresh, peak_flops_by_path=peaks))
+    assert _valid(dict(base, backend="numpy", peak_flops_by_path={"f32_matmul": 1.0}))

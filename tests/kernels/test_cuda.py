@@ -14,6 +14,7 @@ import pytest
 import tracekit.kernels.attention
 import tracekit.kernels.dequant
 import tracekit.kernels.embed
+import tracekit.kernels.mmq
 import tracekit.kernels.stats  # noqa: F401 (each registers its generated code and defines)
 from tracekit.kernels import cuda, elementwise
 

@@ -1,5 +1,5 @@
-"""The matmul paths through a whole model on the GPU (marked ``gpu``): quant (matvec for decode,
-the f16 GEMM per call for a prefill), f16 per call and f16 cached, each in the dispatch chain,
+"""The matmul paths through a whole model on the GPU (marked ``gpu``): quant (mmvq for decode,
+quantize_q8 + mmq for a prefill), f16 per call and f16 cached, each in the dispatch chain,
 plan replay and CUDA-graph replay.
 
 References: the NumPy backend's f32 path (exact weights, f32 activations), within
@@ -59,9 +59,9 @@ def test_each_path_matches_the_cpu_and_replays_bit_identically(demo, reference, 
     err_same = float(np.abs(got - same).max()) / scale
     print(f"{mode}/{cache}: max |gpu - cpu f32| = {err:.2e}, |gpu - cpu {mode}| = {err_same:.2e}"
           " of max |logit| (tolerances 2e-2, 2e-3)")  # fmt: skip
-    # the quant path: x quantized to 8 bits, so a tiny difference upstream (the prefill's f16
-    # GEMM summation order) can move an activation across a rounding boundary (1/254 of its
-    # run's absmax); measured 9.5e-3 on the H200 (2026-12-01), held to 2e-2 as the f32 gap
+    # the quant path: x quantized to 8 bits, so a tiny difference upstream (a summation order)
+    # can move an activation across a rounding boundary (1/254 of its run's absmax); measured
+    # 9.5e-3 on the H200 (2026-12-01, prefill on the f16 GEMM then), held to 2e-2 as the f32 gap
     assert err <= 2e-2 and err_same <= (2e-2 if mode == "quant" else 2e-3)
     for replay in ("plan", "graph"):
         np.testing.assert_array_equal(_run(demo, get_backend("cupy", mode, cache), replay), got)
@@ -85,16 +85,20 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
             if ops[n["id"]] != "matmul":
                 continue
             rows = n["shape"][0]  # a prefill's output matmul has 1 row (the last position's)
-            want = "quant" if mode == "quant" and rows <= MAX_NT else cached
+            want = "quant" if mode == "quant" else cached  # the demo's weights are all quantized
             paths = {r["extra"]["path"] for r in n["launches"]}
             kernels = [r["kernel"] for r in n["launches"]]
             assert paths == {want}, (s["kind"], rows, kernels)
             seen.add(want)
-            if want == "quant":
+            if want == "quant" and rows > MAX_NT:  # a prefill: quantize_q8 + mmq
+                assert kernels[0] == "quantize_q8" and kernels[1].startswith("mmq_"), kernels
+                assert len(kernels) == 2
+                seen.add("mmq")
+            elif want == "quant":
                 assert kernels[-1].startswith(("mmvq_", "matvec_")) and len(kernels) <= 2
             elif want == "f16-per-call":
                 assert kernels[1].startswith("dequant_") and kernels[1].endswith("_f16")
-    assert seen == ({"quant", cached} if mode == "quant" else {cached})
+    assert seen == ({"quant", "mmq"} if mode == "quant" else {cached})
     if cache == "on":  # the warm-up is the trace's load phase, timed on the device
         assert t["load"]["nodes"] and all(
             n["time_s"] > 0 and n["launches"][0]["kernel"].startswith("dequant_")

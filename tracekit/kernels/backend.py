@@ -28,6 +28,7 @@ from tracekit.kernels import (
     embed,
     matmul,
     matvec,
+    mmq,
     norm,
     reduce,
     rope,
@@ -264,6 +265,8 @@ class NumpyBackend(Backend):
             if not w.quant.is_quantized:
                 out, rec = matvec.ref_matvec(x, w.raw, w.quant, w.shape)
                 return out, [rec]
+            if mmq.runs_mmq(w.quant, int(x.shape[0])):  # a prefill: quantize_q8 + mmq
+                return mmq.ref_mmq(x, w.raw, w.quant, w.shape)
             out, rec = matvec.ref_mmvq(x, w.raw, w.quant, w.shape)
             # the GPU's launches: x quantized by its own launch, or in mmvq's prologue
             return out, [matvec.ref_quantize_record(x), rec] if w.quant.mmvq.prequantize else [rec]
@@ -314,6 +317,8 @@ class CupyBackend(Backend):
 
     def _matmul_on(self, path, x, w):
         if path == "quant":
+            if mmq.runs_mmq(w.quant, int(x.shape[0])):
+                return mmq.launch_mmq(x, w.raw, w.quant, w.shape)
             return matvec.launch_matvec(x, w.raw, w.quant, w.shape)
         if path == "f16-cached":
             return matmul.launch_matmul_f16w(x, w.cached)

@@ -7,8 +7,9 @@
     peak_flops_by_path   flop/s per math path: ``f16_tensor_core`` (an f16 GEMM with f32
                          accumulation through cuBLASLt, 8192^3), ``f32_cuda_core`` (cupy's
                          f32 matmul: cuBLAS SGEMM, no TF32), ``int8_dp4a`` (DP4A chains on
-                         every SM: the q8 matvec's path), ``int8_tensor_core`` (null: the
-                         slot for a quantized prefill GEMM); on NumPy ``f32_matmul``
+                         every SM: the q8 matvec's path), ``int8_tensor_core`` (int8
+                         mma.sync m16n8k32 chains on every SM: mmq's path); on NumPy
+                         ``f32_matmul``
     launch_floor_s       the device cost of a minimal kernel per launch mode, timed as the
                          tracer times every launch (its own LaunchStamp start to end): ``stream``
                          (empty stamped kernels back to back in a busy stream, queued behind a
@@ -183,7 +184,7 @@ def _measure_cupy() -> dict[str, Any]:
     sgemm_s = median(gpu_times(lambda i: cupy.matmul(a32, b32, out=c32), warmup=2, iters=5))
     peaks = {"f16_tensor_core": peak, "f32_cuda_core": 2 * m**3 / sgemm_s}
     peaks["int8_dp4a"] = _dp4a_peak()  # mmvq's math path (kernels/matvec.py)
-    peaks["int8_tensor_core"] = None  # a quantized prefill GEMM's path: none exists yet
+    peaks["int8_tensor_core"] = _imma_peak()  # mmq's math path (kernels/mmq.py)
     return dict(
         copy_bandwidth_Bps=copy_bps,
         launch_overhead_s=single,
@@ -248,6 +249,51 @@ def _dp4a_peak() -> float:
     args = (out, np.int32(DP4A_ITERS), np.int32(12345))
     s = median(gpu_times(lambda i: fn((grid,), (block,), args), warmup=2, iters=10))
     return grid * block * DP4A_ITERS * 8 * 8 / s
+
+
+#: The int8 tensor-core peak: mma.sync m16n8k32 (16 x 8 x 32 multiply-adds = 8192 ops per warp
+#: instruction) in 8 independent accumulator chains per warp, 4 warps per block, enough blocks to
+#: fill every SM. mmq issues the same instruction (and m16n8k16 for 16-value scale groups).
+_IMMA_SRC = r"""
+extern "C" __global__ void imma_peak(int* out, int iters, int seed) {
+    unsigned a[4], b[2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = (threadIdx.x * (i + 3)) ^ (unsigned)seed;
+    b[0] = (unsigned)seed * 0x01010101u + blockIdx.x, b[1] = b[0] ^ threadIdx.x;
+    int c[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[j][e] = j + e;
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            asm volatile(
+                "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                : "+r"(c[j][0]), "+r"(c[j][1]), "+r"(c[j][2]), "+r"(c[j][3])
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    if (s == 0x7FFFFFFF) out[0] = s;  // keeps the chains live; never true for these seeds
+}
+"""
+IMMA_ITERS = 4096
+
+
+def _imma_peak() -> float:
+    """int8 op/s of mma.sync m16n8k32 on this device (8192 ops per warp instruction)."""
+    import cupy
+
+    fn = cupy.RawKernel(_IMMA_SRC, "imma_peak")
+    sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    grid, block = 8 * sms, 128
+    out = cupy.zeros(1, cupy.int32)
+    args = (out, np.int32(IMMA_ITERS), np.int32(12345))
+    s = median(gpu_times(lambda i: fn((grid,), (block,), args), warmup=2, iters=10))
+    return grid * (block // 32) * IMMA_ITERS * 8 * 8192 / s
 
 
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:
@@ -342,8 +388,14 @@ def _measure_numpy() -> dict[str, Any]:
 def _valid(c: Any) -> bool:
     if not (isinstance(c, dict) and all(k in c for k in REQUIRED_KEYS)):
         return False
-    # a cupy cache from before the floor was the stamped time (it held the spacing) re-measures
-    return c.get("backend") != "cupy" or "launch_spacing_s" in c
+    # a cupy cache from before the floor was the stamped time (it held the spacing), or before
+    # the int8 tensor-core peak was measured (it held null), re-measures
+    if c.get("backend") != "cupy":
+        return True
+    peaks = c.get("peak_flops_by_path")
+    return (
+        "launch_spacing_s" in c and isinstance(peaks, dict) and bool(peaks.get("int8_tensor_core"))
+    )
 
 
 def measure_ceilings(backend: Any, force: bool = False) -> dict[str, Any]:

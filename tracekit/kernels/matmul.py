@@ -3,8 +3,11 @@
 The seed's two paths (§3.2, §4.1), chosen per run (``--matmul``) and named in every launch
 record (``extra.path``) so the trace says which one ran:
 
-- ``quant`` (the default on cupy): up to ``matvec.MAX_NT`` tokens, the matvec kernel streams the
-  GGUF blocks (``kernels/matvec.py``); a larger batch (a prefill) takes the f16 GEMM below.
+- ``quant`` (the default on cupy): the GGUF blocks read by the quant kernels, x quantized to 8
+  bits: up to ``matvec.MAX_NT`` tokens mmvq (or matvec for F32/F16/BF16 weights,
+  ``kernels/matvec.py``), a larger batch (a prefill) quantize_q8 + mmq (int8 tensor-core MMA,
+  ``kernels/mmq.py``). Float weights past MAX_NT have no quant kernel and take the f16 path
+  (their records say so).
 - ``f16``: the weight as f16 — from the persistent w16 cache (``f16-cached``, made at load) or
   dequantized by ``dequant_<suffix>_f16`` into a scratch buffer in the node itself
   (``f16-per-call``) —, the activations converted with ``convert_f32_f16`` and cuBLASLt's GEMM
@@ -74,7 +77,8 @@ def choose_path(matmul: str, w: MatmulWeight, nt: int) -> str:
         if w.cached_as != "f32":
             raise KernelInputError("the f32 matmul path needs the weight's f32 copy made at load")
         return "f32"
-    if matmul == "quant" and nt <= MAX_NT:
+    # the quant path: mmvq/matvec up to MAX_NT tokens, mmq past it (block-quantized weights)
+    if matmul == "quant" and (nt <= MAX_NT or w.quant.is_quantized):
         return "quant"
     return "f16-cached" if w.cached_as == "f16" else "f16-per-call"
 

@@ -18,6 +18,7 @@
 // FloatBlock<Src*> below), so a type declared there with its decoder plugs in with no edit here.
 
 #include "quant_codes.cuh"  // Codes<T>: each quant type's integer view (and quant_decoders.cuh)
+#include "q8_runs.cuh"      // RUN_INTS, quantize_x: the 8-bit activations
 #include "stamp.cuh"          // LaunchStamp: every matvec kernel times itself (stamp.cuh)
 
 #ifndef MV_UNROLL
@@ -182,12 +183,6 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 //     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum(v)        (MIN types only: the b term)
 // each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
 // group's term; only the order in which the terms are summed differs.
-// A quantized run of 32 activations, as mmvq reads it: RUN_INTS ints (48 bytes) — the 32 int8
-// values (8 words), d (f32 bits), the sums of q over each half, and a pad to 16 bytes — so a
-// group's values, scale and sums come from one address (two or three 16-byte loads).
-#ifndef RUN_INTS  // matvec.py passes RUN_BYTES / 4
-#error "compile with -DRUN_INTS (tracekit/kernels/matvec.py's RUN_BYTES / 4)"
-#endif
 
 template <class C, int NG>
 __device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, const int* xr) {
@@ -218,59 +213,6 @@ __device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, c
         r = m == 0 ? term : __fadd_rn(r, term);
     }
     return r;
-}
-
-// x [NT, k] -> runs xr [NT][k / 32][RUN_INTS] (shared memory, or global for mmvq_qx).
-// q = rint(x * (127 / amax)): the reciprocal once per run, and rint as one FADD of 1.5 * 2^23
-// (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
-// Runs first, first + stride, ... (a block's threads in mmvq's prologue, a grid's in quantize_q8).
-template <int NT>
-__device__ __forceinline__ void quantize_x(const float* __restrict__ x, int k, int* xr, int first,
-                                           int stride) {
-    const int runs = k >> 5;
-    for (int p = first; p < NT * runs; p += stride) {
-        const int t = p / runs, r = p - t * runs;
-        const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
-        float v[32];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const float4 f = __ldg(src + i);
-            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
-        }
-        float amax = 0.0f;
-        bool finite = true;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            const float a = fabsf(v[i]);
-            finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
-            amax = fmaxf(amax, a);
-        }
-        const bool scaled = finite && amax > 0.0f;
-        const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
-        const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
-        int q[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i)
-            q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
-                          : 0;
-        int* run = xr + ((i64)t * runs + r) * RUN_INTS;
-        int4* dst = reinterpret_cast<int4*>(run);
-        int sums[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int w[4], s = 0;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int* c = q + 16 * h + 4 * i;
-                w[i] = (int)__byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040),
-                                        0x5410);
-                s += c[0] + c[1] + c[2] + c[3];
-            }
-            dst[h] = make_int4(w[0], w[1], w[2], w[3]);
-            sums[h] = s;
-        }
-        reinterpret_cast<int4*>(run)[2] = make_int4(__float_as_int(d), sums[0], sums[1], 0);
-    }
 }
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
@@ -330,7 +272,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     }
     if (!QX) {
         const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        quantize_x<NT>(x, k, sxr, tid, blockDim.x * blockDim.y * blockDim.z);
+        quantize_x(x, NT, k, sxr, tid, blockDim.x * blockDim.y * blockDim.z);
         __syncthreads();
     }
     bool loaded = true;
@@ -405,8 +347,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
                           unsigned long long* stamp) {                                         \
         const LaunchStamp launch_stamp(stamp);                                                \
-        quantize_x<NT>(x, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                        \
-                       gridDim.x * blockDim.x);                                                \
+        quantize_x(x, NT, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                        \
+                   gridDim.x * blockDim.x);                                                    \
     }
 QUANTIZE_Q8_KERNEL(1)
 QUANTIZE_Q8_KERNEL(2)

@@ -39,7 +39,7 @@ from tracekit.quants import MMVQ_DEFAULT, QUANT_TABLE, QUANTIZED_TYPES, QuantTyp
 
 FAMILY = "matvec"
 #: The most tokens one matvec launch takes (decode and speculative-sized batches); larger
-#: batches (a prefill) run the f16 GEMM path (``Backend.matmul``).
+#: batches (a prefill) run quantize_q8 + mmq on the quant path (``kernels/mmq.py``).
 MAX_NT = 8
 #: Weight rows per thread block (one warp each, or WPR: :func:`warps_per_row`) and 8-value
 #: chunks decoded per lane before their FMAs: scripts/bench_matvec.py's sweep picks them.
@@ -106,8 +106,11 @@ def geometry(
     return Geometry((ceil_div(n, rows), 1, 1), (32, wpr, rows), 32 * wpr * n)
 
 
-def check(x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]) -> tuple[int, int, int]:
-    """The gates of the reference and the launcher; returns (nt, n, k)."""
+def check(
+    x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], max_nt: int | None = MAX_NT
+) -> tuple[int, int, int]:
+    """The gates of the reference and the launcher (``max_nt``: the most tokens, None for any:
+    mmq's); returns (nt, n, k)."""
     if len(shape) != 2:
         raise KernelInputError(f"matvec weight shape {shape} must be 2-D [n, k]")
     n, k = (int(s) for s in shape)
@@ -116,8 +119,8 @@ def check(x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]) -> tuple[int,
     nt, kx = (int(s) for s in x.shape)
     if kx != k:
         raise KernelInputError(f"matvec k mismatch: x {tuple(x.shape)} vs weight [{n}, {k}]")
-    if not 1 <= nt <= MAX_NT:
-        raise KernelInputError(f"matvec takes 1..{MAX_NT} tokens, got x with {nt} rows")
+    if nt < 1 or (max_nt is not None and nt > max_nt):
+        raise KernelInputError(f"matvec takes 1..{max_nt or 'any'} tokens, got x with {nt} rows")
     if k % 8:
         raise KernelInputError(f"matvec row length k={k} must be a multiple of 8")
     if max(n, k) > _INT32_MAX:
@@ -167,28 +170,50 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def ref_mmvq(
     x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int], *, bound: bool = False
 ) -> tuple[np.ndarray, LaunchRecord] | tuple[np.ndarray, LaunchRecord, np.ndarray]:
-    """NumPy reference of ``mmvq_<suffix>``: the same group terms, rounded alike, summed.
+    """NumPy reference of ``mmvq_<suffix>`` (1..MAX_NT tokens): :func:`q8_product`.
 
-    Per scale group g of ``qt.scale_group`` values (codes c, factors a, b from
-    ``qt.int_parts``), token t: ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum``
-    in f32 (b absent: the first product only); the output is the f32 sum of a row's terms (the kernel sums them in another
-    order). With ``bound=True`` also returns sum(|term|) per output [nt, n]: the scale against
-    which the summation order's rounding is bounded (tests: |gpu - ref| <= 1e-5 of it).
+    With ``bound=True`` also returns sum(|term|) per output [nt, n]: the scale against which the
+    summation order's rounding is bounded (tests: |gpu - ref| <= 1e-5 of it).
 
     Raises:
         KernelInputError: a gate failed (see :func:`check`), or the type is not block-quantized.
     """
     qt = quant_type(qt)
-    nt, n, k = check(x, raw, qt, shape)
+    check(x, raw, qt, shape)
+    out, mag = q8_product(x, raw, qt, shape, bound=bound)
+    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out, MATH_MMVQ)
+    return (out, rec, mag) if bound else (out, rec)
+
+
+def q8_product(
+    x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int], *, bound: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """x [nt, k] (any nt) times a block-quantized W [n, k]ᵀ as mmvq and mmq compute it: the same
+    group terms, rounded alike, summed.
+
+    Per scale group g of ``qt.scale_group`` values (codes c, factors a, b from
+    ``qt.int_parts``), token t: ``s = sum(c q8)`` (exact), term = ``(a dx) s + (b dx) qsum``
+    in f32 (b absent: the first product only); the output is the f32 sum of a row's terms (the
+    kernels sum them in another order).
+
+    Returns:
+        (out [nt, n] f32, sum(|term|) [nt, n] when ``bound`` else None)
+
+    Raises:
+        KernelInputError: a gate failed (see :func:`check`, any nt), or the type is not
+            block-quantized.
+    """
+    qt = quant_type(qt)
+    nt, n, k = check(x, raw, qt, shape, max_nt=None)
     if not qt.is_quantized:
-        raise KernelInputError(f"mmvq takes block-quantized weights, not {qt.name}")
+        raise KernelInputError(f"the q8 product takes block-quantized weights, not {qt.name}")
     blocks = np.ascontiguousarray(raw).reshape(-1, qt.type_size)
     q, d, qsum = quantize_q8(x)
     sg = qt.scale_group
     per = sg // 16  # int_parts' 16-value groups in one scale group
     dx = np.repeat(d, 32 // sg, axis=1)  # per scale group
     groups = k // sg
-    qf = q.reshape(nt, groups, sg).astype(np.float32)
+    qg = q.reshape(nt, groups, sg).astype(np.float32).transpose(1, 0, 2)  # [g, t, j]
     qsf = qsum.reshape(nt, groups, per).sum(axis=2, dtype=np.int32).astype(np.float32)
     out = np.empty((nt, n), np.float32)
     mag = np.empty((nt, n), np.float32) if bound else None
@@ -197,20 +222,23 @@ def ref_mmvq(
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         parts = qt.int_parts(blocks[r0 * bpr : r1 * bpr])
-        c = parts.codes.reshape(r1 - r0, groups, sg).astype(np.float32)
+        cg = parts.codes.reshape(r1 - r0, groups, sg).astype(np.float32).transpose(1, 2, 0)
         a = parts.a.reshape(r1 - r0, groups, per)[:, :, 0]  # equal within a scale group
         b = None if parts.b is None else parts.b.reshape(r1 - r0, groups, per)[:, :, 0]
-        for t in range(nt):
-            s = np.einsum("rgj,gj->rg", c, qf[t])  # integers < 2^24: exact in f32
+        tokens = max(1, (1 << 22) // ((r1 - r0) * groups))  # ~16 MB of f32 sums per chunk
+        for t0 in range(0, nt, tokens):
+            t1 = min(nt, t0 + tokens)
+            # s [t, r, g]: integer products and sums < 2^24 in magnitude, exact in f32 in any
+            # order (a batched matmul over the groups)
+            s = np.matmul(qg[:, t0:t1], cg).transpose(1, 2, 0)
             with np.errstate(invalid="ignore", over="ignore"):
-                term = (a * dx[t]) * s
+                term = (a[None] * dx[t0:t1, None]) * s
                 if b is not None:
-                    term += (b * dx[t]) * qsf[t]
-            out[t, r0:r1] = term.sum(axis=1)
+                    term += (b[None] * dx[t0:t1, None]) * qsf[t0:t1, None]
+            out[t0:t1, r0:r1] = term.sum(axis=2)
             if mag is not None:
-                mag[t, r0:r1] = np.abs(term).sum(axis=1)
-    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out, MATH_MMVQ)
-    return (out, rec, mag) if bound else (out, rec)
+                mag[t0:t1, r0:r1] = np.abs(term).sum(axis=2)
+    return out, mag
 
 
 def ref_matvec(

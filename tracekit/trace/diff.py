@@ -124,7 +124,7 @@ def run_path(trace: dict[str, Any]) -> str:
 
 def _ran_mmvq(trace: dict[str, Any]) -> bool:
     return any(
-        str(rec.get("kernel", "")).startswith(("mmvq_", "numpy_mmvq_"))
+        str(rec.get("kernel", "")).startswith(("mmvq_", "numpy_mmvq_", "mmq_", "numpy_mmq_"))
         for step in trace.get("steps", ())
         for node in step.get("nodes", ())
         for rec in node.get("launches") or ()
@@ -133,8 +133,8 @@ def _ran_mmvq(trace: dict[str, Any]) -> bool:
 
 def calibrated(a: dict[str, Any], b: dict[str, Any]) -> PathTolerance:
     """The tolerances for comparing runs ``a`` and ``b``: the looser of their paths'. Two runs
-    on the quant path compute with the same 8-bit activations (the NumPy backend's ref_mmvq
-    rounds every group's term as the kernel does; prefill takes the f16 GEMM on both), so they
+    on the quant path compute with the same 8-bit activations (the NumPy backend's ref_mmvq and
+    ref_mmq round every group's term as mmvq and mmq do), so they
     are held to the f16 path's tolerances, not to the quantization's."""
     pa, pb = run_path(a), run_path(b)
     if pa == pb == "quant-act-gpu":

@@ -1,0 +1,65 @@
+// 8-bit activations: x quantized per run of 32 values, as mmvq (matvec.cu) and mmq (mmq.cu) read
+// it; matvec.py's quantize_q8 is the NumPy twin, bit for bit.
+#pragma once
+
+#include "quant_decoders.cuh"  // u8, i64
+
+// A quantized run of 32 activations, as mmvq reads it: RUN_INTS ints (48 bytes) — the 32 int8
+// values (8 words), d (f32 bits), the sums of q over each half, and a pad to 16 bytes — so a
+// group's values, scale and sums come from one address (two or three 16-byte loads).
+#ifndef RUN_INTS  // matvec.py / mmq.py pass RUN_BYTES / 4
+#error "compile with -DRUN_INTS (tracekit/kernels/matvec.py's RUN_BYTES / 4)"
+#endif
+
+// x [nt, k] -> runs xr [nt][k / 32][RUN_INTS] (shared memory, or global for mmvq_qx and mmq).
+// q = rint(x * (127 / amax)): the reciprocal once per run, and rint as one FADD of 1.5 * 2^23
+// (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
+// Runs first, first + stride, ... (a block's threads in mmvq's prologue, a grid's in
+// quantize_q8_n<nt> / quantize_q8).
+__device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, int k, int* xr,
+                                           int first, int stride) {
+    const int runs = k >> 5;
+    for (int p = first; p < nt * runs; p += stride) {  // nt runs < 2^31: x's f32 count / 32
+        const int t = p / runs, r = p - t * runs;
+        const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
+        float v[32];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float4 f = __ldg(src + i);
+            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+        }
+        float amax = 0.0f;
+        bool finite = true;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const float a = fabsf(v[i]);
+            finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
+            amax = fmaxf(amax, a);
+        }
+        const bool scaled = finite && amax > 0.0f;
+        const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
+        const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
+        int q[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+            q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
+                          : 0;
+        int* run = xr + ((i64)t * runs + r) * RUN_INTS;
+        int4* dst = reinterpret_cast<int4*>(run);
+        int sums[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int w[4], s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int* c = q + 16 * h + 4 * i;
+                w[i] = (int)__byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040),
+                                        0x5410);
+                s += c[0] + c[1] + c[2] + c[3];
+            }
+            dst[h] = make_int4(w[0], w[1], w[2], w[3]);
+            sums[h] = s;
+        }
+        reinterpret_cast<int4*>(run)[2] = make_int4(__float_as_int(d), sums[0], sums[1], 0);
+    }
+}
