@@ -33,6 +33,7 @@ for spec in "$@"; do
            grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$OUT/ncu.log" | head -60 ;;
     hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \
                 | tee "$OUT/hostprof.log" | head -45 ;;
+    mmqbench) t python3 scripts/bench_mmq.py 2>&1 | tee "$OUT/mmq.log" | tail -40 ;;
     capture) t python3 scripts/capture_overhead.py --backend cupy --steps 24 demo qwen2-0.5b 2>&1 \
                | tee "$OUT/capture.log" | tail -14 ;;
     bound) t python3 scripts/bound_report.py --backend cupy --steps 4 --out "$OUT" qwen2-0.5b 2>&1 \
