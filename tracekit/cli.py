@@ -217,6 +217,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 # -- record-trace -------------------------------------------------------------------------------
 def _add_record_args(p: argparse.ArgumentParser) -> None:
+    from tracekit.kernels.matmul import MATMUL_MODES
+
     p.add_argument("model", nargs="?", help="a .gguf model (default: the bundled demo model)")
     src = p.add_mutually_exclusive_group()
     src.add_argument(
@@ -235,10 +237,11 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--matmul",
-        choices=("quant", "f16", "f32"),
+        choices=MATMUL_MODES,
         default=None,
-        help="matmul path: quant (GGUF blocks streamed, cupy default), f16 (dequant + GEMM, as"
-        " MINFER_MMQ=0) or f32 (numpy default)",
+        help="matmul path: quant (GGUF blocks streamed by mmvq up to 8 tokens, larger batches"
+        " by dequant + f16 GEMM; cupy default), mmq (quant, and larger batches by int8 mmq),"
+        " f16 (dequant + GEMM, as MINFER_MMQ=0) or f32 (numpy default)",
     )
     p.add_argument(
         "--w16-cache",

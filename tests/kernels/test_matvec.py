@@ -163,14 +163,18 @@ def _w(cached_as: str | None, qt: str = "Q4_0") -> MatmulWeight:
 def test_choose_path() -> None:
     assert choose_path("quant", _w(None), 1) == "quant"
     assert choose_path("quant", _w(None), matvec.MAX_NT) == "quant"
-    # a prefill of a block-quantized weight stays on the quant path (quantize_q8 + mmq), the
-    # w16 cache or not
-    assert choose_path("quant", _w(None), matvec.MAX_NT + 1) == "quant"
-    assert choose_path("quant", _w("f16"), 512) == "quant"
+    # a prefill on the quant path: the f16 GEMM, per call or cached
+    assert choose_path("quant", _w(None), matvec.MAX_NT + 1) == "f16-per-call"
+    assert choose_path("quant", _w("f16"), 512) == "f16-cached"
+    # on mmq a prefill of a block-quantized weight stays on the GGUF blocks (quantize_q8 + mmq),
+    # the w16 cache or not
+    assert choose_path("mmq", _w(None), 1) == "quant"
+    assert choose_path("mmq", _w(None), matvec.MAX_NT + 1) == "quant"
+    assert choose_path("mmq", _w("f16"), 512) == "quant"
     # a float weight has no quant kernel past MAX_NT: the f16 path
-    assert choose_path("quant", _w(None, "F16"), matvec.MAX_NT) == "quant"
-    assert choose_path("quant", _w(None, "F16"), matvec.MAX_NT + 1) == "f16-per-call"
-    assert choose_path("quant", _w("f16", "BF16"), matvec.MAX_NT + 1) == "f16-cached"
+    assert choose_path("mmq", _w(None, "F16"), matvec.MAX_NT) == "quant"
+    assert choose_path("mmq", _w(None, "F16"), matvec.MAX_NT + 1) == "f16-per-call"
+    assert choose_path("mmq", _w("f16", "BF16"), matvec.MAX_NT + 1) == "f16-cached"
     assert choose_path("f16", _w(None), 1) == "f16-per-call"
     assert choose_path("f16", _w("f16"), 1) == "f16-cached"
     assert choose_path("f32", _w("f32"), 300) == "f32"
@@ -200,9 +204,13 @@ def test_modes_are_checked() -> None:
         ("f32", "auto", 3, "f32", ["numpy_matmul_f32"]),
         ("quant", "auto", 3, "quant",
          ["numpy_quantize_q8", "numpy_mmvq_q4_k"] if quant_type("Q4_K").mmvq.prequantize else ["numpy_mmvq_q4_k"]),
-        # a prefill on the quant path: quantize_q8 + mmq, the same q8 product
-        ("quant", "auto", 9, "quant", ["numpy_quantize_q8", "numpy_mmq_q4_k"]),
-        ("quant", "auto", 130, "quant", ["numpy_quantize_q8", "numpy_mmq_q4_k"]),
+        # a prefill: the f16 GEMM on the quant path, quantize_q8 + mmq (the same q8 product) on mmq
+        ("quant", "auto", 9, "f16-per-call",
+         ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
+        ("mmq", "auto", 3, "quant",
+         ["numpy_quantize_q8", "numpy_mmvq_q4_k"] if quant_type("Q4_K").mmvq.prequantize else ["numpy_mmvq_q4_k"]),
+        ("mmq", "auto", 9, "quant", ["numpy_quantize_q8", "numpy_mmq_q4_k"]),
+        ("mmq", "auto", 130, "quant", ["numpy_quantize_q8", "numpy_mmq_q4_k"]),
         ("f16", "off", 1, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "numpy_matmul_f32"]),
         ("f16", "on", 1, "f16-cached", ["convert_f32_f16", "numpy_matmul_f32"]),

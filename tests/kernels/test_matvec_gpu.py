@@ -191,6 +191,7 @@ def test_matvec_gates(cp):
          ["quantize_q8_n2", "mmvq_qx_q4_k_n2"] if quant_type("Q4_K").mmvq.prequantize else ["mmvq_q4_k_n2"]),
         ("quant", "auto", 40, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "cublaslt_matmul_f16_f32"]),
+        ("mmq", "auto", 40, "quant", ["quantize_q8", "mmq_q4_k"]),
         ("f16", "off", 1, "f16-per-call",
          ["convert_f32_f16", "dequant_q4_k_f16", "cublaslt_matmul_f16_f32"]),
         ("f16", "on", 40, "f16-cached", ["convert_f32_f16", "cublaslt_matmul_f16_f32"]),

@@ -133,10 +133,10 @@ def test_the_kernel_layout_is_the_launchers(tmp_path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
 
 
-def test_numpy_backend_prefill_on_the_quant_path_is_mmq() -> None:
-    """A 130-token matmul on the NumPy backend's quant path: quantize_q8 + mmq's records, the q8
+def test_numpy_backend_prefill_on_the_mmq_path_is_mmq() -> None:
+    """A 130-token matmul on the NumPy backend's mmq path: quantize_q8 + mmq's records, the q8
     product's values; a float weight past MAX_NT takes the f16 path and its records say so."""
-    be = get_backend("numpy", "quant")
+    be = get_backend("numpy", "mmq")
     qt = quant_type("Q5_K")
     n, k = 6, 512
     raw, _ = weight(qt, n, k, tame=True)

@@ -1,10 +1,10 @@
 """GPU vs CPU: the same generation on the cupy and numpy backends, node by node (H200 only).
 
 Tolerance. Both backends run ``--matmul quant`` (record() below): decode matmuls through mmvq
-and prefill matmuls through quantize_q8 + mmq, the same 8-bit activations and group terms on
-the CPU (ref_mmvq / ref_mmq); the f16 paths everywhere are in test_matmul_paths_gpu.py. The
-bound below was derived for the seed's f16 prefill (weights dequantized to f16, activations
-converted to f16, cuBLAS with f32 accumulation), which the quant path's prefill has replaced. Both operands are rounded to f16's 11-bit significand (relative error up to
+(the same 8-bit activations and group terms on the CPU, ref_mmvq) and prefill matmuls of more
+than 8 tokens through the f16 GEMM; the other paths are in test_matmul_paths_gpu.py. The
+bound below was derived for the f16 prefill (weights dequantized to f16, activations
+converted to f16, cuBLAS with f32 accumulation). Both operands are rounded to f16's 11-bit significand (relative error up to
 2^-11 = 4.9e-4 each), so a k-term dot product is off by about 2^-11 * sqrt(2) of its typical
 term times sqrt(k) — about 1e-3 of the output's scale — and every later node inherits that
 through the residual stream. A node therefore agrees when

@@ -1,6 +1,6 @@
 """The matmul paths through a whole model on the GPU (marked ``gpu``): quant (mmvq for decode,
-quantize_q8 + mmq for a prefill), f16 per call and f16 cached, each in the dispatch chain,
-plan replay and CUDA-graph replay.
+the f16 GEMM for a prefill), mmq (mmvq, and quantize_q8 + mmq for a prefill), f16 per call and
+f16 cached, each in the dispatch chain, plan replay and CUDA-graph replay.
 
 References: the NumPy backend's f32 path (exact weights, f32 activations), within
 test_gpu_parity.py's 2e-2 of the logits' scale (the f16 rounding of prefill operands), with the
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.gpu
 
 PROMPT = [3, 17, 42, 7, 99, 5, 8, 13, 21, 34]  # 10 tokens: a prefill past matvec.MAX_NT
 STEPS = 6
-MODES = [("quant", "auto"), ("f16", "off"), ("f16", "on")]
+MODES = [("quant", "auto"), ("mmq", "auto"), ("f16", "off"), ("f16", "on")]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_each_path_matches_the_cpu_and_replays_bit_identically(demo, reference, 
     # the quant path: x quantized to 8 bits, so a tiny difference upstream (a summation order)
     # can move an activation across a rounding boundary (1/254 of its run's absmax); measured
     # 9.5e-3 on the H200 (2026-12-01, prefill on the f16 GEMM then), held to 2e-2 as the f32 gap
-    assert err <= 2e-2 and err_same <= (2e-2 if mode == "quant" else 2e-3)
+    assert err <= 2e-2 and err_same <= (2e-2 if mode in ("quant", "mmq") else 2e-3)
     for replay in ("plan", "graph"):
         np.testing.assert_array_equal(_run(demo, get_backend("cupy", mode, cache), replay), got)
 
@@ -85,7 +85,9 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
             if ops[n["id"]] != "matmul":
                 continue
             rows = n["shape"][0]  # a prefill's output matmul has 1 row (the last position's)
-            want = "quant" if mode == "quant" else cached  # the demo's weights are all quantized
+            # the demo's weights are all quantized: mmq keeps a prefill on them, quant does not
+            on_blocks = mode == "mmq" or (mode == "quant" and rows <= MAX_NT)
+            want = "quant" if on_blocks else cached
             paths = {r["extra"]["path"] for r in n["launches"]}
             kernels = [r["kernel"] for r in n["launches"]]
             assert paths == {want}, (s["kind"], rows, kernels)
@@ -98,7 +100,7 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
                 assert kernels[-1].startswith(("mmvq_", "matvec_")) and len(kernels) <= 2
             elif want == "f16-per-call":
                 assert kernels[1].startswith("dequant_") and kernels[1].endswith("_f16")
-    assert seen == ({"quant", "mmq"} if mode == "quant" else {cached})
+    assert seen == {"quant": {"quant", "f16-per-call"}, "mmq": {"quant", "mmq"}}.get(mode, {cached})
     if cache == "on":  # the warm-up is the trace's load phase, timed on the device
         assert t["load"]["nodes"] and all(
             n["time_s"] > 0 and n["launches"][0]["kernel"].startswith("dequant_")

@@ -3,11 +3,14 @@
 The seed's two paths (§3.2, §4.1), chosen per run (``--matmul``) and named in every launch
 record (``extra.path``) so the trace says which one ran:
 
-- ``quant`` (the default on cupy): the GGUF blocks read by the quant kernels, x quantized to 8
-  bits: up to ``matvec.MAX_NT`` tokens mmvq (or matvec for F32/F16/BF16 weights,
-  ``kernels/matvec.py``), a larger batch (a prefill) quantize_q8 + mmq (int8 tensor-core MMA,
-  ``kernels/mmq.py``). Float weights past MAX_NT have no quant kernel and take the f16 path
-  (their records say so).
+- ``quant`` (the default on cupy): up to ``matvec.MAX_NT`` tokens the GGUF blocks read by mmvq
+  with x quantized to 8 bits (or matvec for F32/F16/BF16 weights, ``kernels/matvec.py``); a
+  larger batch (a prefill) takes the f16 GEMM below, per call or cached — the faster of the
+  two prefill kernels on the H200 (BENCHMARKS.md, ``scripts/bench_mmq.py``: dequant + GEMM
+  ran 512 tokens in 0.15-0.33x mmq's time), as llama.cpp also leaves large batches to cuBLAS.
+- ``mmq``: ``quant``, with a larger batch of a block-quantized weight kept on the GGUF blocks
+  too: quantize_q8 + mmq (int8 tensor-core MMA, ``kernels/mmq.py``). Float weights past
+  MAX_NT have no quant kernel and take the f16 path (their records say so).
 - ``f16``: the weight as f16 — from the persistent w16 cache (``f16-cached``, made at load) or
   dequantized by ``dequant_<suffix>_f16`` into a scratch buffer in the node itself
   (``f16-per-call``) —, the activations converted with ``convert_f32_f16`` and cuBLASLt's GEMM
@@ -32,7 +35,7 @@ from tracekit.kernels.launch import LaunchRecord
 from tracekit.quants import QuantType
 
 #: ``--matmul`` values; ``None`` asks for the backend's default (cupy quant, numpy f32).
-MATMUL_MODES = ("quant", "f16", "f32")
+MATMUL_MODES = ("quant", "mmq", "f16", "f32")
 W16_CACHE_MODES = ("auto", "on", "off")
 #: The seed's W16_ENABLE_BYTES: ``--w16-cache auto`` caches from this many matmul GGUF bytes.
 W16_CACHE_AUTO_BYTES = 2 << 30
@@ -77,8 +80,11 @@ def choose_path(matmul: str, w: MatmulWeight, nt: int) -> str:
         if w.cached_as != "f32":
             raise KernelInputError("the f32 matmul path needs the weight's f32 copy made at load")
         return "f32"
-    # the quant path: mmvq/matvec up to MAX_NT tokens, mmq past it (block-quantized weights)
-    if matmul == "quant" and (nt <= MAX_NT or w.quant.is_quantized):
+    # the quant path: mmvq/matvec up to MAX_NT tokens; past it mmq (block-quantized weights,
+    # --matmul mmq), else the f16 GEMM
+    if matmul in ("quant", "mmq") and nt <= MAX_NT:
+        return "quant"
+    if matmul == "mmq" and w.quant.is_quantized:
         return "quant"
     return "f16-cached" if w.cached_as == "f16" else "f16-per-call"
 
