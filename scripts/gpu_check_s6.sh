@@ -12,6 +12,11 @@ for spec in "$@"; do
     parity) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 tests/kernels/test_matvec_gpu.py \
               tests/runner/test_matmul_paths_gpu.py 2>&1 | tee "$OUT/parity.log" \
               | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
+    fixes) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 -s \
+             "tests/kernels/test_matvec_gpu.py::test_cupy_backend_runs_the_path_it_names" \
+             tests/runner/test_matmul_paths_gpu.py tests/runner/test_archs_gpu.py tests/runner/test_bound_gpu.py \
+             "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 | tee "$OUT/fixes.log" \
+             | grep -E "peaks|passed|failed|FAILED|Error" | tail -20 ;;
     suite) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 --ignore=tests/viz tests \
              2>&1 | tee "$OUT/suite.log" | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
     mvbench) t python3 scripts/bench_matvec.py --shapes 14336x4096 --nt 1 --json "$OUT/bm.json" \
