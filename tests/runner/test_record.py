@@ -612,3 +612,22 @@ def test_prefill_replay_is_refused_without_a_replay_mode(demo: Any) -> None:
         Session(demo, "numpy", replay="off", prefill_replay=True)
     s = Session(demo, "numpy")  # off by default: numpy prefills run the dispatch chain
     assert not s.prefill_replay and s.run_step([1, 2, 3]).shape == (1, demo.config.n_vocab)
+
+
+def test_a_trace_of_the_mmq_path_names_it(demo: Any, tmp_path: Path) -> None:
+    """--matmul mmq on the NumPy backend: a 10-token prefill's matmuls run quantize_q8 + mmq
+    (the quant path), and the trace validates and says so."""
+    out = record_trace(
+        demo, tokens=list(range(3, 13)), steps=1, backend="numpy", capture="timing",
+        output=tmp_path / "t.json", progress=False, matmul="mmq",
+    )  # fmt: skip
+    t = load_trace(out)
+    assert t["run"]["matmul"] == "mmq"
+    ops = {n["id"]: n["op"] for n in t["nodes"]}
+    prefill = next(s for s in t["steps"] if s["kind"] == "prefill")
+    kernels = {
+        r["kernel"].rsplit("_", 2)[0] if r["kernel"].startswith("numpy_mmq") else r["kernel"]
+        for n in prefill["nodes"] if ops[n["id"]] == "matmul" and n["shape"][0] > 1
+        for r in n["launches"]
+    }  # fmt: skip
+    assert kernels == {"numpy_quantize_q8", "numpy_mmq"}, kernels
