@@ -97,3 +97,21 @@ def test_stats_batch_launches_with_the_geometry_it_records(monkeypatch: pytest.M
         b.add(i, cp.asarray(rng.standard_normal(shape).astype(np.float32)))
     assert len(b.finish()) == 3
     assert launched == [(r.grid, r.block) for r in b.launches] and len(launched) == 2
+
+
+def test_allow_dynamic_shared_counts_the_static_part() -> None:
+    """48 KB of dynamic shared memory plus a kernel's static bytes is over the default limit
+    (mmvq at 8 tokens of k = 4096: 49152 + 256 failed on the H200 with INVALID_VALUE)."""
+
+    class Fn:
+        shared_size_bytes = 256
+        max_dynamic_shared_size_bytes = 48 * 1024 - 256
+
+    fn = Fn()
+    cuda.allow_dynamic_shared(fn, 1024)
+    assert fn.max_dynamic_shared_size_bytes == 48 * 1024 - 256  # under the limit: untouched
+    cuda.allow_dynamic_shared(fn, 48 * 1024)
+    assert fn.max_dynamic_shared_size_bytes == 48 * 1024
+    cuda.allow_dynamic_shared(fn, 100_000)
+    cuda.allow_dynamic_shared(fn, 60_000)  # a smaller launch later never lowers it
+    assert fn.max_dynamic_shared_size_bytes == 100_000

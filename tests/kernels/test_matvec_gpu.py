@@ -135,6 +135,23 @@ def test_mmvq_splits_tokens_whose_x_does_not_fit_in_shared_memory(cp):
     assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
 
 
+@pytest.mark.parametrize("k", [4096, 4096 + 256, 14336])
+def test_mmvq_at_the_48_kb_shared_memory_edge(cp, k: int):
+    """8 tokens of k = 4096: 48 KB of quantized x exactly, plus the kernel's static shared
+    memory (an 8B model's 8-token prefill failed here with INVALID_VALUE before the opt-in
+    counted the static part)."""
+    qt = quant_type("Q4_K")
+    n, nt = 24, 8
+    raw, _ = weight(qt, n, k, tame=True)
+    x = random_x(nt, k)
+    got, recs = matvec.launch_matvec(
+        cp.asarray(x), cp.asarray(raw), qt, (n, k), poisoned(cp, (nt, n)), prequantize=False
+    )
+    assert [r.kernel for r in recs] == ["mmvq_q4_k_n8"]
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
+
+
 @pytest.mark.parametrize("qt", FTYPES, ids=[t.name for t in FTYPES])
 @pytest.mark.parametrize("n, nt", CASES)
 @pytest.mark.parametrize("offset", [0, 2])

@@ -457,8 +457,7 @@ def launch_attention_f32(
         name, geo, smem = cfg.name, attention_tiled_geometry(nt, n_head, cfg), cfg.shared_bytes
         extra = {"shared_bytes": smem}
         args = (q, k_cache, v_cache, o, np.int32(nt), *shape, *tail)
-        if smem > 48 * 1024:  # over the default limit: opt in (the same Function is launched)
-            kernel("attention", name).max_dynamic_shared_size_bytes = smem
+        cuda.allow_dynamic_shared(kernel("attention", name), smem)  # the Function launched
     ref = attention_record(name, None, nt, n_head, n_kv, hd, n_past, window)
     rec = run(
         "attention",

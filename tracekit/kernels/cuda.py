@@ -171,6 +171,19 @@ def stamper() -> Any:
     return _stamper
 
 
+#: Shared memory a block may use without opting in (static + dynamic), on every CUDA device.
+DEFAULT_SHARED_LIMIT = 48 * 1024
+
+
+def allow_dynamic_shared(fn: Any, dynamic: int) -> None:
+    """Let ``fn`` launch with ``dynamic`` bytes of dynamic shared memory: past the default 48 KB
+    (counted with the kernel's static shared memory, e.g. LaunchStamp's counter) the launch
+    needs the opt-in attribute, else it fails with CUDA_ERROR_INVALID_VALUE."""
+    if dynamic + int(fn.shared_size_bytes) > DEFAULT_SHARED_LIMIT:
+        if int(fn.max_dynamic_shared_size_bytes) < dynamic:
+            fn.max_dynamic_shared_size_bytes = dynamic
+
+
 def launch(
     fn: Any, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared_mem=0
 ) -> None:

@@ -440,8 +440,7 @@ def launch_matvec(
             n, k, t1 - t0, sms, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr, warps_per_sm
         )
         fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks, prefetch)
-        if smem > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = smem
+        cuda.allow_dynamic_shared(fn, smem)
         args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
         recs.append(

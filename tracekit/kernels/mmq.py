@@ -164,9 +164,7 @@ def _module(suffix: str) -> Any:
 def _kernel(suffix: str, name: str) -> Any:
     fn = _module(suffix).get_function(name)
     if name != QUANTIZE:
-        smem = shared_bytes(quant_type(suffix))
-        if smem > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = smem
+        cuda.allow_dynamic_shared(fn, shared_bytes(quant_type(suffix)))
     return fn
 
 
