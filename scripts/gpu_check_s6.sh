@@ -12,6 +12,8 @@ for spec in "$@"; do
     parity) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 tests/kernels/test_matvec_gpu.py \
               tests/runner/test_matmul_paths_gpu.py 2>&1 | tee "$OUT/parity.log" \
               | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
+    edge) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 \
+            "tests/kernels/test_matvec_gpu.py::test_mmvq_at_the_48_kb_shared_memory_edge" 2>&1 | tail -2 ;;
     fixes) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 -s \
              "tests/kernels/test_matvec_gpu.py::test_cupy_backend_runs_the_path_it_names" \
              tests/runner/test_matmul_paths_gpu.py tests/runner/test_archs_gpu.py tests/runner/test_bound_gpu.py \
@@ -53,7 +55,7 @@ for spec in "$@"; do
         t bash scripts/build_llama_bench.sh .llama/llama-src.tar.xz /root/llama > "$OUT/build.log" 2>&1
       tail -2 "$OUT/build.log"
       t python3 scripts/vs_llama.py --llama-bench /root/llama/llama.cpp/build/bin/llama-bench \
-        qwen2-0.5b llama3-8b 2>&1 | tee "$OUT/side.log" | tail -12 ;;
+        ${MODELS:-qwen2-0.5b llama3-8b} 2>&1 | tee "$OUT/side.log" | tail -12 ;;
     *) echo "unknown stage $stage" ;;
   esac
   echo "=== $stage done $(date -u +%FT%TZ)"
