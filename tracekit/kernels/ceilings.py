@@ -238,17 +238,23 @@ extern "C" __global__ void dp4a_peak(int* out, int iters, int seed) {
 DP4A_ITERS = 4096
 
 
-def _dp4a_peak() -> float:
-    """int8 op/s of DP4A on this device (8 ops per instruction: 4 products, 4 adds)."""
+def _chain_peak(src: str, name: str, block: int, iters: int, ops_per_thread_iter: int) -> float:
+    """op/s of a kernel ``name(out, iters, seed)`` whose threads run independent chains of one
+    instruction: 8 blocks per SM, the median of 10 timed launches."""
     import cupy
 
-    fn = cupy.RawKernel(_DP4A_SRC, "dp4a_peak")
+    fn = cupy.RawKernel(src, name)
     sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
-    grid, block = 8 * sms, 256
-    out = cupy.zeros(1, cupy.int32)
-    args = (out, np.int32(DP4A_ITERS), np.int32(12345))
+    grid = 8 * sms
+    args = (cupy.zeros(1, cupy.int32), np.int32(iters), np.int32(12345))
     s = median(gpu_times(lambda i: fn((grid,), (block,), args), warmup=2, iters=10))
-    return grid * block * DP4A_ITERS * 8 * 8 / s
+    return grid * block * iters * ops_per_thread_iter / s
+
+
+def _dp4a_peak() -> float:
+    """int8 op/s of DP4A on this device (8 chains a thread, 8 ops per instruction: 4 products,
+    4 adds)."""
+    return _chain_peak(_DP4A_SRC, "dp4a_peak", 256, DP4A_ITERS, 8 * 8)
 
 
 #: The int8 tensor-core peak: mma.sync m16n8k32 (16 x 8 x 32 multiply-adds = 8192 ops per warp
@@ -284,16 +290,9 @@ IMMA_ITERS = 4096
 
 
 def _imma_peak() -> float:
-    """int8 op/s of mma.sync m16n8k32 on this device (8192 ops per warp instruction)."""
-    import cupy
-
-    fn = cupy.RawKernel(_IMMA_SRC, "imma_peak")
-    sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
-    grid, block = 8 * sms, 128
-    out = cupy.zeros(1, cupy.int32)
-    args = (out, np.int32(IMMA_ITERS), np.int32(12345))
-    s = median(gpu_times(lambda i: fn((grid,), (block,), args), warmup=2, iters=10))
-    return grid * (block // 32) * IMMA_ITERS * 8 * 8192 / s
+    """int8 op/s of mma.sync m16n8k32 on this device (8 chains a warp, 8192 ops per warp
+    instruction: 256 per thread)."""
+    return _chain_peak(_IMMA_SRC, "imma_peak", 128, IMMA_ITERS, 8 * 8192 // 32)
 
 
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:
