@@ -157,16 +157,17 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
         matvec<T, NT>(raw, x, out, n, k, ts, qk, fast);                                        \
     }
 
-// One kernel per token count 1..8 (MAX_NT in matvec.py).
-#define MATVEC_KERNELS(suffix, T)                                                              \
-    MATVEC_KERNEL(suffix, T, 1)                                                                \
-    MATVEC_KERNEL(suffix, T, 2)                                                                \
-    MATVEC_KERNEL(suffix, T, 3)                                                                \
-    MATVEC_KERNEL(suffix, T, 4)                                                                \
-    MATVEC_KERNEL(suffix, T, 5)                                                                \
-    MATVEC_KERNEL(suffix, T, 6)                                                                \
-    MATVEC_KERNEL(suffix, T, 7)                                                                \
-    MATVEC_KERNEL(suffix, T, 8)
+// One kernel per token count 1..8 (MAX_NT in matvec.py), for matvec and mmvq alike.
+#define FOR_EACH_NT(KERNEL, suffix, T)                                                         \
+    KERNEL(suffix, T, 1)                                                                       \
+    KERNEL(suffix, T, 2)                                                                       \
+    KERNEL(suffix, T, 3)                                                                       \
+    KERNEL(suffix, T, 4)                                                                       \
+    KERNEL(suffix, T, 5)                                                                       \
+    KERNEL(suffix, T, 6)                                                                       \
+    KERNEL(suffix, T, 7)                                                                       \
+    KERNEL(suffix, T, 8)
+#define MATVEC_KERNELS(suffix, T) FOR_EACH_NT(MATVEC_KERNEL, suffix, T)
 
 // ---- mmvq: quantized weights x 8-bit activations -------------------------------------------
 // Activations: each run of 32 values of a token's x is quantized as d = amax / 127 and
@@ -330,15 +331,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk);                                \
     }
 
-#define MMVQ_KERNELS(suffix, T)                                                                \
-    MMVQ_KERNEL(suffix, T, 1)                                                                  \
-    MMVQ_KERNEL(suffix, T, 2)                                                                  \
-    MMVQ_KERNEL(suffix, T, 3)                                                                  \
-    MMVQ_KERNEL(suffix, T, 4)                                                                  \
-    MMVQ_KERNEL(suffix, T, 5)                                                                  \
-    MMVQ_KERNEL(suffix, T, 6)                                                                  \
-    MMVQ_KERNEL(suffix, T, 7)                                                                  \
-    MMVQ_KERNEL(suffix, T, 8)
+#define MMVQ_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_KERNEL, suffix, T)
 
 // x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory,
 // one thread per run of 32 values (grid: matvec.py's quantize_geometry), for mmvq_qx_*.
