@@ -14,6 +14,10 @@ step writes the new token and position into the input buffer and replays the tap
   (its descriptors and algorithm chosen once per shape);
 - ``graph``: the whole step captured once as a CUDA graph, one ``cudaGraphLaunch`` per step.
 
+An untraced prefill replays the same way (``Session(prefill_replay=True)``, ``run_words``): a
+recording is kept per (token count, position, logits rows), so only the ids change between
+its replays, written into the recorded input words (tokens, positions, rows).
+
 What makes this sound: the tape was recorded with every gate passing for exactly these arrays,
 and what varies is checked on the host before the replay (``Session.check_step``: the token is
 in the vocabulary, the position within the KV cache). Node records (bytes, flops) are the
