@@ -17,6 +17,7 @@ from tracekit.cli import main
 from tracekit.model.check import SCALE_FIELDS, check_model
 from tracekit.model.demo import write_demo_model
 from tracekit.model.synthetic import write_synthetic_model
+from tracekit.quants import QUANTIZED_TYPES
 
 SMOL = smollm2_path()
 
@@ -100,9 +101,7 @@ def test_nan_in_a_float_tensor(real: Path, tmp_path: Path) -> None:
     assert tc.name == t.name and tc.first_bad.block == 5 and tc.first_bad.kind == "non-finite value"
 
 
-@pytest.mark.parametrize(
-    "qt", [T.Q4_K, T.Q5_K, T.Q6_K, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS]
-)
+@pytest.mark.parametrize("qt", [t.qtype for t in QUANTIZED_TYPES], ids=lambda q: q.name)
 def test_scale_offsets_per_type(tmp_path: Path, qt: T) -> None:
     """The table's offset of ``d`` for each type: an Inf written there is found, and a NaN in
     the quants' bytes right after the scale fields is not a scale (no false finding)."""

@@ -87,8 +87,8 @@ def test_random_blocks_decode_finite_near_the_std(qtype: T) -> None:
     )
     x = gguf.quants.dequantize(raw, qtype)
     assert x.shape == (8, 512) and np.isfinite(x).all()
-    # codes are uniform, so the values spread; the scale keeps them within a few hundred stds
-    assert 0.005 < float(x.std()) < 0.05 * 200
+    # the scale is set from the type's own code spread: the values' std is about the one asked
+    assert 0.05 / 2 < float(x.std()) < 0.05 * 2
 
 
 def test_random_blocks_spec_writes_a_loadable_model(tmp_path) -> None:

@@ -461,16 +461,27 @@ def random_blocks(
     rng: np.random.Generator, shape: tuple[int, ...], std: float, qtype: T
 ) -> np.ndarray:
     """Valid random ``qtype`` blocks for a ``shape`` weight (``[rows, row bytes]`` uint8, as
-    :func:`quantize` returns): uniform code bytes, every f16 field of every block a positive
-    scale near ``std / 16`` (about ``std`` for 4-bit codes; larger codes and K-quant sub-scales
-    make it larger, which a speed benchmark does not mind), so no block holds a NaN or Inf."""
+    :func:`quantize` returns): uniform code bytes, every f16 field of a block the same positive
+    scale, varying by block within a factor of 3, chosen so that the decoded values' std is
+    about ``std`` whatever the type's code width and sub-scales (a value is linear in a
+    block's f16 fields: scale, offset or minimum), so no block holds a NaN or Inf."""
     qt = QUANT_TABLE[qtype]
     rows, cols = int(np.prod(shape[:-1])), shape[-1]
     raw = rng.integers(0, 256, size=(rows, qt.row_bytes(cols)), dtype=np.uint8)
     blocks = raw.reshape(-1, qt.type_size)
-    for off in qt.f16_fields:
-        d = (std / 16 * rng.uniform(0.5, 1.5, blocks.shape[0])).astype(np.float16)
-        blocks[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+    spread = rng.uniform(0.5, 1.5, blocks.shape[0])
+
+    def set_fields(scale: np.ndarray) -> None:
+        d = scale.astype(np.float16).view(np.uint8).reshape(-1, 2)
+        for off in qt.f16_fields:
+            blocks[:, off : off + 2] = d
+
+    set_fields(spread)  # unit scale: measure what the type's codes spread to
+    sample = blocks[: min(len(blocks), 256)]
+    values = np.empty((len(sample), qt.block_size), np.float32)
+    qt.decode(sample, values)
+    unit_std = float(values.std()) or 1.0
+    set_fields(spread * (std / unit_std))
     return raw
 
 
