@@ -127,6 +127,10 @@ def test_tolerance_is_calibrated_per_path() -> None:
     q = copy.deepcopy(m)  # one that ran mmvq: 8-bit activations
     q["steps"][-1]["nodes"][0]["launches"] = [{"kernel": "mmvq_q4_k_n1"}]
     assert run_path(q) == "quant-act-gpu"
+    qm = copy.deepcopy(q)  # --matmul mmq: the same 8-bit activations (mmq in its prefill)
+    qm["run"]["matmul"] = "mmq"
+    qm["steps"][0]["nodes"][0]["launches"] = [{"kernel": "mmq_q4_k"}]
+    assert run_path(qm) == "quant-act-gpu"
     # two runs of the quant path, GPU and the NumPy backend's ref_mmvq: the same operands
     qc = copy.deepcopy(q)
     qc["run"]["backend"] = "numpy"

@@ -115,7 +115,7 @@ def run_path(trace: dict[str, Any]) -> str:
     run = trace["run"]
     # the quant path's decode matmuls (mmvq) take x quantized to 8 bits, on either backend;
     # traces of the quant path from before mmvq (f32 decode, matvec_*) are f16-GEMM-bound
-    if run.get("matmul") == "quant" and _ran_mmvq(trace):
+    if run.get("matmul") in ("quant", "mmq") and _ran_mmvq(trace):
         return "quant-act-gpu"
     if run.get("backend") == "numpy":
         return "f32-cpu"
