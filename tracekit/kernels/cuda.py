@@ -175,13 +175,24 @@ def stamper() -> Any:
 DEFAULT_SHARED_LIMIT = 48 * 1024
 
 
+#: Per kernel function (by id; the function is held, so its id stays its own): the dynamic
+#: shared memory it may launch with now. Launchers call allow_dynamic_shared at every launch,
+#: so the driver is asked once per function, not per launch.
+_DYNAMIC_ALLOWED: dict[int, tuple[Any, int]] = {}
+
+
 def allow_dynamic_shared(fn: Any, dynamic: int) -> None:
     """Let ``fn`` launch with ``dynamic`` bytes of dynamic shared memory: past the default 48 KB
     (counted with the kernel's static shared memory, e.g. LaunchStamp's counter) the launch
     needs the opt-in attribute, else it fails with CUDA_ERROR_INVALID_VALUE."""
-    if dynamic + int(fn.shared_size_bytes) > DEFAULT_SHARED_LIMIT:
-        if int(fn.max_dynamic_shared_size_bytes) < dynamic:
-            fn.max_dynamic_shared_size_bytes = dynamic
+    got = _DYNAMIC_ALLOWED.get(id(fn))
+    if got is None:
+        allowed = max(DEFAULT_SHARED_LIMIT - int(fn.shared_size_bytes),
+                      int(fn.max_dynamic_shared_size_bytes))  # fmt: skip
+        got = _DYNAMIC_ALLOWED[id(fn)] = (fn, allowed)
+    if dynamic > got[1]:
+        fn.max_dynamic_shared_size_bytes = dynamic
+        _DYNAMIC_ALLOWED[id(fn)] = (fn, dynamic)
 
 
 def launch(

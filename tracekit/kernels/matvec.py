@@ -314,9 +314,10 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
     return nt * (k // 32) * RUN_BYTES
 
 
-#: mmvq's static shared memory (matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats, NT <= MAX_NT):
-#: the dynamic part may use the opt-in limit less this.
-MMVQ_STATIC_SHARED = 8 * MAX_NT * 4
+#: mmvq's static shared memory, at most: matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats (NT <=
+#: MAX_NT) and LaunchStamp's exit counter (stamp.cuh), aligned: the dynamic part may use the
+#: opt-in limit less this.
+MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16
 
 
 @functools.cache

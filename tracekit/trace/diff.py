@@ -134,8 +134,8 @@ def _ran_mmvq(trace: dict[str, Any]) -> bool:
 def calibrated(a: dict[str, Any], b: dict[str, Any]) -> PathTolerance:
     """The tolerances for comparing runs ``a`` and ``b``: the looser of their paths'. Two runs
     on the quant path compute with the same 8-bit activations (the NumPy backend's ref_mmvq and
-    ref_mmq round every group's term as mmvq and mmq do), so they
-    are held to the f16 path's tolerances, not to the quantization's."""
+    ref_mmq round every group's term as mmvq and mmq do; a prefill on the f16 GEMM is the same
+    on both), so they are held to the f16 path's tolerances, not to the quantization's."""
     pa, pb = run_path(a), run_path(b)
     if pa == pb == "quant-act-gpu":
         return PATHS["f16-gemm-gpu"]
