@@ -48,6 +48,8 @@ for spec in "$@"; do
              | tee "$OUT/bound.log" | tail -60 ;;
     replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/runner/test_replay_gpu.py \
                  tests/runner/test_stamps_gpu.py 2>&1 | tail -5 ;;
+    breakdown) t python3 scripts/decode_breakdown.py ${MODELS:-demo qwen2-0.5b} --steps 64 2>&1 \
+                 | tee "$OUT/breakdown.log" | tail -8 ;;
     decode) for m in demo qwen2-0.5b; do
               t python3 scripts/decode_speed.py "$m" --backend cupy --matmul quant --replay graph --steps 64 2>&1 | tail -1
             done ;;
