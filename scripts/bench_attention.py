@@ -1,5 +1,5 @@
 """Attention speed: the tiled prefill kernel against the one-block-per-query kernel at the
-same shapes, around the switch-over (attention.TILED_MIN_NT) and at a 512-token prefill.
+same shapes, around the switch-over (attention.TileConfig.min_nt) and at a 512-token prefill.
 
     PYTHONPATH=$PWD python3 scripts/bench_attention.py [--heads 14x2x64,32x8x128,8x4x256]
         [--nt 1,8,12,16,24,32,64,512] [--past 0,512] [--json out.json]
@@ -7,8 +7,7 @@ same shapes, around the switch-over (attention.TILED_MIN_NT) and at a 512-token 
 Heads: n_head x n_kv x head_dim (the defaults: Qwen2.5-0.5B's, Llama-3-8B's, a head_dim-256
 model's). For each, nt queries at positions n_past .. n_past + nt - 1 over a cache of n_past + nt
 rows. Device time per call: tracekit's queued timing (calls queued behind a spin kernel; the
-median of 5 runs of 10). Both kernels run every shape (the launcher's choice forced by setting
-TILED_MIN_NT), so "f32 / tiled" is the time ratio at one shape (> 1: the tiled kernel is
+median of 5 runs of 10). Both kernels run every shape (``launch_attention_f32(tiled=True/False)``), so "f32 / tiled" is the time ratio at one shape (> 1: the tiled kernel is
 faster) and the launcher's choice can be checked against it; Gflop/s from the record's flops
 (QK and PV products of the keys each query sees).
 """
@@ -40,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
     def timed(fn) -> float:
         return statistics.median(gpu_times_queued(fn, launches=10, reps=5, warmup=2))
 
-    chosen_min = attention.TILED_MIN_NT
     rows = []
     for spec in args.heads.split(","):
         n_head, n_kv, hd = (int(v) for v in spec.split("x"))
@@ -53,18 +51,16 @@ def main(argv: list[str] | None = None) -> int:
                 out = cp.empty((nt, n_head * hd), cp.float32)
                 call = (q, kc, vc, n_past, hd**-0.5)
                 times, flops = {}, 0
-                for kind, min_nt in (("f32", 1 << 30), ("tiled", 1)):
-                    attention.TILED_MIN_NT = min_nt
-                    try:
-                        if attention.attention_kernel(nt, hd) is None and kind == "tiled":
-                            continue  # a head_dim over every tiled bucket
-                        _, rec = attention.launch_attention_f32(*call, out=out)
-                        flops = rec.flops
-                        times[kind] = timed(
-                            lambda i, c=call, o=out: attention.launch_attention_f32(*c, out=o)
+                for kind, tiled in (("f32", False), ("tiled", True)):
+                    if attention.attention_kernel(nt, hd, tiled) is None and tiled:
+                        continue  # a head_dim over every tiled bucket
+                    _, rec = attention.launch_attention_f32(*call, out=out, tiled=tiled)
+                    flops = rec.flops
+                    times[kind] = timed(
+                        lambda i, c=call, o=out, t=tiled: attention.launch_attention_f32(
+                            *c, out=o, tiled=t
                         )
-                    finally:
-                        attention.TILED_MIN_NT = chosen_min
+                    )
                 picked = "tiled" if attention.attention_kernel(nt, hd) is not None else "f32"
                 row = {
                     "n_head": n_head, "n_kv": n_kv, "head_dim": hd, "n_past": n_past, "nt": nt,
@@ -84,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 del q, kc, vc, out
         cp.get_default_memory_pool().free_all_blocks()
-    print(f"\nthe launcher's switch-over: TILED_MIN_NT = {chosen_min}; "
+    mins = ", ".join(f"d{c.d} from {c.min_nt}" for c in attention.TILE_CONFIGS)
+    print(f"\nthe launcher's switch-over (attention.TILE_CONFIGS' min_nt): {mins}; "
           f"{sum(r['picked_best'] for r in rows)} of {len(rows)} shapes it picks the faster")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

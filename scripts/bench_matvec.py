@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             default = [(rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None)]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
                 default.append((*default[0][:4], 1 - qx0, pf0, None))
-            configs = sweep if first and nt == 1 and qt.name in sweep_types else default
+            configs = default + (sweep if first and nt == 1 and qt.name in sweep_types else [])
             if args.sweep_small and qt.is_quantized:
                 configs = default + small
             for rpb, unroll, wps, mb, qx, pf, wpr in configs:

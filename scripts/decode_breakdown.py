@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     be = get_backend("cupy")
     for name in args.models:
         model = load_model(resolve(name))
-        s = Session(model, be, n_ctx=args.steps + 32, replay=args.replay)
+        s = Session(model, be, n_ctx=2 * args.steps + 16, replay=args.replay)
         tok = int(np.argmax(s.run_step([1])[-1]))
         s.generate([tok], 3, stop_at_eos=False)  # compiles, records the decode step
         s.reset()

@@ -16,7 +16,6 @@ from tracekit.kernels.attention import (
     MAX_HEAD_DIM,
     TILE_CONFIGS,
     TILE_THREADS,
-    TILED_MIN_NT,
     TileConfig,
     attention_kernel,
     attention_tiled_geometry,
@@ -181,16 +180,17 @@ def test_attention_nan_value_reaches_only_queries_that_attend_it():
     "nt,hd,want",
     [
         (1, 64, None),  # decode: attention_f32
-        (TILED_MIN_NT - 1, 64, None),
-        (TILED_MIN_NT, 64, "attention_tiled_f32_d64"),
+        (63, 64, None),  # below d64's min_nt (measured: 16 and 32 queries ran slower tiled)
+        (64, 64, "attention_tiled_f32_d64"),
         (512, 1, "attention_tiled_f32_d64"),
         (512, 64, "attention_tiled_f32_d64"),
-        (17, 65, "attention_tiled_f32_d128"),
-        (17, 80, "attention_tiled_f32_d128"),
-        (17, 128, "attention_tiled_f32_d128"),
-        (17, 129, "attention_tiled_f32_d256"),
-        (17, 256, "attention_tiled_f32_d256"),
-        (17, 257, None),  # over every bucket (the launcher rejects it: MAX_HEAD_DIM)
+        (64, 65, "attention_tiled_f32_d128"),
+        (64, 80, "attention_tiled_f32_d128"),
+        (64, 128, "attention_tiled_f32_d128"),
+        (64, 129, None),  # d256's min_nt is 128: 8 heads x 2 query tiles leave the SMs idle
+        (128, 129, "attention_tiled_f32_d256"),
+        (512, 256, "attention_tiled_f32_d256"),
+        (512, 257, None),  # over every bucket (the launcher rejects it: MAX_HEAD_DIM)
     ],
 )
 def test_the_launcher_picks_the_kernel_by_nt_and_head_dim(nt, hd, want):
@@ -200,8 +200,17 @@ def test_the_launcher_picks_the_kernel_by_nt_and_head_dim(nt, hd, want):
         assert hd <= cfg.d and cfg.name in KERNEL_OPS["attention_f32"].kernels
 
 
+@pytest.mark.parametrize("hd", [1, 64, 65, 128, 129, 256])
+def test_forcing_a_kernel_ignores_nt_but_not_the_head_dim_buckets(hd):
+    assert attention_kernel(1, hd, tiled=False) is None
+    assert attention_kernel(512, hd, tiled=False) is None
+    forced = attention_kernel(1, hd, tiled=True)
+    assert forced is not None and forced.d == min(c.d for c in TILE_CONFIGS if hd <= c.d)
+    assert attention_kernel(1, 257, tiled=True) is None
+
+
 def test_the_tile_buckets_cover_every_head_dim_the_gate_allows():
-    assert TILED_MIN_NT >= 2  # decode (nt = 1) keeps attention_f32
+    assert all(c.min_nt >= 2 for c in TILE_CONFIGS)  # decode (nt = 1) keeps attention_f32
     assert [c.d for c in TILE_CONFIGS] == sorted(c.d for c in TILE_CONFIGS)
     assert TILE_CONFIGS[-1].d == MAX_HEAD_DIM
     for c in TILE_CONFIGS:
@@ -228,9 +237,9 @@ def test_tiled_geometry_gates_the_head_count():
 
 def test_tile_configs_reject_partial_sub_tiles():
     with pytest.raises(ValueError, match="bq must be a multiple of 8"):
-        TileConfig(64, 12, 64)
+        TileConfig(64, 12, 64, 64)
     with pytest.raises(ValueError, match="bq must be a multiple"):
-        TileConfig(80, 32, 64)  # 80 columns: not whole float4 chunks per lane
+        TileConfig(80, 32, 64, 64)  # 80 columns: not whole float4 chunks per lane
 
 
 def test_the_instantiations_name_the_declared_kernels_and_their_shared_memory():
@@ -280,10 +289,11 @@ def host_tiled(tmp_path_factory):
 
 
 def run_tiled_on_host(lib, q, k, v, n_past, scale, window=0, softcap=0.0, positions=None):
-    """The launcher's choice and geometry, the kernel run on the CPU; output poisoned first."""
+    """The tiled kernel's bucket and geometry (forced: small nt keeps the host run short), the
+    kernel run on the CPU; output poisoned first."""
     nt, n_head, hd = q.shape
-    cfg = attention_kernel(nt, hd)
-    assert cfg is not None, f"nt={nt} hd={hd} would not run the tiled kernel"
+    cfg = attention_kernel(nt, hd, tiled=True)
+    assert cfg is not None, f"hd={hd} is in no tiled bucket"
     geo = attention_tiled_geometry(nt, n_head, cfg)
     out = np.full((nt, n_head * hd), np.nan, np.float32)
     ints = np.array([nt, n_head, k.shape[1], hd, n_past, window], np.int32)

@@ -68,7 +68,7 @@ def test_attention_matches_reference(nt, n_past, n_head, n_kv, window, softcap, 
     )
     assert got is out
     np.testing.assert_allclose(got.get(), want, atol=ATOL, rtol=RTOL)
-    cfg = attention_kernel(nt, hd)  # the tiled kernel from TILED_MIN_NT queries on
+    cfg = attention_kernel(nt, hd)  # the tiled kernel from its bucket's min_nt queries on
     if cfg is None:
         assert rec.kernel == "attention_f32"
         assert rec.grid == (nt, n_head, 1) and rec.block == (128, 1, 1)

@@ -1,4 +1,4 @@
-"""GPU parity of attention_tiled_f32 (the launcher's kernel for nt >= TILED_MIN_NT) against
+"""GPU parity of attention_tiled_f32 (the launcher's kernel from its bucket's min_nt queries on) against
 ref_attention_f32, at the sizes that break tiles: nt around the 32-query tile and the 64-key
 tile, caches with n_past > 0, windows of 1, 7 and longer than the context, a soft cap, GQA
 ratios 1, 2 and 7, every head_dim bucket (64, 80 -> 128, 128, 256), NaN in q, K and V.
@@ -16,8 +16,8 @@ import pytest
 
 from tracekit.kernels import cuda
 from tracekit.kernels.attention import (
+    TILE_CONFIGS,
     TILE_THREADS,
-    TILED_MIN_NT,
     attention_kernel,
     launch_attention_f32,
     ref_attention_f32,
@@ -46,13 +46,22 @@ def inputs(nt, n_past, n_head, n_kv, hd, seed):
     return q, k, v
 
 
-def run(q, k, v, n_past, scale, window=0, softcap=0.0, positions=None):
+def run(q, k, v, n_past, scale, window=0, softcap=0.0, positions=None, tiled=True):
     cp = _cp()
     nt, n_head, hd = q.shape
     out = cp.full((nt, n_head * hd), np.nan, np.float32)
     pos = None if positions is None else cp.asarray(positions)
     got, rec = launch_attention_f32(
-        cp.asarray(q), cp.asarray(k), cp.asarray(v), n_past, scale, window, softcap, out, pos
+        cp.asarray(q),
+        cp.asarray(k),
+        cp.asarray(v),
+        n_past,
+        scale,
+        window,
+        softcap,
+        out,
+        pos,
+        tiled=tiled,
     )
     assert got is out
     return got.get(), rec
@@ -82,7 +91,7 @@ def test_tiled_attention_matches_reference(nt, n_past, n_head, n_kv, window, sof
     want, rref = ref_attention_f32(q, k, v, n_past, scale, window, softcap)
     got, rec = run(q, k, v, n_past, scale, window, softcap)
     np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
-    cfg = attention_kernel(nt, hd)
+    cfg = attention_kernel(nt, hd, tiled=True)
     assert cfg is not None and rec.kernel == cfg.name and hd <= cfg.d
     assert rec.grid == (-(-nt // cfg.bq), n_head, 1) and rec.block == (TILE_THREADS, 1, 1)
     assert rec.extra["shared_bytes"] == cfg.shared_bytes
@@ -94,10 +103,11 @@ def test_tiled_attention_matches_reference(nt, n_past, n_head, n_kv, window, sof
 
 
 def test_below_the_threshold_attention_f32_runs_and_agrees_with_the_tiled_kernel():
-    q, k, v = inputs(TILED_MIN_NT, 21, 14, 2, 64, seed=1)
-    small, rec_small = run(q[: TILED_MIN_NT - 1], k, v, 21, 0.125)
-    tiled, rec_tiled = run(q, k, v, 21, 0.125)
-    assert rec_small.kernel == "attention_f32" and rec_small.grid == (TILED_MIN_NT - 1, 14, 1)
+    min_nt = TILE_CONFIGS[0].min_nt
+    q, k, v = inputs(min_nt, 21, 14, 2, 64, seed=1)
+    small, rec_small = run(q[: min_nt - 1], k, v, 21, 0.125, tiled=None)
+    tiled, rec_tiled = run(q, k, v, 21, 0.125, tiled=None)
+    assert rec_small.kernel == "attention_f32" and rec_small.grid == (min_nt - 1, 14, 1)
     assert rec_tiled.kernel == "attention_tiled_f32_d64"
     # query t's output depends on keys <= 21 + t only: the first nt - 1 rows agree
     np.testing.assert_allclose(tiled[:-1], small, atol=ATOL, rtol=RTOL)

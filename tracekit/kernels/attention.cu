@@ -2,7 +2,7 @@
 //
 //   kv_store_f32:   cache[start*row_elems + i] = x[i], i < n (a grid-stride copy of nt rows).
 //   attention_f32:  one block of ATT_THREADS threads per (token t, head h): grid (nt, n_head).
-//                   Decode and short steps (nt < attention.TILED_MIN_NT).
+//                   Decode and short steps (nt below the bucket's attention.TileConfig.min_nt).
 //   attention_tiled_f32_d<D>: one block of ATT_TILE_TX * ATT_TILE_TY threads per (tile of BQ
 //                   queries, head h): grid (ceil(nt / BQ), n_head), dynamic shared memory
 //                   attention.TileConfig.shared_bytes; head_dim <= D (D = 64, 128, 256; the

@@ -17,7 +17,7 @@ Two CUDA kernels share that contract (attention.cu), and the launcher picks one 
 
 - ``attention_f32``: one block per (token, head), an online softmax over the keys, one warp per
   key at a time: simple and right for decode (nt = 1) and short steps;
-- ``attention_tiled_f32_d<D>`` (nt >= :data:`TILED_MIN_NT`): flash-attention-2 on CUDA cores,
+- ``attention_tiled_f32_d<D>`` (nt >= its bucket's ``min_nt``): flash-attention-2 on CUDA cores,
   a block per tile of queries of one head looping over key tiles in shared memory, for
   prefill-sized steps. One instantiation per head_dim bucket D of :data:`TILE_CONFIGS`
   (64, 128, 256; a head_dim below its bucket is padded with zero columns).
@@ -260,11 +260,13 @@ class TileConfig:
         d: the head_dim bucket: head_dim <= d runs here, padded with zero columns.
         bq: queries per block (TILE_TY row groups of bq / TILE_TY rows each).
         bk: keys per tile (TILE_TX lanes of bk / TILE_TX keys each).
+        min_nt: the fewest queries the launcher gives this kernel (fewer: ``attention_f32``).
     """
 
     d: int
     bq: int
     bk: int
+    min_nt: int
 
     def __post_init__(self) -> None:
         if self.bq % TILE_TY or self.bk % TILE_TX or self.d % (4 * TILE_TX):
@@ -295,24 +297,28 @@ class TileConfig:
 #: tail (the last query tile walks all 512 keys) is half as long; bk = 32 at d = 256 keeps the
 #: K and V tiles to 66 KB so two blocks fit an SM. Shared memory: 52.7 KB (d 64, 4 blocks per
 #: SM), 93.7 KB (d 128, 2), 105.5 KB (d 256, 2).
-TILE_CONFIGS = (TileConfig(64, 32, 64), TileConfig(128, 32, 64), TileConfig(256, 32, 32))
+#:
+#: min_nt, measured (scripts/bench_attention.py, H200, 2026-12-01 16:39 UTC: both kernels at
+#: 14x2x64, 32x8x128 and 8x4x256 heads, caches of 0 and 512, nt 1..512): the tiled kernel's grid
+#: is n_head x ceil(nt / 32) blocks against attention_f32's nt x n_head, so below a few query
+#: tiles it leaves most SMs idle: at nt = 32 it was 0.44-0.80x attention_f32's speed on an empty
+#: cache (1.14-1.46x on a 512 cache at d <= 128), at nt = 64 1.18-2.20x for d <= 128 but
+#: 0.49-0.62x at d = 256 (8 heads: 16 blocks), which it wins from 512 queries on (1.46-2.04x).
+TILE_CONFIGS = (
+    TileConfig(64, 32, 64, min_nt=64),
+    TileConfig(128, 32, 64, min_nt=64),
+    TileConfig(256, 32, 32, min_nt=128),
+)
 
-#: The fewest queries the tiled kernel takes; fewer run attention_f32. At nt = 16 half of a
-#: 32-query tile is padding and the grid has n_head blocks per query tile, against
-#: attention_f32's nt x n_head blocks; but attention_f32 spends about 40 SM cycles per
-#: (query, head, key) (281 µs for a 512-token prefill of 14 heads on the H200: 1.84 M such
-#: triples over 132 SMs at 1.98 GHz) where the tiled kernel's per-key work is 2 head_dim FMAs
-#: a query, 128 FMAs per 16 lanes' loads at d = 64 (~0.5 SM cycle): below 16 queries the
-#: padding and the few blocks cost more than the per-key saving (a decode step: 1 of 32 rows).
-TILED_MIN_NT = 16
 
-
-def attention_kernel(nt: int, hd: int) -> TileConfig | None:
+def attention_kernel(nt: int, hd: int, tiled: bool | None = None) -> TileConfig | None:
     """The tiled configuration a step of ``nt`` queries of head_dim ``hd`` runs, or None where
-    ``attention_f32`` runs it (nt < :data:`TILED_MIN_NT`, or a head_dim over every bucket)."""
-    if nt < TILED_MIN_NT:
+    ``attention_f32`` runs it: fewer queries than the bucket's ``min_nt``, or a head_dim over
+    every bucket. ``tiled`` True or False asks for one kernel whatever nt (tests, benchmarks)."""
+    cfg = next((c for c in TILE_CONFIGS if hd <= c.d), None)
+    if cfg is None or tiled is False:
         return None
-    return next((c for c in TILE_CONFIGS if hd <= c.d), None)
+    return cfg if tiled or nt >= cfg.min_nt else None
 
 
 def kernel_defines() -> tuple[str, ...]:
@@ -421,12 +427,14 @@ def launch_attention_f32(
     softcap: float = 0.0,
     out: Any = None,
     positions: Any = None,
+    tiled: bool | None = None,
 ) -> tuple[Any, LaunchRecord]:
     """The device version of :func:`ref_attention_f32` (same arguments, CuPy arrays).
 
-    The kernel is :func:`attention_kernel`'s choice: ``attention_tiled_f32_d<D>`` from
-    :data:`TILED_MIN_NT` queries on, ``attention_f32`` below; the record names the one that ran,
-    with the geometry (and dynamic shared memory) it was launched with.
+    The kernel is :func:`attention_kernel`'s choice: ``attention_tiled_f32_d<D>`` from its
+    bucket's ``min_nt`` queries on, ``attention_f32`` below (``tiled`` True/False forces one);
+    the record names the one that ran, with the geometry (and dynamic shared memory) it was
+    launched with.
 
     Args:
         out: optional [nt, n_head*head_dim] float32 device array to write.
@@ -449,7 +457,7 @@ def launch_attention_f32(
     past = _past_pointer(positions, "attention")
     shape = (np.int32(n_head), np.int32(n_kv), np.int32(hd), np.int32(n_past), np.int32(window))
     tail = (np.float32(scale), np.float32(softcap), past, NO_STAMP)
-    cfg = attention_kernel(nt, hd)
+    cfg = attention_kernel(nt, hd, tiled)
     if cfg is None:
         name, geo, smem, extra = "attention_f32", attention_geometry(nt, n_head), 0, {}
         args = (q, k_cache, v_cache, o, *shape, *tail)
