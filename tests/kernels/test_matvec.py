@@ -239,6 +239,38 @@ def test_numpy_backend_runs_the_path_it_names(mode, cache, nt, path, kernels) ->
     assert np.all(np.abs(got - want) <= gamma(k) * scale)
 
 
+@pytest.mark.parametrize(
+    "mode, nt, fused",
+    [("f32", 3, False), ("quant", 3, True), ("quant", 9, False), ("mmq", 9, False),
+     ("f16", 1, False)],
+)  # fmt: skip
+def test_a_bias_is_the_epilogue_on_mmvq_and_add_bias_after_a_gemm(mode, nt, fused) -> None:
+    """Backend.matmul(x, w, bias): on mmvq/matvec the bias is the kernel's (one launch, its
+    record says ``epilogue: bias``); on every other path ``add_bias_f32`` is the node's last
+    launch. Either way out = (x W^T) + b, the same f32 add, on the path the records name."""
+    qt = quant_type("Q4_K")
+    n, k = 6, 512
+    raw, _ = weight(qt, n, k, tame=True)
+    be = get_backend("numpy", mode, "off")
+    w = be.matmul_weight(raw, qt, (n, k))
+    be.take_records()
+    x, b = random_x(nt, k), np.linspace(-3, 3, n, dtype=np.float32)
+    plain = be.matmul(x, w)
+    recs0 = be.take_records()
+    got = be.matmul(x, w, b)
+    recs = be.take_records()
+    assert np.array_equal(got, (plain + b).astype(np.float32))
+    assert len({r.extra["path"] for r in recs}) == 1
+    if fused:
+        assert [r.kernel for r in recs] == [r.kernel for r in recs0]
+        assert recs[-1].extra["epilogue"] == "bias"
+        assert recs[-1].bytes_read == recs0[-1].bytes_read + 4 * n
+    else:
+        assert [r.kernel for r in recs] == [r.kernel for r in recs0] + ["add_bias_f32"]
+    with pytest.raises(KernelInputError, match=r"bias is float32 \(5,\)"):
+        be.matmul(x, w, b[:5])
+
+
 # -- mmvq: 8-bit activations ------------------------------------------------------------------
 def q8_oracle(x: np.ndarray, w64: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(W @ x8 in float64, sum |W| |x8|): the exact product with x as quantize_q8 rounds it

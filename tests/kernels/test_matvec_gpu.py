@@ -112,6 +112,36 @@ def test_mmvq_on_wild_blocks_and_poisoned_activations(cp, qt: QuantType):
         assert np.all(np.abs(g - want)[fin] <= mmvq_bound(k, mag)[fin])
 
 
+@pytest.mark.parametrize("qt", TYPES, ids=[t.name for t in TYPES])
+@pytest.mark.parametrize("nt", [1, 3, 8])
+def test_a_bias_in_the_epilogue_is_the_unbiased_product_plus_add_bias(cp, qt: QuantType, nt):
+    """mmvq (both variants) and matvec with a bias: bit for bit the same kernel without it
+    followed by add_bias_f32's f32 add (the launch it replaces), one launch, its bias bytes
+    and flops counted."""
+    from tracekit.kernels.elementwise import launch_add_bias_f32
+
+    n, k = 301, 8 * qt.block_size if qt.is_quantized else 264
+    raw, _ = weight(qt, n, k, seed=nt, tame=True)
+    x, dr = cp.asarray(random_x(nt, k, seed=nt)), cp.asarray(raw)
+    bias = cp.asarray(np.random.default_rng(nt).standard_normal(n).astype(np.float32))
+    for qx in (True, False) if qt.is_quantized else (None,):
+        plain, recs0 = matvec.launch_matvec(
+            x, dr, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx
+        )
+        want, _ = launch_add_bias_f32(plain.copy(), bias)
+        got, recs = matvec.launch_matvec(
+            x, dr, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, bias=bias
+        )
+        assert np.array_equal(cp.asnumpy(got), cp.asnumpy(want)), (qt.name, qx)
+        assert not np.array_equal(cp.asnumpy(got), cp.asnumpy(plain))
+        assert [r.kernel for r in recs] == [r.kernel for r in recs0]
+        last, last0 = recs[-1], recs0[-1]
+        assert last.extra["epilogue"] == "bias" and "epilogue" not in last0.extra
+        assert last.bytes_read == last0.bytes_read + 4 * n and last.flops == last0.flops + nt * n
+    with pytest.raises(KernelInputError, match="bias"):
+        matvec.launch_matvec(x, dr, qt, (n, k), bias=bias[:-1])
+
+
 def test_mmvq_refuses_a_misaligned_weight(cp):
     qt = quant_type("Q4_0")
     raw, _ = weight(qt, 4, 64)

@@ -36,20 +36,20 @@ def test_llama_layer_order(models) -> None:
     assert not g["blk.0.rope_q"].attrs["neox"]
 
 
-def test_qwen2_biases_follow_their_matmuls(models) -> None:
+def test_qwen2_biases_are_part_of_their_matmuls(models) -> None:
     g = models["qwen2"].graph
-    assert layer_names(g, 0)[:10] == [
-        "attn_norm", "attn_q", "attn_q.bias", "rope_q", "attn_k", "attn_k.bias", "rope_k",
-        "attn_v", "attn_v.bias", "attn",
+    assert layer_names(g, 0)[:7] == [
+        "attn_norm", "attn_q", "rope_q", "attn_k", "rope_k", "attn_v", "attn",
     ]  # fmt: skip
-    b = g["blk.0.attn_q.bias"]
-    assert (b.op, b.family, b.inputs) == (
-        "add_bias",
-        "elementwise",
-        ("blk.0.attn_q", "weight:blk.0.attn_q.bias"),
+    q = g["blk.0.attn_q"]
+    assert (q.op, q.family, q.inputs) == (
+        "matmul",
+        "matmul",
+        ("blk.0.attn_norm", "weight:blk.0.attn_q.weight", "weight:blk.0.attn_q.bias"),
     )
-    assert b.attrs["inplace"]  # the seed's in-place epilogue: attn_q's value changes here
-    assert g["blk.0.attn"].inputs == ("blk.0.rope_q", "blk.0.rope_k", "blk.0.attn_v.bias")
+    assert q.attrs["bias"] == "blk.0.attn_q.bias" and q.weight == "blk.0.attn_q.weight"
+    assert not any(n.op == "add_bias" for n in g)  # no separate bias node on an unfused qkv
+    assert g["blk.0.attn"].inputs == ("blk.0.rope_q", "blk.0.rope_k", "blk.0.attn_v")
     assert g["output"].weight == "token_embd.weight" and g["output"].attrs["tied"]
     assert g["blk.1.rope_k"].attrs["neox"] and g["blk.1.rope_k"].attrs["base"] == 1e6
 

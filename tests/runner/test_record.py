@@ -151,23 +151,42 @@ def test_batched_stats_equal_tensor_stats_of_each_output(demo: Any, tmp_path: Pa
         assert step["timing_wall_s"] == step["wall_s"] > 0
 
 
-def test_in_place_outputs_are_snapshotted(demo: Any, tmp_path: Path) -> None:
-    """add_bias writes the Q/K/V bias into the matmul's output: blk.0.attn_q's statistics must
-    be of the values before the bias, though the batch reads its tensors after the step."""
+def test_a_biased_matmul_node_is_its_product_plus_the_bias(demo: Any, tmp_path: Path) -> None:
+    """qwen2's q/k/v biases are part of their matmul nodes (mmvq's epilogue on the GPU): the
+    node's output, and its statistics, are x W^T + b, and nothing overwrites them later."""
+    from tracekit.kernels.dequant import ref_dequantize_f32
+
     g = list(demo.graph)
-    assert [n.name for n, c in zip(g, overwritten_in_place(g), strict=True) if c] == [
-        f"blk.{il}.attn_{p}" for il in range(demo.config.n_layer) for p in "qkv"
-    ]
+    assert not any(overwritten_in_place(g))
     steps: list[dict[str, Any]] = []
     _record(demo, tmp_path / "t.json", steps=0, on_step=steps.append)
     (outs,) = _outputs(demo, [[5, 17, 99, 300]])
-    q, qb = outs["blk.0.attn_q"], outs["blk.0.attn_q.bias"]
-    assert not np.array_equal(q, qb)  # the bias changes the values: the test can fail
+    node = demo.graph["blk.0.attn_q"]
+    t = demo.tensors[node.weight]
+    w, _ = ref_dequantize_f32(t.raw(), t.qtype, t.shape)
+    b = demo.tensors[node.attrs["bias"]].raw().view(np.float32)
+    x = outs["blk.0.attn_norm"]
+    assert np.abs(b).max() > 0  # the bias changes the values: the test can fail
+    np.testing.assert_allclose(outs["blk.0.attn_q"], x @ w.T + b, rtol=1e-5, atol=1e-5)
     rec = {n.name: r for n, r in zip(g, steps[0]["nodes"], strict=True)}
-    axes = heatmap_axes(demo.graph["blk.0.attn_q"])
-    assert rec["blk.0.attn_q"]["stats"] == compact_stats(tensor_stats(q, axes=axes))
-    assert rec["blk.0.attn_q"]["stats"] != compact_stats(tensor_stats(qb, axes=axes))
-    assert rec["blk.0.attn_q.bias"]["stats"] == compact_stats(tensor_stats(qb, axes=axes))
+    axes = heatmap_axes(node)
+    assert rec["blk.0.attn_q"]["stats"] == compact_stats(
+        tensor_stats(outs["blk.0.attn_q"], axes=axes)
+    )
+
+
+def test_a_bias_after_a_fused_projection_is_in_place(demo: Any) -> None:
+    """A fused q/k/v (phi3's attn_qkv) with biases keeps them as add_bias nodes after the
+    slices, in place: the full pass snapshots the slices' outputs (record.overwritten_in_place)."""
+    import dataclasses
+
+    from tracekit.runner.graph import build_graph
+
+    cfg = dataclasses.replace(demo.config, fused_qkv=True, qkv_bias=True)
+    g = list(build_graph(cfg))
+    over = [n.name for n, c in zip(g, overwritten_in_place(g), strict=True) if c]
+    assert over == [f"blk.{il}.attn_{p}" for il in range(cfg.n_layer) for p in "qkv"]
+    assert all(g_.op == "slice_cols" for g_ in g if g_.name in over)
 
 
 def test_no_in_place_nodes_without_biases(tmp_path: Path) -> None:
@@ -625,9 +644,18 @@ def test_a_trace_of_the_mmq_path_names_it(demo: Any, tmp_path: Path) -> None:
     assert t["run"]["matmul"] == "mmq"
     ops = {n["id"]: n["op"] for n in t["nodes"]}
     prefill = next(s for s in t["steps"] if s["kind"] == "prefill")
-    kernels = {
-        r["kernel"].rsplit("_", 2)[0] if r["kernel"].startswith("numpy_mmq") else r["kernel"]
-        for n in prefill["nodes"] if ops[n["id"]] == "matmul" and n["shape"][0] > 1
-        for r in n["launches"]
-    }  # fmt: skip
-    assert kernels == {"numpy_quantize_q8", "numpy_mmq"}, kernels
+    biased = {n["id"] for n in t["nodes"] if n["attrs"].get("bias")}
+    kernels, bias_adds = set(), set()
+    for n in prefill["nodes"]:
+        if ops[n["id"]] != "matmul" or n["shape"][0] == 1:
+            continue
+        names = [r["kernel"] for r in n["launches"]]
+        kernels |= {k.rsplit("_", 2)[0] if k.startswith("numpy_mmq") else k for k in names}
+        # after mmq a bias is the node's last launch (mmvq adds it in its epilogue)
+        if n["id"] in biased:
+            assert names[-1] == "add_bias_f32", names
+            bias_adds.add(n["id"])
+        else:
+            assert "add_bias_f32" not in names, names
+    assert kernels == {"numpy_quantize_q8", "numpy_mmq", "add_bias_f32"}, kernels
+    assert bias_adds == biased and biased

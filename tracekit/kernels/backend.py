@@ -181,19 +181,30 @@ class Backend:
     def _dequantize_f32(self, raw: Any, qt: QuantType, shape: tuple[int, int]) -> Any:
         raise KernelInputError(f"the f32 matmul path runs on the numpy backend, not {self.name}")
 
-    def matmul(self, x: Any, w: MatmulWeight) -> Any:
-        """x [nt, k] f32 times w [n, k]ᵀ (from :meth:`matmul_weight`) -> [nt, n] f32, on the path
-        ``matmul.choose_path`` picks; every launch record names that path."""
+    def matmul(self, x: Any, w: MatmulWeight, bias: Any = None) -> Any:
+        """x [nt, k] f32 times w [n, k]ᵀ (from :meth:`matmul_weight`) (+ ``bias`` f32 [n]) ->
+        [nt, n] f32, on the path ``matmul.choose_path`` picks; every launch record names that
+        path. The bias is added in mmvq's / matvec's epilogue (one launch), after a GEMM by
+        ``add_bias_f32`` (the node's last launch)."""
         if not isinstance(w, MatmulWeight):
             raise KernelInputError(
                 f"matmul weight is a {type(w).__name__}, expected a MatmulWeight (matmul_weight)"
             )
-        path = matmul.choose_path(self.matmul_mode, w, int(x.shape[0]) if x.ndim else 0)
-        out, recs = self._matmul_on(path, x, w)
+        matvec.check_bias(bias, w.shape[0])
+        nt = int(x.shape[0]) if x.ndim else 0
+        path = matmul.choose_path(self.matmul_mode, w, nt)
+        epilogue = path == "quant" and not mmq.runs_mmq(w.quant, nt)
+        out, recs = self._matmul_on(path, x, w, bias if epilogue else None)
+        if bias is not None and not epilogue:
+            out, rec = self.impl(KERNEL_OPS["add_bias_f32"])(out, bias)
+            recs = [*recs, rec]
         self.records.extend(matmul.with_path(recs, path))
         return out
 
-    def _matmul_on(self, path: str, x: Any, w: MatmulWeight) -> tuple[Any, list[LaunchRecord]]:
+    def _matmul_on(
+        self, path: str, x: Any, w: MatmulWeight, bias: Any
+    ) -> tuple[Any, list[LaunchRecord]]:
+        """The path's launches; ``bias`` (only on mmvq/matvec) goes into the epilogue."""
         raise NotImplementedError
 
 
@@ -257,17 +268,17 @@ class NumpyBackend(Backend):
     def _dequantize_f32(self, raw, qt, shape):
         return dequant.ref_dequantize_f32(raw, qt, shape)
 
-    def _matmul_on(self, path, x, w):
+    def _matmul_on(self, path, x, w, bias):
         if path == "f32":
             out, rec = matmul.ref_matmul(x, w.cached)
             return out, [rec]
         if path == "quant":  # mmvq's q8 activations for a quantized weight, as the GPU runs it
             if not w.quant.is_quantized:
-                out, rec = matvec.ref_matvec(x, w.raw, w.quant, w.shape)
+                out, rec = matvec.ref_matvec(x, w.raw, w.quant, w.shape, bias)
                 return out, [rec]
             if mmq.runs_mmq(w.quant, int(x.shape[0])):  # a prefill: quantize_q8 + mmq
                 return mmq.ref_mmq(x, w.raw, w.quant, w.shape)
-            out, rec = matvec.ref_mmvq(x, w.raw, w.quant, w.shape)
+            out, rec = matvec.ref_mmvq(x, w.raw, w.quant, w.shape, bias=bias)
             # the GPU's launches: x quantized by its own launch, or in mmvq's prologue
             return out, [matvec.ref_quantize_record(x), rec] if w.quant.mmvq.prequantize else [rec]
         # the f16 path as the GPU runs it: x rounded to f16, the f16 weight, f32 sums
@@ -315,11 +326,11 @@ class CupyBackend(Backend):
     def warm_dequant(self, qt):
         dequant._kernel(dequant.kernel_name(qt))
 
-    def _matmul_on(self, path, x, w):
+    def _matmul_on(self, path, x, w, bias):
         if path == "quant":
             if mmq.runs_mmq(w.quant, int(x.shape[0])):
                 return mmq.launch_mmq(x, w.raw, w.quant, w.shape)
-            return matvec.launch_matvec(x, w.raw, w.quant, w.shape)
+            return matvec.launch_matvec(x, w.raw, w.quant, w.shape, bias=bias)
         if path == "f16-cached":
             return matmul.launch_matmul_f16w(x, w.cached)
         return matmul.launch_matmul_dequant_f16(x, w.raw, w.quant, w.shape)

@@ -135,6 +135,8 @@ def register_stamped(names: Iterable[str]) -> None:
 
 
 NO_STAMP = np.uint64(0)
+#: A null pointer argument (an optional input a kernel skips, e.g. matvec's bias).
+NULL = np.uint64(0)
 
 
 class recording:  # noqa: N801 (a context manager used like a function)

@@ -13,6 +13,9 @@
 // writes token t's output. f32 accumulation throughout (no fast-math): the NumPy reference is
 // the same f32 product of the same exact values, up to summation order.
 //
+// Bias (optional, null for none): out[t, row] = sum + bias[row], one f32 add after the row's
+// sum, the add add_bias_f32 makes: a matmul node with a bias (qwen2's q, k, v) is one launch.
+//
 // Instantiation: matvec.py appends MATVEC_KERNELS(<suffix>, <struct>) for the type it loads, the
 // struct being the type's declared CUDA decoder (tracekit/quants.py's ``device``; float types:
 // FloatBlock<Src*> below), so a type declared there with its decoder plugs in with no edit here.
@@ -92,12 +95,15 @@ __device__ __forceinline__ void matvec_row(const u8* __restrict__ w, const float
 
 #define MV_MAX_WARPS 8  // blockDim.y * blockDim.z <= 8 (256 threads)
 
-// A row's lane sums -> out[t, row]: shuffles within each warp, then (WPR > 1) the row's warps
-// meet in shared memory in a fixed order. Every thread of the block calls it (its barriers);
-// the last barrier lets a grid-strided caller reuse part for its next row.
+// A row's lane sums (+ bias[row]) -> out[t, row]: shuffles within each warp, then (WPR > 1) the
+// row's warps meet in shared memory in a fixed order. Every thread of the block calls it (its
+// barriers); the last barrier lets a grid-strided caller reuse part for its next row.
+__device__ __forceinline__ float with_bias(float s, const float* __restrict__ bias, int row) {
+    return bias ? __fadd_rn(s, __ldg(bias + row)) : s;
+}
 template <int NT>
 __device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* __restrict__ out,
-                                          int row, int n) {
+                                          int row, int n, const float* __restrict__ bias) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
 #pragma unroll
@@ -107,7 +113,7 @@ __device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* 
     if (blockDim.y == 1) {
 #pragma unroll
         for (int t = 0; t < NT; ++t)
-            if (lane == t && row < n) out[(i64)t * n + row] = acc[t];
+            if (lane == t && row < n) out[(i64)t * n + row] = with_bias(acc[t], bias, row);
         return;
     }
     const int wslot = threadIdx.z * blockDim.y + threadIdx.y;
@@ -118,7 +124,7 @@ __device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* 
     if (threadIdx.y == 0 && lane < NT && row < n) {
         float s = 0.0f;
         for (int y = 0; y < blockDim.y; ++y) s += part[threadIdx.z * blockDim.y + y][lane];
-        out[(i64)lane * n + row] = s;
+        out[(i64)lane * n + row] = with_bias(s, bias, row);
     }
     __syncthreads();
 }
@@ -130,7 +136,7 @@ __device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* 
 template <class T, int NT>
 __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* __restrict__ x,
                                        float* __restrict__ out, int n, int k, int ts, int qk,
-                                       int fast) {
+                                       int fast, const float* __restrict__ bias) {
     __shared__ float part[MV_MAX_WARPS][NT];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
         __trap();
@@ -145,16 +151,17 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
         else
             matvec_row<T, NT>(w, x, acc, k);
     }
-    write_row<NT>(acc, part, out, row, n);
+    write_row<NT>(acc, part, out, row, n, bias);
 }
 
 #define MATVEC_KERNEL(suffix, T, NT)                                                           \
     extern "C" __global__ void __launch_bounds__(256)                                          \
         matvec_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,       \
                                 float* __restrict__ out, int n, int k, int ts, int qk,         \
-                                int fast, unsigned long long* stamp) {                         \
+                                int fast, const float* __restrict__ bias,                      \
+                                unsigned long long* stamp) {                                   \
         const LaunchStamp launch_stamp(stamp);                                                \
-        matvec<T, NT>(raw, x, out, n, k, ts, qk, fast);                                        \
+        matvec<T, NT>(raw, x, out, n, k, ts, qk, fast, bias);                                  \
     }
 
 // One kernel per token count 1..8 (MAX_NT in matvec.py), for matvec and mmvq alike.
@@ -241,7 +248,8 @@ __device__ __forceinline__ void prefetch_row_l2(const u8* raw, i64 row_bytes, in
 template <class T, int NT, bool QX>
 __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __restrict__ x,
                                      const int* gxr,
-                                     float* __restrict__ out, int n, int k, int ts, int qk) {
+                                     float* __restrict__ out, int n, int k, int ts, int qk,
+                                     const float* __restrict__ bias) {
     using C = Codes<T>;
     constexpr int NG = C::NG;
     __shared__ float part[MV_MAX_WARPS][NT];
@@ -306,7 +314,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
             }
         }
         loaded = false;
-        write_row<NT>(acc, part, out, row, n);
+        write_row<NT>(acc, part, out, row, n, bias);
     }
 }
 
@@ -319,16 +327,16 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     extern "C" __global__ void __launch_bounds__(256, MMVQ_MIN_BLOCKS)                         \
         mmvq_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,         \
                               float* __restrict__ out, int n, int k, int ts, int qk,           \
-                              unsigned long long* stamp) {                                     \
+                              const float* __restrict__ bias, unsigned long long* stamp) {     \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq<T, NT, false>(raw, x, nullptr, out, n, k, ts, qk);                                \
+        mmvq<T, NT, false>(raw, x, nullptr, out, n, k, ts, qk, bias);                          \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256, MMVQ_MIN_BLOCKS)                         \
         mmvq_qx_##suffix##_n##NT(const u8* __restrict__ raw, const int* xr,                    \
-                                 float* __restrict__ out, int n, int k, int ts,                \
-                                 int qk, unsigned long long* stamp) {                          \
+                                 float* __restrict__ out, int n, int k, int ts, int qk,        \
+                                 const float* __restrict__ bias, unsigned long long* stamp) {  \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk);                                \
+        mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk, bias);                          \
     }
 
 #define MMVQ_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_KERNEL, suffix, T)

@@ -133,14 +133,40 @@ MATH_MMVQ, MATH_FLOAT = "int8_dp4a", "f32_cuda_core"
 
 
 def _record(
-    name: str, geo: Geometry | None, raw: Any, x: Any, out: Any, math: str, **extra: Any
+    name: str,
+    geo: Geometry | None,
+    raw: Any,
+    x: Any,
+    out: Any,
+    math: str,
+    bias: Any = None,
+    **extra: Any,
 ) -> LaunchRecord:
     nt, k = (int(s) for s in x.shape)
     n = int(out.shape[1])
+    if bias is not None:  # the epilogue's add: one more read stream, one flop an output
+        extra["epilogue"] = "bias"
     return LaunchRecord.of(
-        name, geo, reads=[raw, x], writes=[out], flops=2 * nt * n * k, path=PATH,
-        math_path=math, **extra,
+        name, geo, reads=[raw, x] + ([bias] if bias is not None else []), writes=[out],
+        flops=2 * nt * n * k + (nt * n if bias is not None else 0), path=PATH, math_path=math,
+        **extra,
     )  # fmt: skip
+
+
+def check_bias(bias: Any, n: int) -> None:
+    """A matmul bias is f32 [n] (one value per output row), or None."""
+    if bias is None:
+        return
+    if bias.dtype != np.float32 or tuple(bias.shape) != (n,):
+        raise KernelInputError(
+            f"matmul bias is {bias.dtype} {tuple(bias.shape)}, expected float32 ({n},): one "
+            "value per weight row"
+        )
+
+
+def _with_bias(out: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    # the kernels' epilogue: one f32 add per output, as add_bias_f32 makes it
+    return out if bias is None else (out + bias[None, :]).astype(np.float32)
 
 
 def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,9 +194,16 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def ref_mmvq(
-    x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int], *, bound: bool = False
+    x: np.ndarray,
+    raw: np.ndarray,
+    qt: QuantType,
+    shape: tuple[int, int],
+    *,
+    bound: bool = False,
+    bias: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LaunchRecord] | tuple[np.ndarray, LaunchRecord, np.ndarray]:
-    """NumPy reference of ``mmvq_<suffix>`` (1..MAX_NT tokens): :func:`q8_product`.
+    """NumPy reference of ``mmvq_<suffix>`` (1..MAX_NT tokens): :func:`q8_product`, plus
+    ``bias`` (f32 [n]) when given, as the kernel's epilogue adds it.
 
     With ``bound=True`` also returns sum(|term|) per output [nt, n]: the scale against which the
     summation order's rounding is bounded (tests: |gpu - ref| <= 1e-5 of it).
@@ -180,8 +213,10 @@ def ref_mmvq(
     """
     qt = quant_type(qt)
     check(x, raw, qt, shape)
+    check_bias(bias, int(shape[0]))
     out, mag = q8_product(x, raw, qt, shape, bound=bound)
-    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out, MATH_MMVQ)
+    out = _with_bias(out, bias)
+    rec = _record(f"numpy_mmvq_{qt.suffix}", None, raw, x, out, MATH_MMVQ, bias)
     return (out, rec, mag) if bound else (out, rec)
 
 
@@ -242,9 +277,14 @@ def q8_product(
 
 
 def ref_matvec(
-    x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int]
+    x: np.ndarray,
+    raw: np.ndarray,
+    qt: QuantType,
+    shape: tuple[int, int],
+    bias: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LaunchRecord]:
-    """NumPy reference: ``x @ W.T`` in f32, W the exact f32 values gguf-py dequantizes to.
+    """NumPy reference: ``x @ W.T`` in f32, W the exact f32 values gguf-py dequantizes to,
+    plus ``bias`` (f32 [n]) when given.
 
     This is the float weights' kernel's reference, and for a quantized weight the exact product
     mmvq's activation quantization departs from.
@@ -257,9 +297,10 @@ def ref_matvec(
     """
     qt = quant_type(qt)
     check(x, raw, qt, shape)
+    check_bias(bias, int(shape[0]))
     w, _ = dequant.ref_dequantize_f32(raw, qt, tuple(int(s) for s in shape))
-    out = np.matmul(x, w.T)
-    return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out, MATH_FLOAT)
+    out = _with_bias(np.matmul(x, w.T), bias)
+    return out, _record(f"numpy_matvec_{qt.suffix}", None, raw, x, out, MATH_FLOAT, bias)
 
 
 # Per type (its declaration's ``mmvq``, quants.MmvqConfig): whether mmvq takes x quantized by
@@ -371,6 +412,7 @@ def launch_matvec(
     min_blocks: int | None = None,
     prequantize: bool | None = None,
     prefetch: bool = MMVQ_PREFETCH,
+    bias: Any = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -382,6 +424,7 @@ def launch_matvec(
             for mmvq.
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
+        bias: optional CuPy f32 [n], added to every output row in the kernel's epilogue.
         rows_per_block, unroll, wpr, warps_per_sm, min_blocks, prequantize: the kernel
             configuration (the bench sweeps them; None: ROWS_PER_BLOCK / MMVQ_ROWS_PER_BLOCK,
             wpr :func:`warps_per_row`, the others the type's ``mmvq`` (quants.MmvqConfig)).
@@ -404,16 +447,21 @@ def launch_matvec(
             f"matvec x starts {x.data.ptr % 16} bytes past a 16-byte boundary; it must be aligned"
         )
     o = device_out(out, (nt, n), np.float32, "matvec out")
+    check_bias(bias, n)
+    if bias is not None:
+        require_device(bias, "matvec bias")
+    b = cuda.NULL if bias is None else bias
     ts, qk = block_sizes(qt)
     if not qt.is_quantized:
         geo = geometry(n, k, rows_per_block or ROWS_PER_BLOCK, wpr)
         fast = np.int32(raw.data.ptr % 16 == 0)  # Fast<T> decoders need 16-byte aligned blocks
         args = (
-            raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, cuda.NO_STAMP,
+            raw, x, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), fast, b,
+            cuda.NO_STAMP,
         )  # fmt: skip
         fn = _kernel(qt.suffix, nt, unroll or UNROLL, qt.mmvq.min_blocks)  # (mmvq's only)
         cuda.launch(fn, geo.grid, geo.block, args)
-        return o, [_record(kernel_name(qt, nt), geo, raw, x, o, MATH_FLOAT)]
+        return o, [_record(kernel_name(qt, nt), geo, raw, x, o, MATH_FLOAT, bias)]
     if raw.data.ptr % 16:
         raise KernelInputError(
             f"mmvq weight starts {raw.data.ptr % 16} bytes past a 16-byte boundary; it must be "
@@ -424,7 +472,7 @@ def launch_matvec(
     warps_per_sm = cfg.warps_per_sm if warps_per_sm is None else warps_per_sm
     if cfg.prequantize if prequantize is None else prequantize:
         return o, _launch_qx(
-            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch
+            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias
         )
     sms, smem_max = _device_limits()
     per_launch = max(1, min(nt, smem_max // mmvq_shared_bytes(1, k)))
@@ -442,10 +490,12 @@ def launch_matvec(
         )
         fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks, prefetch)
         cuda.allow_dynamic_shared(fn, smem)
-        args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
+        args = (
+            raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b, cuda.NO_STAMP,
+        )  # fmt: skip
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
         recs.append(
-            _record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, shared_bytes=smem)
+            _record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, bias, shared_bytes=smem)
         )
     return o, recs
 
@@ -453,7 +503,7 @@ def launch_matvec(
 def _launch_qx(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any,
     rows_per_block: int | None, unroll: int | None, wpr: int | None, min_blocks: int,
-    prefetch: bool,
+    prefetch: bool, bias: Any,
 ) -> list[LaunchRecord]:  # fmt: skip
     """quantize_q8_n<nt> (x -> 8 bits in global memory, one thread per run of 32) then
     mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches."""
@@ -471,10 +521,14 @@ def _launch_qx(
     geo = geometry(n, k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
     fn = mod.get_function(qx_kernel_name(qt, nt))
-    args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), cuda.NO_STAMP)
+    b = cuda.NULL if bias is None else bias
+    args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b, cuda.NO_STAMP)
     cuda.launch(fn, geo.grid, geo.block, args)
-    rec = LaunchRecord.of(qx_kernel_name(qt, nt), geo, reads=[raw, xr], writes=[o],
-                          flops=2 * nt * n * k, path=PATH, math_path=MATH_MMVQ)  # fmt: skip
+    extra = {"epilogue": "bias"} if bias is not None else {}
+    rec = LaunchRecord.of(
+        qx_kernel_name(qt, nt), geo, reads=[raw, xr] + ([bias] if extra else []), writes=[o],
+        flops=2 * nt * n * k + (nt * n if extra else 0), path=PATH, math_path=MATH_MMVQ, **extra,
+    )  # fmt: skip
     return [qrec, rec]
 
 

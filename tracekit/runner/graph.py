@@ -134,8 +134,13 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
     if c.embed_scale != 1.0:
         x = g.add("token_embd.scale", "scale", (x,), (NT, e), scale=c.embed_scale)
 
-    def matmul(name: str, inp: str, tensor: str, n: int, k: int, il: int) -> str:
-        return g.add(name, "matmul", (inp, f"weight:{tensor}"), (NT, n), il, n=n, k=k)
+    def matmul(
+        name: str, inp: str, tensor: str, n: int, k: int, il: int, bias: str | None = None
+    ) -> str:
+        if bias is None:
+            return g.add(name, "matmul", (inp, f"weight:{tensor}"), (NT, n), il, n=n, k=k)
+        return g.add(name, "matmul", (inp, f"weight:{tensor}", f"weight:{bias}"), (NT, n), il,
+                     n=n, k=k, bias=bias)  # fmt: skip
 
     def slice_cols(name: str, inp: str, start: int, width: int, il: int) -> str:
         # phi3's fused outputs, split into contiguous parts (llama.cpp takes views)
@@ -156,9 +161,10 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
         for part, heads in (("q", c.n_head), ("k", c.n_head_kv), ("v", c.n_head_kv)):
             if c.fused_qkv:
                 y = slice_cols(f"{b}attn_{part}", fused, starts[part], heads * hd, il)
-            else:
-                y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il)
-            if c.qkv_bias:
+            else:  # a bias is the matmul node's (one launch on decode: mmvq's epilogue)
+                bias = f"{b}attn_{part}.bias" if c.qkv_bias else None
+                y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il, bias)
+            if c.qkv_bias and c.fused_qkv:
                 y = g.add(f"{b}attn_{part}.bias", "add_bias",
                           (y, f"weight:{b}attn_{part}.bias"), (NT, heads * hd), il,
                           inplace=True)  # fmt: skip

@@ -236,4 +236,8 @@ def matmul(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     k = int(node.attrs["k"])
     if x.ndim != 2 or int(x.shape[1]) != k:
         raise _fail(node, f"input {tuple(x.shape)} is not [rows, k={k}]")
-    return be.matmul(x, w)
+    # a projection's bias (qwen2's q, k, v) is part of the node: in mmvq's epilogue on decode
+    bias = st.weights.vectors[node.attrs["bias"]] if node.attrs.get("bias") else None
+    if bias is not None and int(bias.shape[0]) != w.shape[0]:
+        raise _fail(node, f"bias {tuple(bias.shape)} does not match the weight's {w.shape[0]} rows")
+    return be.matmul(x, w, bias)
