@@ -154,7 +154,7 @@ def test_a_replayed_launch_reads_n_past_from_positions():
     out = cp.full((40, 4 * 64), np.nan, np.float32)
     tape = cuda.LaunchTape()
     with cuda.recording(tape):
-        _, rec = launch_attention_f32(dq, dk, dv, 5, 0.125, out=out, positions=pos)
+        _, rec = launch_attention_f32(dq, dk, dv, 5, 0.125, out=out, positions=pos, tiled=True)
     assert rec.kernel == "attention_tiled_f32_d64" and len(tape) == 1
     pos[:] = cp.arange(9, 49, dtype=cp.int32)
     out.fill(np.nan)

@@ -79,6 +79,7 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
     assert t["run"]["matmul"] == mode and t["run"]["w16_cache"] == cache
     cached = "f16-cached" if cache == "on" else "f16-per-call"
     ops = {n["id"]: n["op"] for n in t["nodes"]}
+    node_attrs = {n["id"]: n["attrs"] for n in t["nodes"]}
     seen = set()
     for s in t["steps"]:
         for n in s["nodes"]:
@@ -92,9 +93,10 @@ def test_the_trace_names_the_path_that_ran(demo, tmp_path, mode, cache):
             kernels = [r["kernel"] for r in n["launches"]]
             assert paths == {want}, (s["kind"], rows, kernels)
             seen.add(want)
-            if want == "quant" and rows > MAX_NT:  # a prefill: quantize_q8 + mmq
+            biased = bool(node_attrs[n["id"]].get("bias"))
+            if want == "quant" and rows > MAX_NT:  # a prefill: quantize_q8 + mmq (+ its bias)
                 assert kernels[0] == "quantize_q8" and kernels[1].startswith("mmq_"), kernels
-                assert len(kernels) == 2
+                assert kernels[2:] == (["add_bias_f32"] if biased else []), kernels
                 seen.add("mmq")
             elif want == "quant":
                 assert kernels[-1].startswith(("mmvq_", "matvec_")) and len(kernels) <= 2

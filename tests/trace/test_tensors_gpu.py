@@ -71,15 +71,15 @@ def test_dump_under_cuda_graph_matches_the_dispatch_chain(
             key = f"s{step['index']}/{names[r['id']]}"
             if key in dg and r["stats"] is not None:
                 assert float(np.abs(dg[key]).max()) == pytest.approx(r["stats"]["absmax"], 1e-6)
-    if capture == "full":  # the in-graph copy: attn_v before its in-place bias
-        k = f"s{len(tg['steps']) - 1}/blk.0.attn_v"
-        assert not np.array_equal(dg[k], dg[k + ".bias"])
 
 
-def test_timing_graph_refuses_an_inplace_dump(demo: Path, tmp_path: Path, capsys) -> None:
+def test_timing_graph_dumps_a_biased_matmul(demo: Path, tmp_path: Path) -> None:
+    # attn_v's bias is part of its node (no later node overwrites it): a timing graph keeps it
+    out = tmp_path / "x.json"
     rc = main(["record-trace", str(demo), "--backend", "cupy", "--cuda-graph", "--capture",
-               "timing", "--dump", r"blk\.0\.attn_v", "-o", str(tmp_path / "x.json")])  # fmt: skip
-    assert rc == 2 and "use --capture full" in capsys.readouterr().err
+               "timing", "--dump", r"blk\.0\.attn_v", "-o", str(out)])  # fmt: skip
+    t = load_trace(out)
+    assert rc == 0 and any(k.endswith("/blk.0.attn_v") for k in load_tensors(t, out))
 
 
 @pytest.mark.parametrize("graph", [False, True])
@@ -108,13 +108,15 @@ def test_smollm2_gpu_vs_cpu_passes(tmp_path: Path) -> None:
         assert not r.diverged, r.text()
 
 
-def test_plus_0_01_localized_gpu_vs_cpu(demo: Path, tmp_path: Path) -> None:
+def test_plus_0_1_localized_gpu_vs_cpu(demo: Path, tmp_path: Path) -> None:
+    # the bias is part of blk.1.attn_v, judged at the matmul's f16 tolerance (2e-2 of the
+    # node's absmax): +0.01 stays under it on this path, +0.1 does not
     bad = tmp_path / "bias.gguf"
-    plant(demo, bad, "blk.1.attn_v.bias", 17, 0.01)
+    plant(demo, bad, "blk.1.attn_v.bias", 17, 0.1)
     g = rec(bad, tmp_path / "g.json", "cupy", "--dump", ".*")
     c = rec(demo, tmp_path / "c.json", "numpy", "--matmul", "quant", "--dump", ".*")
     r = diff(g, c)
-    print(f"\n+0.01 blk.1.attn_v.bias[17], GPU vs CPU:\n{r.text()}")
+    print(f"\n+0.1 blk.1.attn_v.bias[17], GPU vs CPU:\n{r.text()}")
     fi = r.tensors.first_introduced
-    assert fi is not None and (fi.step, fi.node) == ("prefill", "blk.1.attn_v.bias"), r.text()
+    assert fi is not None and (fi.step, fi.node) == ("prefill", "blk.1.attn_v"), r.text()
     assert fi.peak[-1] == 17
