@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 
 from tracekit.kernels.attention import (
+    SPLIT_MIN_KEYS,
     attention_kernel,
+    attention_splits,
     launch_attention_f32,
     launch_kv_store_f32,
     ref_attention_f32,
     ref_kv_store_f32,
 )
 from tracekit.kernels.checks import KernelInputError
+from tracekit.kernels.elementwise import sm_count
 from tracekit.kernels.matmul import launch_matmul_f16w
 from tracekit.kernels.stats import StatsBatch, decode_heatmap, tensor_stats
 
@@ -37,6 +40,66 @@ def poisoned(shape, dtype=np.float32):
 # The kernel sums q·k over lanes in a different order than NumPy's matmul and uses expf in an
 # online softmax: agreement to 1e-5 absolute + 1e-4 relative on O(1) outputs (inputs ~N(0,1)).
 ATOL, RTOL = 1e-5, 1e-4
+
+
+@pytest.mark.parametrize("hd", [64, 80, 128, 256])
+@pytest.mark.parametrize(
+    "nt,n_past,n_head,n_kv,window,softcap",
+    [
+        (1, 0, 14, 2, 0, 0.0),  # one key: one range, the other splits empty
+        (1, SPLIT_MIN_KEYS - 1, 14, 2, 0, 0.0),  # one range of 16 keys
+        (1, SPLIT_MIN_KEYS, 14, 2, 0, 0.0),  # 17 keys: two ranges, the second of one key
+        (1, 127, 32, 8, 0, 0.0),  # Llama-3-8B's heads at the end of tg128
+        (1, 1000, 14, 2, 0, 30.0),  # a long cache, soft-capped
+        (1, 900, 8, 1, 64, 0.0),  # a window: the ranges split [pos - 63, pos] only
+        (3, 45, 4, 2, 0, 0.0),  # three queries, each its own key count
+    ],
+)
+def test_split_k_decode_matches_reference(nt, n_past, n_head, n_kv, window, softcap, hd):
+    """attention_f32 with its keys split over grid.z blocks (split-K, merged by the last block
+    of each (token, head)): the reference's result at every split count the device picks,
+    also when the same launch is replayed at later positions (the ranges come from past[0])."""
+    from tracekit.kernels import cuda
+
+    cp = _cp()
+    rng = np.random.default_rng(n_past + hd)
+    n_ctx = n_past + nt + 40
+    q = rng.standard_normal((nt, n_head, hd), dtype=np.float32)
+    k = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    v = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    dq, dk, dv = cp.asarray(q), cp.asarray(k), cp.asarray(v)
+    pos = cp.arange(n_past, n_past + nt, dtype=cp.int32)
+    out = poisoned((nt, n_head * hd))
+    tape = cuda.LaunchTape()
+    with cuda.recording(tape):
+        _, rec = launch_attention_f32(dq, dk, dv, n_past, hd**-0.5, window, softcap, out, pos)
+    assert len(tape) == 1
+    splits = attention_splits(nt, n_head, n_ctx, sm_count())
+    assert rec.kernel == "attention_f32" and rec.grid == (nt, n_head, splits) and splits > 1
+    want, _ = ref_attention_f32(q, k, v, n_past, hd**-0.5, window, softcap)
+    np.testing.assert_allclose(out.get(), want, atol=ATOL, rtol=RTOL)
+    for later in (n_past + 7, n_past + 39):  # the recorded launch, replayed further on
+        pos[:] = cp.arange(later, later + nt, dtype=cp.int32)
+        out.fill(np.nan)
+        fn, grid, block, args, smem = tape.entries[0]
+        fn(grid, block, args, shared_mem=smem)
+        want, _ = ref_attention_f32(q, k, v, later, hd**-0.5, window, softcap)
+        np.testing.assert_allclose(out.get(), want, atol=ATOL, rtol=RTOL, err_msg=str(later))
+
+
+def test_split_k_nan_key_poisons_only_the_queries_that_see_it():
+    cp = _cp()
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 14, 64), dtype=np.float32)
+    k = rng.standard_normal((300, 2, 64), dtype=np.float32)
+    v = rng.standard_normal((300, 2, 64), dtype=np.float32)
+    k[150, 1, 3] = np.nan  # kv head 1: q heads 7..13
+    out = poisoned((1, 14 * 64))
+    launch_attention_f32(cp.asarray(q), cp.asarray(k), cp.asarray(v), 250, 0.125, out=out)
+    got = out.get().reshape(14, 64)
+    assert np.isnan(got[7:]).all() and np.isfinite(got[:7]).all()
+    want, _ = ref_attention_f32(q, k, v, 250, 0.125)
+    np.testing.assert_allclose(got[:7], want.reshape(14, 64)[:7], atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("hd", [64, 128])
@@ -70,8 +133,9 @@ def test_attention_matches_reference(nt, n_past, n_head, n_kv, window, softcap, 
     np.testing.assert_allclose(got.get(), want, atol=ATOL, rtol=RTOL)
     cfg = attention_kernel(nt, hd)  # the tiled kernel from its bucket's min_nt queries on
     if cfg is None:
-        assert rec.kernel == "attention_f32"
-        assert rec.grid == (nt, n_head, 1) and rec.block == (128, 1, 1)
+        splits = attention_splits(nt, n_head, n_ctx, sm_count())
+        assert rec.kernel == "attention_f32" and rec.extra["splits"] == splits
+        assert rec.grid == (nt, n_head, splits) and rec.block == (128, 1, 1)
     else:
         assert rec.kernel == cfg.name and rec.grid == (-(-nt // cfg.bq), n_head, 1)
     assert (rec.bytes_read, rec.bytes_written, rec.flops) == (

@@ -1,8 +1,15 @@
 // Attention with a KV cache (launched by tracekit/kernels/attention.py).
 //
 //   kv_store_f32:   cache[start*row_elems + i] = x[i], i < n (a grid-stride copy of nt rows).
-//   attention_f32:  one block of ATT_THREADS threads per (token t, head h): grid (nt, n_head).
-//                   Decode and short steps (nt below the bucket's attention.TileConfig.min_nt).
+//   attention_f32:  one block of ATT_THREADS threads per (token t, head h, key split z): grid
+//                   (nt, n_head, S). Decode and short steps (nt below the bucket's
+//                   attention.TileConfig.min_nt). S > 1 (split-K, attention.attention_splits:
+//                   a decode step has only n_head blocks otherwise) splits the query's keys
+//                   into S contiguous ranges of >= ATT_SPLIT_MIN_KEYS keys, computed from the
+//                   device's n_past, so a replayed grid stays right at every position; each
+//                   block writes its range's (max, sum, unnormalised output) to part, and the
+//                   last block of (t, h) to finish (an atomic count, reset by that block)
+//                   merges the S ranges in split order (deterministic) into out.
 //   attention_tiled_f32_d<D>: one block of ATT_TILE_TX * ATT_TILE_TY threads per (tile of BQ
 //                   queries, head h): grid (ceil(nt / BQ), n_head), dynamic shared memory
 //                   attention.TileConfig.shared_bytes; head_dim <= D (D = 64, 128, 256; the
@@ -52,12 +59,16 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+#ifndef ATT_SPLIT_MIN_KEYS
+#error "compile with attention.kernel_defines(): -DATT_SPLIT_MIN_KEYS"
+#endif
+
 extern "C" __global__ void attention_f32(const float* __restrict__ q,
                                          const float* __restrict__ k_cache,
                                          const float* __restrict__ v_cache,
                                          float* __restrict__ out, int n_head, int n_kv, int hd,
                                          int n_past, int window, float scale, float softcap,
-                                         const int* __restrict__ past,
+                                         const int* __restrict__ past, float* part, int* count,
                                          unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
     if (past != nullptr) n_past = past[0];
@@ -81,7 +92,14 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
 #pragma unroll
     for (int i = 0; i < ATT_PER_LANE; ++i) acc[i] = 0.0f;
 
-    for (long long j = lo + warp; j <= pos; j += ATT_WARPS) {
+    // split z's keys: [j0, j1], the z-th of `active` near-equal ranges of [lo, pos]
+    const int z = blockIdx.z, S = gridDim.z;
+    const long long n_keys = pos - lo + 1;
+    const long long active =
+        min((long long)S, (n_keys + ATT_SPLIT_MIN_KEYS - 1) / ATT_SPLIT_MIN_KEYS);
+    const long long chunk = (n_keys + active - 1) / active;
+    const long long j0 = lo + z * chunk, j1 = min(pos, j0 + chunk - 1);  // empty: z >= active
+    for (long long j = j0 + warp; j <= j1; j += ATT_WARPS) {
         const float* krow = k_cache + j * kv_row + (long long)kh * hd;
         const float* vrow = v_cache + j * kv_row + (long long)kh * hd;
         float part = 0.0f;
@@ -125,13 +143,48 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
         wt[w] = sm[w] == NEG_INF ? 0.0f : expf(sm[w] - M);
         L += sl[w] * wt[w];
     }
-    float* orow = out + ((long long)t * n_head + h) * hd;
+    const long long th = (long long)t * n_head + h;
+    float* orow = out + th * hd;
+    float* prow = part + (th * S + z) * (hd + 2);  // S > 1: this split's [o[hd], M, L]
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
         float o = 0.0f;
         for (int w = 0; w < ATT_WARPS; ++w)
             if (wt[w] != 0.0f) o += sacc[w][d] * wt[w];
-        orow[d] = o / L;
+        if (S == 1)
+            orow[d] = o / L;
+        else
+            prow[d] = o;
     }
+    if (S == 1) return;
+    if (threadIdx.x == 0) {
+        prow[hd] = M;
+        prow[hd + 1] = L;
+    }
+    // The last of the S blocks of (t, h) merges: every block's partial is visible (fence)
+    // before its count, and the merging block reads them from L2 (__ldcg), not its L1.
+    __shared__ int merging;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) merging = atomicAdd(count + th, 1) == S - 1;
+    __syncthreads();
+    if (!merging) return;
+    __threadfence();
+    const float* pth = part + th * S * (hd + 2);
+    float MM = NEG_INF, LL = 0.0f;
+    for (int u = 0; u < S; ++u) MM = fmaxf(MM, __ldcg(pth + u * (hd + 2) + hd));
+    for (int u = 0; u < S; ++u) {  // as the warps' merge: an empty range weighs nothing
+        const float mu = __ldcg(pth + u * (hd + 2) + hd);
+        LL += __ldcg(pth + u * (hd + 2) + hd + 1) * (mu == NEG_INF ? 0.0f : expf(mu - MM));
+    }
+    for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
+        float o = 0.0f;
+        for (int u = 0; u < S; ++u) {
+            const float mu = __ldcg(pth + u * (hd + 2) + hd);
+            if (mu != NEG_INF) o += __ldcg(pth + u * (hd + 2) + d) * expf(mu - MM);
+        }
+        orow[d] = o / LL;
+    }
+    if (threadIdx.x == 0) count[th] = 0;  // ready for the next launch (a replay reuses it)
 }
 
 // ---- attention_tiled_f32: flash-attention-2 on CUDA cores, for prefill-sized steps ----------

@@ -238,6 +238,44 @@ def ref_attention_f32(
 ATT_THREADS = 128
 KV_BLOCK = 256
 
+#: attention_f32's key splits (split-K): a decode step has only n_head (token, head) blocks, each
+#: walking its keys one per warp, a global load's latency per key (64 µs at 512 keys for 14
+#: heads on the H200, scripts/bench_attention.py); up to MAX_SPLITS blocks share a query's keys,
+#: each range at least SPLIT_MIN_KEYS keys (4 per warp), as many as make about two blocks per SM.
+MAX_SPLITS = 32
+SPLIT_MIN_KEYS = 16
+
+
+def attention_splits(nt: int, n_head: int, n_ctx: int, sms: int) -> int:
+    """attention_f32's grid.z for ``nt`` queries of ``n_head`` heads over a cache of ``n_ctx``
+    rows on ``sms`` SMs: 1 when the (token, head) blocks already fill the GPU twice, else enough
+    splits for about 2 blocks per SM, at most :data:`MAX_SPLITS` and one per SPLIT_MIN_KEYS cache
+    rows. The kernel divides the keys it sees at run time into at most this many ranges."""
+    blocks = nt * n_head
+    if blocks >= 2 * sms:
+        return 1
+    return max(1, min(MAX_SPLITS, ceil_div(2 * sms, blocks), ceil_div(n_ctx, SPLIT_MIN_KEYS)))
+
+
+_SPLIT_SCRATCH: dict[tuple[int, ...], tuple[Any, Any]] = {}
+
+
+def _split_scratch(nt: int, n_head: int, splits: int, hd: int) -> tuple[Any, Any]:
+    """The split-K partials (f32 [nt n_head splits (hd + 2)]) and arrival counts (int32 [nt
+    n_head], zero; the merging block resets its count) of attention_f32, one pair per stream
+    and shape: launches on one stream run in order, so the layers of a step share them, and a
+    recorded step's replay finds them where it was recorded."""
+    import cupy
+
+    key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, nt, n_head, splits, hd)
+    got = _SPLIT_SCRATCH.get(key)
+    if got is None:
+        part = cupy.empty(nt * n_head * splits * (hd + 2), cupy.float32)
+        count = cupy.zeros(nt * n_head, cupy.int32)
+        got = _SPLIT_SCRATCH[key] = (part, count)
+    return got
+
+
 #: The tiled kernel's thread layout (attention.cu's ATT_TILE_TX x ATT_TILE_TY): TILE_TX lanes
 #: share a query row (its keys in the score tile, its head_dim columns in O; a half warp, so
 #: the row's max and sum are shuffles), TILE_TY row groups. 128 threads: 4 warps.
@@ -329,6 +367,7 @@ def kernel_defines() -> tuple[str, ...]:
         f"-DATT_MAX_HD={MAX_HEAD_DIM}",
         f"-DATT_TILE_TX={TILE_TX}",
         f"-DATT_TILE_TY={TILE_TY}",
+        f"-DATT_SPLIT_MIN_KEYS={SPLIT_MIN_KEYS}",
     )
 
 
@@ -395,14 +434,17 @@ def launch_kv_store_f32(
     return cache, LaunchRecord.of("kv_store_f32", geo, reads=[x], writes=[x])
 
 
-def attention_geometry(nt: int, n_head: int) -> Geometry:
-    """One block of 128 threads per (token, head): grid (nt, n_head); every thread works."""
+def attention_geometry(nt: int, n_head: int, splits: int = 1) -> Geometry:
+    """One block of 128 threads per (token, head, key split): grid (nt, n_head, splits);
+    every thread works (a split with no keys left still merges its empty range)."""
     from tracekit.kernels.launch import MAX_GRID_X, MAX_GRID_YZ
 
-    if nt > MAX_GRID_X or n_head > MAX_GRID_YZ:
-        raise KernelInputError(f"attention grid ({nt} tokens, {n_head} heads) is over the limits")
-    threads = nt * n_head * ATT_THREADS
-    return Geometry((nt, n_head, 1), (ATT_THREADS, 1, 1), threads)
+    if nt > MAX_GRID_X or n_head > MAX_GRID_YZ or splits > MAX_GRID_YZ:
+        raise KernelInputError(
+            f"attention grid ({nt} tokens, {n_head} heads, {splits} splits) is over the limits"
+        )
+    threads = nt * n_head * splits * ATT_THREADS
+    return Geometry((nt, n_head, splits), (ATT_THREADS, 1, 1), threads)
 
 
 def attention_tiled_geometry(nt: int, n_head: int, cfg: TileConfig) -> Geometry:
@@ -444,7 +486,7 @@ def launch_attention_f32(
     Raises:
         KernelInputError: as the reference, a head_dim over 256, or a host array.
     """
-    from tracekit.kernels.cuda import NO_STAMP, kernel, run
+    from tracekit.kernels.cuda import NO_STAMP, NULL, kernel, run
     from tracekit.kernels.elementwise import device_out, require_device
 
     n_past, window, scale, softcap = int(n_past), int(window), float(scale), float(softcap)
@@ -459,8 +501,13 @@ def launch_attention_f32(
     tail = (np.float32(scale), np.float32(softcap), past, NO_STAMP)
     cfg = attention_kernel(nt, hd, tiled)
     if cfg is None:
-        name, geo, smem, extra = "attention_f32", attention_geometry(nt, n_head), 0, {}
-        args = (q, k_cache, v_cache, o, *shape, *tail)
+        from tracekit.kernels.elementwise import sm_count
+
+        splits = attention_splits(nt, n_head, int(k_cache.shape[0]), sm_count())
+        geo = attention_geometry(nt, n_head, splits)
+        name, smem, extra = "attention_f32", 0, {"splits": splits}
+        part, count = _split_scratch(nt, n_head, splits, hd) if splits > 1 else (NULL, NULL)
+        args = (q, k_cache, v_cache, o, *shape, *tail[:3], part, count, NO_STAMP)
     else:
         name, geo, smem = cfg.name, attention_tiled_geometry(nt, n_head, cfg), cfg.shared_bytes
         extra = {"shared_bytes": smem}

@@ -119,3 +119,8 @@ inline float __shfl_xor_sync(unsigned int, float v, int lane_mask) {
     tk_host::yield();
     return r;
 }
+// One OS thread runs every fiber: a fence orders nothing more, an atomic is a plain update.
+inline void __threadfence() {}
+inline int atomicAdd(int* p, int v) { const int old = *p; *p = old + v; return old; }
+template <class T>
+inline T __ldcg(const T* p) { return *p; }
