@@ -366,7 +366,7 @@ def test_geometry_covers_every_chunk(qt: QuantType) -> None:
     for n in (qt.block_size, 7 * qt.block_size, 65537 * qt.block_size):
         geo = dequant.geometry(qt, n)
         chunks = math.ceil(n / dequant.CHUNK_ELEMS)
-        per = cfg.chunks if qt.is_quantized else 1
+        per = dequant.chunks_per_thread(qt)  # warp variant: chunks x WARP_STEPS
         assert geo.work_items * per >= chunks and geo.threads_launched >= geo.work_items
         assert geo.block == (cfg.block, 1, 1)
     clamped = dequant.geometry(qt, 1 << 40, max_grid=5)
@@ -375,8 +375,9 @@ def test_geometry_covers_every_chunk(qt: QuantType) -> None:
         tile_elems = cfg.block * cfg.chunks * dequant.CHUNK_ELEMS
         assert tile_elems % qt.block_size == 0
         assert dequant.tile_smem_bytes(qt) >= tile_elems // qt.block_size * qt.type_size + 16
-        direct = dequant.VARIANTS[cfg.variant] == "direct"
-        assert dequant.launch_smem_bytes(qt) == (0 if direct else dequant.tile_smem_bytes(qt))
+        want = {"direct": 0, "warp": cfg.block // 32 * dequant.warp_slice_bytes(qt)}
+        v = dequant.VARIANTS[cfg.variant]
+        assert dequant.launch_smem_bytes(qt) == want.get(v, dequant.tile_smem_bytes(qt))
 
 
 def test_random_blocks_have_finite_scales() -> None:
