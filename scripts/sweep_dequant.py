@@ -1,16 +1,17 @@
 """Sweep the dequant kernels' variants (dequant.VARIANTS) x threads per block x 16-byte chunks per
-thread (the warp variant: per lane per step, x its steps per run) for every quant type at >= 256 MB of packed weights, against the device's copy bandwidth,
-in one run; every (variant, chunks) build is first checked bit for bit against the NumPy
-reference on a few thousand random blocks per type (aligned and unaligned raw, a clamped grid).
+thread (the warp variant: per lane per step, x its steps per run) for every quant type at >= 256
+MB of packed weights, against the device's copy bandwidth, in one run; every build is first
+checked bit for bit against the NumPy reference on a few thousand random blocks per type
+(aligned, 2-byte and 3-byte misaligned raw, a clamped grid).
 
     .venv/bin/python scripts/sweep_dequant.py [TYPE ...]
 
 Prints one line per (variant, block, chunks) with each type's % of copy, BAD lines for any
 mismatch, then the best exact configuration per type as a CONFIG table for dequant.py.
 Each (variant, chunks[, steps]) is one NVRTC build (~5 s); block sizes reuse it.
-Q3_K's warp variant against its declared direct one (issue 12), well under 2 minutes:
+Q3_K's warp variant against its declared direct one (issue 12; 8 builds, under 2 minutes):
 
-    SWEEP_VARIANTS=2,3 SWEEP_CHUNKS=1,2,4 SWEEP_WARP_STEPS=2,8 .venv/bin/python \
+    SWEEP_VARIANTS=2,3 SWEEP_CHUNKS=1,4 SWEEP_WARP_STEPS=1,4,16 .venv/bin/python \
         scripts/sweep_dequant.py Q3_K
 """
 
@@ -94,7 +95,7 @@ def check_exact(tag: str) -> set[str]:
     bad = set()
     for qt in types:
         raw, shape, want = checks[qt.name]
-        for offset, max_grid in ((0, 2**31 - 1), (0, 7), (3, 2**31 - 1)):
+        for offset, max_grid in ((0, 2**31 - 1), (0, 7), (2, 2**31 - 1), (3, 2**31 - 1)):
             buf = cp.empty(raw.size + 16, cp.uint8)
             view = buf[offset : offset + raw.size]
             view.set(raw)

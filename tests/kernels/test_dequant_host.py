@@ -44,6 +44,16 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     builds.append(("Q3_K", decl.variant, decl.chunks, 1))  # the declared (default) kernel
     src = [
         '#include "cuda_block.h"',
+        # every 16-byte word load of the staging code, recorded: the span it read
+        "static unsigned long long g_ld_lo = ~0ull, g_ld_hi = 0;",
+        "inline uint4 __ldg(const uint4* p) {",
+        "  const unsigned long long a = reinterpret_cast<unsigned long long>(p);",
+        "  g_ld_lo = a < g_ld_lo ? a : g_ld_lo, g_ld_hi = a + 16 > g_ld_hi ? a + 16 : g_ld_hi;",
+        "  return *p;",
+        "}",
+        'extern "C" void word_span(unsigned long long* r) {',
+        "  r[0] = g_ld_lo, r[1] = g_ld_hi, g_ld_lo = ~0ull, g_ld_hi = 0;",
+        "}",
         (KERNELS / "dequant.cu").read_text(),
         f"__attribute__((aligned(16))) u8 smem[{SMEM}];",
         "static const u8* g_raw; static uint4* g_out; static long long g_n;",
@@ -60,7 +70,11 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
         )
         if v == WARP:
             src.append(f'extern "C" int slice_{k}() {{ return WarpSlice<{dev}, {c}>::BYTES; }}')
-    return build(tmp_path_factory.mktemp("dequant_host"), "dequant_host", "\n".join(src) + "\n")
+    # UBSan aborts on a misaligned word access, which the GPU faults on and x86 forgives
+    flags = ("-std=c++17", "-fsanitize=alignment", "-fno-sanitize-recover=alignment")
+    return build(
+        tmp_path_factory.mktemp("dequant_host"), "dequant_host", "\n".join(src) + "\n", flags
+    )
 
 
 def blocks(qt: QuantType, n: int, seed: int) -> np.ndarray:
@@ -102,6 +116,8 @@ def run(
         assert dequant.warp_slice_bytes(qt) == getattr(lib, f"slice_{k}")()
         assert smem == cfg.block // 32 * dequant.warp_slice_bytes(qt)
     out = np.full(nblocks * qt.block_size, 0xFFFF, np.uint16)  # poison: NaN
+    span = (ctypes.c_ulonglong * 2)()
+    lib.word_span(span)  # reset
     getattr(lib, f"run_{k}")(
         ctypes.c_void_p(raw.ctypes.data),
         ctypes.c_void_p(out.ctypes.data),
@@ -109,6 +125,14 @@ def run(
         ctypes.c_uint(geo.grid[0]),
         ctypes.c_uint(geo.block[0]),
     )
+    lib.word_span(span)
+    if cfg.variant == WARP:  # its 16-byte word loads stay inside the tensor (the ends bytewise)
+        lo, hi = raw.ctypes.data, raw.ctypes.data + raw.size
+        assert lo <= span[0] and span[1] <= hi, (
+            f"{qt.name} {cfg}: word loads read [{span[0] - lo}, {span[1] - lo}) of a tensor of "
+            f"{raw.size} bytes"
+        )
+        assert span[1] - span[0] >= raw.size - 32  # and they did the loading
     return out.view(np.float16)
 
 

@@ -14,7 +14,9 @@ tile's packed bytes (2.3 KB for Q4_0 and Q4_K) into shared memory with aligned 1
 then each thread decodes 8 consecutive values per chunk and writes them with one 16-byte
 store, so a warp writes 512 contiguous bytes per instruction. Tiles are walked by a
 grid-stride loop over 64-bit indices, so a grid clamped by :func:`grid_1d` drops no work.
-F32/F16/BF16 use a plain 8-elements-per-thread kernel.
+F32/F16/BF16 use a plain 8-elements-per-thread kernel. (That staged design is variant 0/1; the
+types run the direct variant, see :data:`VARIANTS`; the warp variant, a candidate for Q3_K's
+110-byte, 2-byte aligned blocks, stages per warp and pipelines its loads: :data:`WARP_STEPS`.)
 
 CPU references. Each type's block decoder is its ``decode`` in ``tracekit/quants.py`` (its
 declaration); here they are driven. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more
