@@ -9,15 +9,15 @@ checked bit for bit against the NumPy reference on a few thousand random blocks 
 Prints one line per (variant, block, chunks) with each type's % of copy, BAD lines for any
 mismatch, then the best exact configuration per type as a CONFIG table for dequant.py.
 Each (variant, chunks[, steps]) is one NVRTC build (~5 s); block sizes reuse it.
-Q3_K's warp variant against its declared direct one (issue 12; 8 builds, under 2 minutes):
+SWEEP_CHUNKS_V<variant> overrides SWEEP_CHUNKS for one variant. Q3_K's candidates against its
+declared configuration, direct with 1 chunk (issue 12; 10 builds, under 2 minutes on an H200):
 
-    SWEEP_VARIANTS=2,3 SWEEP_CHUNKS=1,4 SWEEP_WARP_STEPS=1,4,16 .venv/bin/python \
-        scripts/sweep_dequant.py Q3_K
+    SWEEP_VARIANTS=2,3,4 SWEEP_CHUNKS_V2=1 SWEEP_CHUNKS_V3=1,4 SWEEP_WARP_STEPS=1,4,16 \
+        SWEEP_CHUNKS_V4=4,16,64 .venv/bin/python scripts/sweep_dequant.py Q3_K
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import time
@@ -36,7 +36,7 @@ SMEM_LIMIT = 48 * 1024  # dynamic shared memory without an opt-in attribute
 # Override from the environment for a narrower sweep: SWEEP_BLOCKS=128,256 SWEEP_CHUNKS=2,4
 BLOCKS = tuple(int(b) for b in os.environ.get("SWEEP_BLOCKS", "128,256").split(","))
 CHUNKS = tuple(int(c) for c in os.environ.get("SWEEP_CHUNKS", "4,8,16").split(","))
-VARIANT_IDS = tuple(int(v) for v in os.environ.get("SWEEP_VARIANTS", "0,1,2,3").split(","))
+VARIANT_IDS = tuple(int(v) for v in os.environ.get("SWEEP_VARIANTS", "0,1,2,3,4").split(","))
 # the warp variant's steps per run (dequant.WARP_STEPS); one build each
 WARP_STEPS = tuple(int(s) for s in os.environ.get("SWEEP_WARP_STEPS", "4").split(","))
 rng = np.random.default_rng(0)
@@ -117,7 +117,12 @@ base, base_steps = dict(dequant.CONFIG), dequant.WARP_STEPS
 best: dict[str, tuple[float, dequant.KernelConfig, int]] = {}
 builds = [
     (v, c, s)
-    for v, c in itertools.product(VARIANT_IDS, CHUNKS)
+    for v in VARIANT_IDS
+    for c in (
+        tuple(int(x) for x in os.environ[f"SWEEP_CHUNKS_V{v}"].split(","))
+        if f"SWEEP_CHUNKS_V{v}" in os.environ
+        else CHUNKS
+    )
     for s in (WARP_STEPS if dequant.VARIANTS[v] == "warp" else (base_steps,))
 ]
 for variant, chunks, steps in builds:

@@ -375,7 +375,11 @@ def test_geometry_covers_every_chunk(qt: QuantType) -> None:
         tile_elems = cfg.block * cfg.chunks * dequant.CHUNK_ELEMS
         assert tile_elems % qt.block_size == 0
         assert dequant.tile_smem_bytes(qt) >= tile_elems // qt.block_size * qt.type_size + 16
-        want = {"direct": 0, "warp": cfg.block // 32 * dequant.warp_slice_bytes(qt)}
+        want = {
+            "direct": 0,
+            "direct_loop": 0,
+            "warp": cfg.block // 32 * dequant.warp_slice_bytes(qt),
+        }
         v = dequant.VARIANTS[cfg.variant]
         assert dequant.launch_smem_bytes(qt) == want.get(v, dequant.tile_smem_bytes(qt))
 

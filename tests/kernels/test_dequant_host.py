@@ -1,10 +1,11 @@
 """dequant.cu's kernels run on the CPU: each thread block of a launch as fibers
 (tests/kernels/host_shim/cuda_block.h), with the grid, block and shared memory that dequant.py
 computes for the configuration, and compared bit for bit with ``gguf.quants.dequantize``
-rounded once to f16. Covers the warp variant (every type, and Q3_K at every step size) and
-Q3_K's declared configuration, at 16-byte aligned, 2-byte misaligned and odd raw addresses, a
-partial last step and run, and a clamped grid (the grid-stride walk over runs). The GPU parity
-tests (test_dequant_embed_gpu.py) check the same kernels on the device.
+rounded once to f16. Covers the warp and direct_loop variants (every type, and Q3_K at more
+sizes) and Q3_K's declared configuration, at 16-byte aligned, 2-byte misaligned and odd raw
+addresses, a partial last step and run, and a clamped grid (the grid-stride walk over runs). The
+GPU parity tests (test_dequant_variants_gpu.py, test_dequant_embed_gpu.py) check the same
+kernels on the device.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from tracekit.quants import QUANTIZED_TYPES, QuantType, quant_type
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 WARP = next(v for v, name in dequant.VARIANTS.items() if name == "warp")
+LOOP = next(v for v, name in dequant.VARIANTS.items() if name == "direct_loop")
 SMEM = 1 << 16  # the host's one dynamic shared array (cuda_block.h drops __shared__)
 N_BLOCKS = 1031  # finite blocks (as many again of raw random bytes): no step divides 2062
 #: (type, chunks per lane per step, steps per run) of the warp variant built here
 WARP_BUILDS = [(t.name, 4, 2) for t in QUANTIZED_TYPES]
 WARP_BUILDS += [("Q3_K", c, s) for c in (1, 2, 8) for s in (1, 3)] + [("Q3_K", 4, 4)]
+#: (type, chunks per thread) of the direct_loop variant built here
+LOOP_BUILDS = [(t.name, 4) for t in QUANTIZED_TYPES] + [("Q3_K", 16)]
 Q3_K = quant_type("Q3_K")
 
 
@@ -41,6 +45,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     """run_<kernel>(raw, out, nblocks, grid, block) and slice_<kernel>() per build."""
     decl = Q3_K.dequant
     builds = [(t, WARP, c, s) for t, c, s in WARP_BUILDS]
+    builds += [(t, LOOP, c, 1) for t, c in LOOP_BUILDS]
     builds.append(("Q3_K", decl.variant, decl.chunks, 1))  # the declared (default) kernel
     src = [
         '#include "cuda_block.h"',
@@ -184,6 +189,29 @@ def test_warp_variant_equals_gguf(
         cfg = dequant.KernelConfig(WARP, block, chunks)
         got = run(lib, qt, cfg, steps, raw, max_grid, monkeypatch)
         assert_same(qt, raw, got, f"warp variant {cfg} steps {steps} at +{offset}")
+
+
+LOOP_CASES = [(*b, *c) for b in LOOP_BUILDS for c in CASES if b[0] == "Q3_K" or c[1] == MAX_GRID_X]
+
+
+@pytest.mark.parametrize(
+    ("name", "chunks", "offset", "max_grid"),
+    LOOP_CASES,
+    ids=[f"{t}_c{c}_off{o}_grid{'max' if g == MAX_GRID_X else g}" for t, c, o, g in LOOP_CASES],
+)
+def test_direct_loop_variant_equals_gguf(
+    lib: ctypes.CDLL,
+    name: str,
+    chunks: int,
+    offset: int,
+    max_grid: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    qt = quant_type(name)
+    raw = at_offset(blocks(qt, N_BLOCKS if name == "Q3_K" else 257, 9), offset)
+    cfg = dequant.KernelConfig(LOOP, 128, chunks)
+    got = run(lib, qt, cfg, 1, raw, max_grid, monkeypatch)
+    assert_same(qt, raw, got, f"direct_loop variant {cfg} at +{offset}")
 
 
 @pytest.mark.parametrize("n", [1, 2, 33, 255])

@@ -68,8 +68,9 @@ KernelConfig = DequantConfig
 #: dequant.cu's variants: staged tile + byte-wise decoders; staged tile + word-wise decoders
 #: (when raw % 16 == 0); no shared memory, word-wise decoders straight from global memory; each
 #: warp stages its own steps of blocks (one coalesced 16-byte load a lane per 512 B, the next
-#: step's loads in flight during this one's decode), word-wise where raw % Fast<T>::ALIGN == 0.
-VARIANTS = {0: "stage", 1: "stage_w", 2: "direct", 3: "warp"}
+#: step's loads in flight during this one's decode), word-wise where raw % Fast<T>::ALIGN == 0;
+#: the direct variant with its chunks in a rolled loop (more work a block, CPT 1's registers).
+VARIANTS = {0: "stage", 1: "stage_w", 2: "direct", 3: "warp", 4: "direct_loop"}
 #: The warp variant's steps per run: a warp decodes this many consecutive steps of
 #: ``32 * chunks`` chunks each (step k + 1's loads issued before step k's decode), then moves a
 #: grid's worth of runs on. Its threads do ``chunks * WARP_STEPS`` chunks each (geometry).
@@ -367,7 +368,7 @@ def warp_slice_bytes(qt: QuantType) -> int:
 def launch_smem_bytes(qt: QuantType) -> int:
     """Dynamic shared memory of a launch: a staged tile, a slice per warp, or none (direct)."""
     v = VARIANTS[config(qt).variant]
-    if v == "direct":
+    if v in ("direct", "direct_loop"):
         return 0
     if v == "warp":
         return config(qt).block // 32 * warp_slice_bytes(qt)
