@@ -1,5 +1,5 @@
 """Sweep the dequant kernels' variants (dequant.VARIANTS) x threads per block x 16-byte chunks per
-thread (the warp variant: per lane per step, x its steps per run) for every quant type at >= 256
+thread (the warp variants: per lane per step, x their steps per run) for every quant type at >= 256
 MB of packed weights, against the device's copy bandwidth, in one run; every build is first
 checked bit for bit against the NumPy reference on a few thousand random blocks per type
 (aligned, 2-byte and 3-byte misaligned raw, a clamped grid).
@@ -12,8 +12,8 @@ Each (variant, chunks[, steps]) is one NVRTC build (~5 s); block sizes reuse it.
 SWEEP_CHUNKS_V<variant> overrides SWEEP_CHUNKS for one variant. Q3_K's candidates against its
 declared configuration, direct with 1 chunk (issue 12; 10 builds, under 2 minutes on an H200):
 
-    SWEEP_VARIANTS=2,3,4 SWEEP_CHUNKS_V2=1 SWEEP_CHUNKS_V3=1,4 SWEEP_WARP_STEPS=1,4,16 \
-        SWEEP_CHUNKS_V4=4,16,64 .venv/bin/python scripts/sweep_dequant.py Q3_K
+    SWEEP_VARIANTS=2,3,4 SWEEP_CHUNKS_V2=1 SWEEP_CHUNKS_V3=1,4 SWEEP_CHUNKS_V4=4 \
+        SWEEP_WARP_STEPS=1,4,16 .venv/bin/python scripts/sweep_dequant.py Q3_K
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ SMEM_LIMIT = 48 * 1024  # dynamic shared memory without an opt-in attribute
 BLOCKS = tuple(int(b) for b in os.environ.get("SWEEP_BLOCKS", "128,256").split(","))
 CHUNKS = tuple(int(c) for c in os.environ.get("SWEEP_CHUNKS", "4,8,16").split(","))
 VARIANT_IDS = tuple(int(v) for v in os.environ.get("SWEEP_VARIANTS", "0,1,2,3,4").split(","))
-# the warp variant's steps per run (dequant.WARP_STEPS); one build each
+# the warp variants' steps per run (dequant.WARP_STEPS); one build each
 WARP_STEPS = tuple(int(s) for s in os.environ.get("SWEEP_WARP_STEPS", "4").split(","))
 rng = np.random.default_rng(0)
 t_start = time.perf_counter()
@@ -123,11 +123,12 @@ builds = [
         if f"SWEEP_CHUNKS_V{v}" in os.environ
         else CHUNKS
     )
-    for s in (WARP_STEPS if dequant.VARIANTS[v] == "warp" else (base_steps,))
+    for s in (WARP_STEPS if dequant.VARIANTS[v] in dequant.WARP_VARIANTS else (base_steps,))
 ]
 for variant, chunks, steps in builds:
     vname = dequant.VARIANTS[variant]
-    tag = f"{vname} chunks {chunks}" + (f" steps {steps}" if vname == "warp" else "")
+    warp = vname in dequant.WARP_VARIANTS
+    tag = f"{vname} chunks {chunks}" + (f" steps {steps}" if warp else "")
     set_config(variant, 128, chunks, steps)
     try:
         bad = check_exact(tag)
@@ -135,6 +136,8 @@ for variant, chunks, steps in builds:
         print(f"{tag}: cannot launch ({e})", flush=True)
         continue
     for block in BLOCKS:
+        if warp and block > dequant.WARP_VARIANTS[vname]:
+            continue  # warp_occ's launch bounds
         set_config(variant, block, chunks, steps)
         cells = []
         for name, (qt, shape, raw, out) in inputs.items():
@@ -165,7 +168,7 @@ cuda.kernel.cache_clear()
 
 print("best exact configuration per type (! = not exact, excluded):")
 for name, (pct, cfg, steps) in best.items():
-    warp = dequant.VARIANTS[cfg.variant] == "warp"
+    warp = dequant.VARIANTS[cfg.variant] in dequant.WARP_VARIANTS
     extra = f" (WARP_STEPS {steps})" if warp else ""
     print(f"  {name:5s} {pct:5.1f}%  {dequant.VARIANTS[cfg.variant]:7s} {cfg}{extra}")
 print("CONFIG = {")

@@ -1,7 +1,7 @@
 """dequant.cu's kernels run on the CPU: each thread block of a launch as fibers
 (tests/kernels/host_shim/cuda_block.h), with the grid, block and shared memory that dequant.py
 computes for the configuration, and compared bit for bit with ``gguf.quants.dequantize``
-rounded once to f16. Covers the warp and direct_loop variants (every type, and Q3_K at more
+rounded once to f16. Covers the warp and warp_occ variants (every type, and Q3_K at more
 sizes) and Q3_K's declared configuration, at 16-byte aligned, 2-byte misaligned and odd raw
 addresses, a partial last step and run, and a clamped grid (the grid-stride walk over runs). The
 GPU parity tests (test_dequant_variants_gpu.py, test_dequant_embed_gpu.py) check the same
@@ -25,14 +25,14 @@ from tracekit.quants import QUANTIZED_TYPES, QuantType, quant_type
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 WARP = next(v for v, name in dequant.VARIANTS.items() if name == "warp")
-LOOP = next(v for v, name in dequant.VARIANTS.items() if name == "direct_loop")
+OCC = next(v for v, name in dequant.VARIANTS.items() if name == "warp_occ")
 SMEM = 1 << 16  # the host's one dynamic shared array (cuda_block.h drops __shared__)
 N_BLOCKS = 1031  # finite blocks (as many again of raw random bytes): no step divides 2062
 #: (type, chunks per lane per step, steps per run) of the warp variant built here
 WARP_BUILDS = [(t.name, 4, 2) for t in QUANTIZED_TYPES]
 WARP_BUILDS += [("Q3_K", c, s) for c in (1, 2, 8) for s in (1, 3)] + [("Q3_K", 4, 4)]
-#: (type, chunks per thread) of the direct_loop variant built here
-LOOP_BUILDS = [(t.name, 4) for t in QUANTIZED_TYPES] + [("Q3_K", 16)]
+#: (type, chunks per lane per step, steps per run) of the warp_occ variant built here
+OCC_BUILDS = [(t.name, 4, 2) for t in QUANTIZED_TYPES] + [("Q3_K", 1, 3)]
 Q3_K = quant_type("Q3_K")
 
 
@@ -45,7 +45,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     """run_<kernel>(raw, out, nblocks, grid, block) and slice_<kernel>() per build."""
     decl = Q3_K.dequant
     builds = [(t, WARP, c, s) for t, c, s in WARP_BUILDS]
-    builds += [(t, LOOP, c, 1) for t, c in LOOP_BUILDS]
+    builds += [(t, OCC, c, s) for t, c, s in OCC_BUILDS]
     builds.append(("Q3_K", decl.variant, decl.chunks, 1))  # the declared (default) kernel
     src = [
         '#include "cuda_block.h"',
@@ -65,7 +65,8 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     ]
     for t, v, c, s in builds:
         dev, k = quant_type(t).device, _name(t, v, c, s)
-        src.append(f"DEQUANT_KERNEL({k}, {dev}, {v}, {c}, {s})")
+        occ = "_OCC" if v == OCC else ""  # as dequant.instantiations() emits it
+        src.append(f"DEQUANT_KERNEL{occ}({k}, {dev}, {v}, {c}, {s})")
         src.append(
             f'extern "C" void run_{k}(const u8* raw, uint4* out, long long n, unsigned grid,\n'
             f"                        unsigned block) {{\n"
@@ -73,7 +74,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
             f"  tk_host::run_grid(dim3{{grid, 1, 1}}, dim3{{block, 1, 1}},\n"
             f"                    [] {{ {k}(g_raw, g_out, g_n, {dev}::TS, {dev}::QK); }});\n}}"
         )
-        if v == WARP:
+        if v in (WARP, OCC):
             src.append(f'extern "C" int slice_{k}() {{ return WarpSlice<{dev}, {c}>::BYTES; }}')
     # UBSan aborts on a misaligned word access, which the GPU faults on and x86 forgives
     flags = ("-std=c++17", "-fsanitize=alignment", "-fno-sanitize-recover=alignment")
@@ -113,11 +114,12 @@ def run(
     monkeypatch.setattr(dequant, "WARP_STEPS", steps)
     nblocks = raw.size // qt.type_size
     geo = dequant.geometry(qt, nblocks * qt.block_size, max_grid)
-    assert dequant.steps(qt) == (steps if cfg.variant == WARP else 1)
+    warp = cfg.variant in (WARP, OCC)
+    assert dequant.steps(qt) == (steps if warp else 1)
     smem = dequant.launch_smem_bytes(qt)
     assert smem <= SMEM
     k = _name(qt.name, cfg.variant, cfg.chunks, dequant.steps(qt))
-    if cfg.variant == WARP:  # the launcher's slice is the kernel's (the device traps otherwise)
+    if warp:  # the launcher's slice is the kernel's (the device traps otherwise)
         assert dequant.warp_slice_bytes(qt) == getattr(lib, f"slice_{k}")()
         assert smem == cfg.block // 32 * dequant.warp_slice_bytes(qt)
     out = np.full(nblocks * qt.block_size, 0xFFFF, np.uint16)  # poison: NaN
@@ -131,7 +133,7 @@ def run(
         ctypes.c_uint(geo.block[0]),
     )
     lib.word_span(span)
-    if cfg.variant == WARP:  # its 16-byte word loads stay inside the tensor (the ends bytewise)
+    if warp:  # its 16-byte word loads stay inside the tensor (the ends bytewise)
         lo, hi = raw.ctypes.data, raw.ctypes.data + raw.size
         assert lo <= span[0] and span[1] <= hi, (
             f"{qt.name} {cfg}: word loads read [{span[0] - lo}, {span[1] - lo}) of a tensor of "
@@ -191,27 +193,40 @@ def test_warp_variant_equals_gguf(
         assert_same(qt, raw, got, f"warp variant {cfg} steps {steps} at +{offset}")
 
 
-LOOP_CASES = [(*b, *c) for b in LOOP_BUILDS for c in CASES if b[0] == "Q3_K" or c[1] == MAX_GRID_X]
+OCC_CASES = [(*b, *c) for b in OCC_BUILDS for c in CASES if b[0] == "Q3_K" or c[1] == MAX_GRID_X]
 
 
 @pytest.mark.parametrize(
-    ("name", "chunks", "offset", "max_grid"),
-    LOOP_CASES,
-    ids=[f"{t}_c{c}_off{o}_grid{'max' if g == MAX_GRID_X else g}" for t, c, o, g in LOOP_CASES],
+    ("name", "chunks", "steps", "offset", "max_grid"),
+    OCC_CASES,
+    ids=[
+        f"{t}_c{c}_s{s}_off{o}_grid{'max' if g == MAX_GRID_X else g}" for t, c, s, o, g in OCC_CASES
+    ],
 )
-def test_direct_loop_variant_equals_gguf(
+def test_warp_occ_variant_equals_gguf(
     lib: ctypes.CDLL,
     name: str,
     chunks: int,
+    steps: int,
     offset: int,
     max_grid: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     qt = quant_type(name)
     raw = at_offset(blocks(qt, N_BLOCKS if name == "Q3_K" else 257, 9), offset)
-    cfg = dequant.KernelConfig(LOOP, 128, chunks)
-    got = run(lib, qt, cfg, 1, raw, max_grid, monkeypatch)
-    assert_same(qt, raw, got, f"direct_loop variant {cfg} at +{offset}")
+    for block in (256, 96):  # warp_occ's largest block, and 3 warps
+        cfg = dequant.KernelConfig(OCC, block, chunks)
+        got = run(lib, qt, cfg, steps, raw, max_grid, monkeypatch)
+        assert_same(qt, raw, got, f"warp_occ variant {cfg} steps {steps} at +{offset}")
+
+
+def test_warp_occ_block_over_its_launch_bounds_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(dequant.CONFIG, Q3_K.qtype, dequant.KernelConfig(OCC, 512, 4))
+    with pytest.raises(ValueError, match="at most 256 threads, not block 512"):
+        dequant.geometry(Q3_K, 1 << 20)
+    monkeypatch.setitem(dequant.CONFIG, Q3_K.qtype, dequant.KernelConfig(WARP, 100, 4))
+    with pytest.raises(ValueError, match="whole warps"):
+        dequant.geometry(Q3_K, 1 << 20)
 
 
 @pytest.mark.parametrize("n", [1, 2, 33, 255])

@@ -1,5 +1,5 @@
 """GPU tests of dequant.cu's candidate variants (marked ``gpu``): every quant type built as the
-warp variant and as the direct_loop variant, at the shapes of test_dequant_embed_gpu.py's
+warp variant and as the warp_occ variant (the same, capped at 32 registers), at the shapes of test_dequant_embed_gpu.py's
 dequant cases (one block, odd rows, 65537 rows, a clamped grid, unaligned raw) plus 2-byte
 misaligned raw, compared bit for bit with the NumPy reference. The declared configurations (the
 default path) stay covered by test_dequant_embed_gpu.py; the same kernels run on the CPU in
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.gpu
 VARIANT = {name: v for v, name in dequant.VARIANTS.items()}
 CASES = {**DEQUANT_CASES, "raw_plus_2": (23, 3, MAX_GRID_X, 2), "clamped_plus_2": (301, 5, 3, 2)}
 #: (variant, chunks per thread (warp: per lane per step), warp steps per run, threads per block)
-BUILDS = [("warp", 4, 4, 128), ("warp", 1, 16, 256), ("direct_loop", 16, 1, 128)]
+BUILDS = [("warp", 4, 4, 128), ("warp", 1, 16, 256), ("warp_occ", 4, 4, 256)]
 
 
 @pytest.fixture(scope="module")

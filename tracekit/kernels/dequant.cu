@@ -43,8 +43,8 @@ __device__ __forceinline__ uint4 pack8_f16(const float* v) {
 #define DQ_WARP 3     // a warp stages its own steps of blocks in shared memory, one coalesced
                       // load per 512 B, the next step's loads in flight during this one's
                       // decode; Fast<T> when raw % Fast<T>::ALIGN == 0, else byte-wise
-#define DQ_DIRECT_LOOP 4  // DQ_DIRECT with its CPT chunks in a rolled loop: a block does CPT
-                          // times the work (fewer block launches) at CPT 1's registers
+#define DQ_WARP_OCC 4  // DQ_WARP capped at 32 registers (__launch_bounds__(256, 8): blocks of
+                      // <= 256 threads, 64 warps an SM), where DQ_WARP takes 39-40 for Q3_K
 
 // Copy n bytes at src (any alignment) into shared memory so that smem[o + i] = src[i] with
 // o = src % 16: the 16-byte words in between move with one aligned load each; the ragged head
@@ -98,9 +98,8 @@ __device__ __forceinline__ void staged(const u8* __restrict__ raw, uint4* __rest
 
 // DQ_DIRECT: no staging and no barrier; a warp's lanes read neighbouring fields of a few
 // blocks, so each 128-byte line comes from DRAM once and is then hit in L1. The CPT chunks'
-// loads are independent, so they are in flight together (UNROLL; DQ_DIRECT_LOOP: one chunk's
-// at a time, the loop rolled, so CPT costs no registers).
-template <class D, int CPT, bool UNROLL>
+// loads are independent, so they are in flight together.
+template <class D, int CPT>
 __device__ __forceinline__ void direct(const u8* __restrict__ raw, uint4* __restrict__ out,
                                        i64 nblocks) {
     constexpr unsigned CPB = D::QK / 8;
@@ -108,7 +107,7 @@ __device__ __forceinline__ void direct(const u8* __restrict__ raw, uint4* __rest
     const unsigned long long tile_chunks = (unsigned long long)blockDim.x * CPT;
     for (unsigned long long g0 = blockIdx.x * tile_chunks + threadIdx.x; g0 < nchunks;
          g0 += gridDim.x * tile_chunks) {
-#pragma unroll(UNROLL ? CPT : 1)
+#pragma unroll
         for (int k = 0; k < CPT; ++k) {
             const unsigned long long g = g0 + (unsigned long long)k * blockDim.x;
             if (g < nchunks) {
@@ -214,13 +213,14 @@ template <class T, int V, int CPT, int STEPS>
 __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __restrict__ out,
                                         i64 nblocks, int ts, int qk) {
     static_assert(V == DQ_STAGE || V == DQ_STAGE_W || V == DQ_DIRECT || V == DQ_WARP ||
-                      V == DQ_DIRECT_LOOP,
+                      V == DQ_WARP_OCC,
                   "unknown variant");
     static_assert(CPT >= 1 && CPT <= 64, "chunks per thread out of range");
-    static_assert(STEPS >= 1 && (V == DQ_WARP || STEPS == 1), "steps: the warp variant's only");
+    constexpr bool WARP = V == DQ_WARP || V == DQ_WARP_OCC;
+    static_assert(STEPS >= 1 && (WARP || STEPS == 1), "steps: the warp variants' only");
     if (ts != T::TS || qk != T::QK) __trap();  // the launcher passes the quant table's sizes
     const unsigned long long a = reinterpret_cast<unsigned long long>(raw);
-    if constexpr (V == DQ_WARP) {
+    if constexpr (WARP) {
         if (blockDim.x % 32) __trap();  // dequant.py's config check: whole warps
 #ifdef __CUDA_ARCH__
         u32 dyn;  // the launcher's warp_slice_bytes per warp
@@ -231,11 +231,11 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __res
             warp_steps<Fast<T>, CPT, STEPS>(raw, out, nblocks);
         else
             warp_steps<T, CPT, STEPS>(raw, out, nblocks);
-    } else if constexpr (V == DQ_DIRECT || V == DQ_DIRECT_LOOP) {
+    } else if constexpr (V == DQ_DIRECT) {
         if ((a & 15) == 0)
-            direct<Fast<T>, CPT, V == DQ_DIRECT>(raw, out, nblocks);
+            direct<Fast<T>, CPT>(raw, out, nblocks);
         else
-            direct<T, CPT, V == DQ_DIRECT>(raw, out, nblocks);
+            direct<T, CPT>(raw, out, nblocks);
     } else {
         if (V == DQ_STAGE_W && (a & 15) == 0)
             staged<Fast<T>, CPT>(raw, out, nblocks);
@@ -250,6 +250,12 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __res
 #define DEQUANT_KERNEL(name, T, V, CPT, STEPS)                                                 \
     extern "C" __global__ void name(const u8* __restrict__ raw, uint4* __restrict__ out,      \
                                     i64 nblocks, int ts, int qk) {                           \
+        dequant<T, V, CPT, STEPS>(raw, out, nblocks, ts, qk);                                 \
+    }
+// ... the same with DQ_WARP_OCC's register cap (dequant.py emits it for that variant)
+#define DEQUANT_KERNEL_OCC(name, T, V, CPT, STEPS)                                             \
+    extern "C" __global__ void __launch_bounds__(256, 8)                                      \
+        name(const u8* __restrict__ raw, uint4* __restrict__ out, i64 nblocks, int ts, int qk) { \
         dequant<T, V, CPT, STEPS>(raw, out, nblocks, ts, qk);                                 \
     }
 

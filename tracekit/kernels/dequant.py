@@ -69,8 +69,11 @@ KernelConfig = DequantConfig
 #: (when raw % 16 == 0); no shared memory, word-wise decoders straight from global memory; each
 #: warp stages its own steps of blocks (one coalesced 16-byte load a lane per 512 B, the next
 #: step's loads in flight during this one's decode), word-wise where raw % Fast<T>::ALIGN == 0;
-#: the direct variant with its chunks in a rolled loop (more work a block, CPT 1's registers).
-VARIANTS = {0: "stage", 1: "stage_w", 2: "direct", 3: "warp", 4: "direct_loop"}
+#: the warp variant capped at 32 registers (64 warps an SM; blocks of at most 256 threads).
+VARIANTS = {0: "stage", 1: "stage_w", 2: "direct", 3: "warp", 4: "warp_occ"}
+#: The variants that stage per warp (WARP_STEPS, warp_slice_bytes apply), and the largest block
+#: each allows (warp_occ's __launch_bounds__ in dequant.cu).
+WARP_VARIANTS = {"warp": 1024, "warp_occ": 256}
 #: The warp variant's steps per run: a warp decodes this many consecutive steps of
 #: ``32 * chunks`` chunks each (step k + 1's loads issued before step k's decode), then moves a
 #: grid's worth of runs on. Its threads do ``chunks * WARP_STEPS`` chunks each (geometry).
@@ -295,8 +298,8 @@ def config(qt: QuantType) -> KernelConfig:
 
 
 def steps(qt: QuantType) -> int:
-    """Steps per warp run of a type's kernel: :data:`WARP_STEPS` for the warp variant, else 1."""
-    return WARP_STEPS if VARIANTS.get(config(qt).variant) == "warp" else 1
+    """Steps per warp run of a type's kernel: :data:`WARP_STEPS` for the warp variants, else 1."""
+    return WARP_STEPS if VARIANTS.get(config(qt).variant) in WARP_VARIANTS else 1
 
 
 def chunks_per_thread(qt: QuantType) -> int:
@@ -312,7 +315,8 @@ def instantiations() -> str:
         if t.is_quantized:
             c = CONFIG[t.qtype]
             line = f"{t.dequant_kernel}, {t.device}, {c.variant}, {c.chunks}, {steps(t)}"
-            lines.append(f"DEQUANT_KERNEL({line})")
+            occ = "_OCC" if VARIANTS[c.variant] == "warp_occ" else ""
+            lines.append(f"DEQUANT_KERNEL{occ}({line})")
         else:
             lines.append(f"FLOAT_DEQUANT_KERNEL({t.dequant_kernel}, {t.device})")
     return "\n".join(lines)
@@ -333,14 +337,18 @@ def geometry(qt: QuantType, n_elements: int, max_grid: int = MAX_GRID_X) -> Geom
     """The launch geometry of ``dequant_<suffix>_f16`` over ``n_elements`` outputs.
 
     Quant types: one work item per thread of a tile, i.e. :func:`chunks_per_thread` 8-value
-    chunks (``config(qt).chunks``, times :data:`WARP_STEPS` for the warp variant),
+    chunks (``config(qt).chunks``, times :data:`WARP_STEPS` for the warp variants),
     ``config(qt).block`` threads per block; F32/F16/BF16: one 8-value chunk per thread
     (the last one may be partial), BLOCK threads.
     """
     chunks = ceil_div(n_elements, CHUNK_ELEMS)
     cfg = config(qt)
-    if VARIANTS.get(cfg.variant) == "warp" and cfg.block % 32:
-        raise ValueError(f"{qt.name}: the warp variant needs whole warps, not block {cfg.block}")
+    v = VARIANTS.get(cfg.variant)
+    if v in WARP_VARIANTS and (cfg.block % 32 or cfg.block > WARP_VARIANTS[v]):
+        raise ValueError(
+            f"{qt.name}: the {v} variant needs whole warps, at most {WARP_VARIANTS[v]} threads, "
+            f"not block {cfg.block}"
+        )
     return grid_1d(ceil_div(chunks, chunks_per_thread(qt)), cfg.block, max_grid)
 
 
@@ -368,9 +376,9 @@ def warp_slice_bytes(qt: QuantType) -> int:
 def launch_smem_bytes(qt: QuantType) -> int:
     """Dynamic shared memory of a launch: a staged tile, a slice per warp, or none (direct)."""
     v = VARIANTS[config(qt).variant]
-    if v in ("direct", "direct_loop"):
+    if v == "direct":
         return 0
-    if v == "warp":
+    if v in WARP_VARIANTS:
         return config(qt).block // 32 * warp_slice_bytes(qt)
     return tile_smem_bytes(qt)
 
