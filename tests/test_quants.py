@@ -79,7 +79,8 @@ def test_kernels_are_generated_from_the_declaration(qt: QuantType) -> None:
     dq, em = cuda.source("dequant"), cuda.source("embed")
     if qt.is_quantized:
         c = dequant.CONFIG[qt.qtype]
-        line = f"DEQUANT_KERNEL({qt.dequant_kernel}, {qt.name}, {c.variant}, {c.chunks})"
+        args = f"{qt.dequant_kernel}, {qt.name}, {c.variant}, {c.chunks}, {dequant.steps(qt)}"
+        line = f"DEQUANT_KERNEL({args})"
         assert re.search(rf"^{re.escape(line)}$", dq, re.M), line
         assert re.search(rf"^EMBED_KERNEL\({qt.embed_kernel}, {qt.name}\)$", em, re.M)
         assert f"-DTK_{qt.name}_QK={qt.block_size}" in cuda._OPTIONS

@@ -366,7 +366,7 @@ def test_geometry_covers_every_chunk(qt: QuantType) -> None:
     for n in (qt.block_size, 7 * qt.block_size, 65537 * qt.block_size):
         geo = dequant.geometry(qt, n)
         chunks = math.ceil(n / dequant.CHUNK_ELEMS)
-        per = cfg.chunks if qt.is_quantized else 1
+        per = dequant.chunks_per_thread(qt)  # warp variant: chunks x WARP_STEPS
         assert geo.work_items * per >= chunks and geo.threads_launched >= geo.work_items
         assert geo.block == (cfg.block, 1, 1)
     clamped = dequant.geometry(qt, 1 << 40, max_grid=5)
@@ -375,8 +375,10 @@ def test_geometry_covers_every_chunk(qt: QuantType) -> None:
         tile_elems = cfg.block * cfg.chunks * dequant.CHUNK_ELEMS
         assert tile_elems % qt.block_size == 0
         assert dequant.tile_smem_bytes(qt) >= tile_elems // qt.block_size * qt.type_size + 16
-        direct = dequant.VARIANTS[cfg.variant] == "direct"
-        assert dequant.launch_smem_bytes(qt) == (0 if direct else dequant.tile_smem_bytes(qt))
+        slices = cfg.block // 32 * dequant.warp_slice_bytes(qt)
+        want = {"direct": 0, "warp": slices, "warp_occ": slices}
+        v = dequant.VARIANTS[cfg.variant]
+        assert dequant.launch_smem_bytes(qt) == want.get(v, dequant.tile_smem_bytes(qt))
 
 
 def test_random_blocks_have_finite_scales() -> None:
@@ -441,3 +443,20 @@ def test_f32_to_f16_matches_numpy_cast_bit_for_bit() -> None:
         (hex(x.view(np.uint32)[i]), hex(got.view(np.uint16)[i]), hex(want.view(np.uint16)[i]))
         for i in bad[:5]
     ]
+
+
+@pytest.mark.parametrize(
+    ("variant", "macro"), [("warp", "DEQUANT_KERNEL"), ("warp_occ", "DEQUANT_KERNEL_OCC")]
+)
+def test_instantiation_of_the_warp_variants(
+    variant: str, macro: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a warp variant's line carries WARP_STEPS; warp_occ's macro carries its launch bounds
+    qt = quant_type("Q3_K")
+    v = next(i for i, name in dequant.VARIANTS.items() if name == variant)
+    monkeypatch.setitem(dequant.CONFIG, qt.qtype, dequant.KernelConfig(v, 128, 2))
+    monkeypatch.setattr(dequant, "WARP_STEPS", 5)
+    assert f"{macro}(dequant_q3_k_f16, Q3_K, {v}, 2, 5)" in dequant.instantiations().splitlines()
+    assert dequant.chunks_per_thread(qt) == 10
+    # 4 warps, each a step of 2 blocks: 220 B at any offset mod 16 plus 16 B of slack, 16 words
+    assert dequant.launch_smem_bytes(qt) == 4 * dequant.warp_slice_bytes(qt) == 4 * 16 * 16

@@ -91,7 +91,8 @@ def test_dequant_f16_equals_reference(cp, qt: QuantType, case: str) -> None:
     )
     cfg = dequant.config(qt)  # quant types: per-type chunks per thread and block; floats 1
     assert cfg.chunks == 1 or qt.is_quantized
-    assert geo == grid_1d(math.ceil(math.ceil(n / 8) / cfg.chunks), cfg.block, max_grid)
+    per = dequant.chunks_per_thread(qt)  # cfg.chunks, x WARP_STEPS for the warp variant
+    assert geo == grid_1d(math.ceil(math.ceil(n / 8) / per), cfg.block, max_grid)
     assert rec.bytes_read == raw.nbytes and rec.bytes_written == 2 * n and rec.flops == 2 * n
 
 

@@ -40,6 +40,11 @@ __device__ __forceinline__ uint4 pack8_f16(const float* v) {
 #define DQ_STAGE_W 1  // the same, word-wise decoders (Fast<T>) when raw % 16 == 0
 #define DQ_DIRECT 2   // no shared memory: each thread loads its fields through L1; Fast<T>
                       // when raw % 16 == 0, else the byte-wise decoders
+#define DQ_WARP 3     // a warp stages its own steps of blocks in shared memory, one coalesced
+                      // load per 512 B, the next step's loads in flight during this one's
+                      // decode; Fast<T> when raw % Fast<T>::ALIGN == 0, else byte-wise
+#define DQ_WARP_OCC 4  // DQ_WARP capped at 32 registers (__launch_bounds__(256, 8): blocks of
+                      // <= 256 threads, 64 warps an SM), where DQ_WARP takes 39-40 for Q3_K
 
 // Copy n bytes at src (any alignment) into shared memory so that smem[o + i] = src[i] with
 // o = src % 16: the 16-byte words in between move with one aligned load each; the ragged head
@@ -114,20 +119,125 @@ __device__ __forceinline__ void direct(const u8* __restrict__ raw, uint4* __rest
     }
 }
 
-template <class T, int V, int CPT>
+// DQ_WARP: a warp owns runs of STEPS steps; a step is 32 CPT chunks (32 CPT / CPB whole blocks,
+// 440 B of Q3_K at CPT 4). Its packed bytes are loaded once, as the aligned 16-byte words that
+// hold them (one instruction a lane per 512 B, no lane repeating another's loads), into the
+// warp's own shared-memory slice; then the warp issues the next step's loads and decodes the
+// current step from the slice, so a step's loads are in flight during the previous step's
+// decode and stores. No __syncthreads: the warps of a block are independent (__syncwarp only),
+// and the decoders read shared memory through 32-bit addresses, not 64-bit global ones.
+// Shared memory: WarpSlice<D, CPT>::BYTES per warp (dequant.py's warp_slice_bytes, checked
+// against %dynamic_smem_size at entry).
+template <class D, int CPT>
+struct WarpSlice {
+    static constexpr int CPB = D::QK / 8;
+    static_assert((32 * CPT) % CPB == 0, "a warp step must hold whole blocks");
+    static constexpr int BLOCKS = 32 * CPT / CPB;  // blocks per step
+    // 16-byte words: the step's bytes at any offset mod 16 (+15) and 16 B of slack for the
+    // decoders' word reads past a block's last field (ld_8 of an unaligned 8-byte field)
+    static constexpr int WORDS = (BLOCKS * D::TS + 15 + 16 + 15) / 16;
+    static constexpr int BYTES = 16 * WORDS;
+    static constexpr int PER_LANE = (WORDS + 31) / 32;  // word loads a lane issues per step
+};
+
+// Word i (i < WORDS) of the step whose bytes start at a: the aligned 16 bytes at
+// (a & ~15) + 16 i. Words wholly inside the tensor [lo, hi) load as one 16-byte word; a word
+// at the tensor's ends gets its bytes inside [lo, hi) one at a time (the rest are zero), so
+// nothing outside the tensor is read.
+// Addresses are compared as integers (a word before the tensor is no C++ pointer into it).
+__device__ __forceinline__ uint4 step_word(unsigned long long a, int i, unsigned long long lo,
+                                           unsigned long long hi) {
+    const unsigned long long w = (a & ~15ull) + 16ull * i;
+    if (w >= lo && w + 16 <= hi) return __ldg(reinterpret_cast<const uint4*>(w));
+    u32 r[4] = {0u, 0u, 0u, 0u};
+    for (int k = 0; k < 16; ++k)
+        if (w + k >= lo && w + k < hi) r[k >> 2] |= (u32) * reinterpret_cast<const u8*>(w + k)
+                                                    << (8 * (k & 3));
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+template <class S>
+__device__ __forceinline__ void load_step(uint4* r, unsigned long long a, unsigned long long lo,
+                                          unsigned long long hi) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < S::PER_LANE; ++j)
+        if (lane + 32 * j < S::WORDS) r[j] = step_word(a, lane + 32 * j, lo, hi);
+}
+
+template <class D, int CPT, int STEPS>
+__device__ __forceinline__ void warp_steps(const u8* __restrict__ raw, uint4* __restrict__ out,
+                                           i64 nblocks) {
+    extern __shared__ __align__(16) u8 smem[];
+    using S = WarpSlice<D, CPT>;
+    constexpr int CPB = S::CPB;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpb = blockDim.x >> 5;
+    uint4* slice = reinterpret_cast<uint4*>(smem + warp * S::BYTES);
+    const unsigned long long lo = reinterpret_cast<unsigned long long>(raw);
+    const unsigned long long hi = lo + (unsigned long long)nblocks * D::TS;
+    const i64 nsteps = (nblocks + S::BLOCKS - 1) / S::BLOCKS;
+    // the warp's runs: STEPS consecutive steps, then the run gridDim.x * wpb runs further on
+    const i64 stride = (i64)gridDim.x * wpb * STEPS;
+    i64 s = ((i64)blockIdx.x * wpb + warp) * STEPS;
+    int in_run = 0;
+    uint4 r[S::PER_LANE];
+    if (s < nsteps) load_step<S>(r, lo + (unsigned long long)s * (S::BLOCKS * D::TS), lo, hi);
+    while (s < nsteps) {  // warp-uniform
+        i64 next = s + 1;
+        if (++in_run == STEPS) next += stride - STEPS, in_run = 0;
+        __syncwarp();  // the previous step's decodes are done with the slice
+#pragma unroll
+        for (int j = 0; j < S::PER_LANE; ++j)
+            if (lane + 32 * j < S::WORDS) slice[lane + 32 * j] = r[j];
+        __syncwarp();
+        if (next < nsteps)  // in flight during this step's decode and stores
+            load_step<S>(r, lo + (unsigned long long)next * (S::BLOCKS * D::TS), lo, hi);
+        const i64 b0 = s * S::BLOCKS;
+        const int nb = (int)min((i64)S::BLOCKS, nblocks - b0);
+        const u8* sb = reinterpret_cast<const u8*>(slice) + ((lo + (unsigned long long)b0 * D::TS) & 15);
+        uint4* dst = out + b0 * CPB;
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+            const int lc = 32 * k + lane;
+            if (lc < nb * CPB) {
+                float v[8];
+                D::dec8(sb + (lc / CPB) * D::TS, lc % CPB, v);
+                dst[lc] = pack8_f16(v);
+            }
+        }
+        s = next;
+    }
+}
+
+template <class T, int V, int CPT, int STEPS>
 __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __restrict__ out,
                                         i64 nblocks, int ts, int qk) {
-    static_assert(V == DQ_STAGE || V == DQ_STAGE_W || V == DQ_DIRECT, "unknown variant");
+    static_assert(V == DQ_STAGE || V == DQ_STAGE_W || V == DQ_DIRECT || V == DQ_WARP ||
+                      V == DQ_WARP_OCC,
+                  "unknown variant");
     static_assert(CPT >= 1 && CPT <= 64, "chunks per thread out of range");
+    constexpr bool WARP = V == DQ_WARP || V == DQ_WARP_OCC;
+    static_assert(STEPS >= 1 && (WARP || STEPS == 1), "steps: the warp variants' only");
     if (ts != T::TS || qk != T::QK) __trap();  // the launcher passes the quant table's sizes
-    const bool fast = V != DQ_STAGE && (reinterpret_cast<unsigned long long>(raw) & 15) == 0;
-    if constexpr (V == DQ_DIRECT) {
-        if (fast)
+    const unsigned long long a = reinterpret_cast<unsigned long long>(raw);
+    if constexpr (WARP) {
+        if (blockDim.x % 32) __trap();  // dequant.py's config check: whole warps
+#ifdef __CUDA_ARCH__
+        u32 dyn;  // the launcher's warp_slice_bytes per warp
+        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+        if (dyn < (blockDim.x / 32) * WarpSlice<T, CPT>::BYTES) __trap();
+#endif
+        if ((a & (Fast<T>::ALIGN - 1)) == 0)  // the slice keeps raw's alignment mod 16
+            warp_steps<Fast<T>, CPT, STEPS>(raw, out, nblocks);
+        else
+            warp_steps<T, CPT, STEPS>(raw, out, nblocks);
+    } else if constexpr (V == DQ_DIRECT) {
+        if ((a & 15) == 0)
             direct<Fast<T>, CPT>(raw, out, nblocks);
         else
             direct<T, CPT>(raw, out, nblocks);
     } else {
-        if (fast)
+        if (V == DQ_STAGE_W && (a & 15) == 0)
             staged<Fast<T>, CPT>(raw, out, nblocks);
         else
             staged<T, CPT>(raw, out, nblocks);
@@ -135,12 +245,18 @@ __device__ __forceinline__ void dequant(const u8* __restrict__ raw, uint4* __res
 }
 
 // dequant.py generates one line per quant type of the table (tracekit/quants.py), its variant
-// and chunks per thread from the type's declared tuning:
-//   DEQUANT_KERNEL(dequant_q4_0_f16, Q4_0, 2, 4)
-#define DEQUANT_KERNEL(name, T, V, CPT)                                                        \
+// chunks per thread and (warp variant) steps per run from the type's declared tuning:
+//   DEQUANT_KERNEL(dequant_q4_0_f16, Q4_0, 2, 4, 1)
+#define DEQUANT_KERNEL(name, T, V, CPT, STEPS)                                                 \
     extern "C" __global__ void name(const u8* __restrict__ raw, uint4* __restrict__ out,      \
                                     i64 nblocks, int ts, int qk) {                           \
-        dequant<T, V, CPT>(raw, out, nblocks, ts, qk);                                        \
+        dequant<T, V, CPT, STEPS>(raw, out, nblocks, ts, qk);                                 \
+    }
+// ... the same with DQ_WARP_OCC's register cap (dequant.py emits it for that variant)
+#define DEQUANT_KERNEL_OCC(name, T, V, CPT, STEPS)                                             \
+    extern "C" __global__ void __launch_bounds__(256, 8)                                      \
+        name(const u8* __restrict__ raw, uint4* __restrict__ out, i64 nblocks, int ts, int qk) { \
+        dequant<T, V, CPT, STEPS>(raw, out, nblocks, ts, qk);                                 \
     }
 
 // ---- F32 / F16 / BF16 -> f16: 8 elements per thread, one 16-byte store -----------------------

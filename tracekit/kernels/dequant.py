@@ -14,7 +14,9 @@ tile's packed bytes (2.3 KB for Q4_0 and Q4_K) into shared memory with aligned 1
 then each thread decodes 8 consecutive values per chunk and writes them with one 16-byte
 store, so a warp writes 512 contiguous bytes per instruction. Tiles are walked by a
 grid-stride loop over 64-bit indices, so a grid clamped by :func:`grid_1d` drops no work.
-F32/F16/BF16 use a plain 8-elements-per-thread kernel.
+F32/F16/BF16 use a plain 8-elements-per-thread kernel. (That staged design is variant 0/1; the
+types run the direct variant, see :data:`VARIANTS`; the warp variant, a candidate for Q3_K's
+110-byte, 2-byte aligned blocks, stages per warp and pipelines its loads: :data:`WARP_STEPS`.)
 
 CPU references. Each type's block decoder is its ``decode`` in ``tracekit/quants.py`` (its
 declaration); here they are driven. NumPy pays ~1 µs per call and ~5-8 ns per inner loop, more
@@ -64,8 +66,19 @@ CHUNKS_PER_THREAD = 8
 #: A type's kernel configuration (variant, block, chunks), declared with the type in quants.py.
 KernelConfig = DequantConfig
 #: dequant.cu's variants: staged tile + byte-wise decoders; staged tile + word-wise decoders
-#: (when raw % 16 == 0); no shared memory, word-wise decoders straight from global memory.
-VARIANTS = {0: "stage", 1: "stage_w", 2: "direct"}
+#: (when raw % 16 == 0); no shared memory, word-wise decoders straight from global memory; each
+#: warp stages its own steps of blocks (one coalesced 16-byte load a lane per 512 B, the next
+#: step's loads in flight during this one's decode), word-wise where raw % Fast<T>::ALIGN == 0;
+#: the warp variant capped at 32 registers (64 warps an SM; blocks of at most 256 threads).
+VARIANTS = {0: "stage", 1: "stage_w", 2: "direct", 3: "warp", 4: "warp_occ"}
+#: The variants that stage per warp (WARP_STEPS, warp_slice_bytes apply), and the largest block
+#: each allows (warp_occ's __launch_bounds__ in dequant.cu).
+WARP_VARIANTS = {"warp": 1024, "warp_occ": 256}
+#: The warp variant's steps per run: a warp decodes this many consecutive steps of
+#: ``32 * chunks`` chunks each (step k + 1's loads issued before step k's decode), then moves a
+#: grid's worth of runs on. Its threads do ``chunks * WARP_STEPS`` chunks each (geometry).
+#: scripts/sweep_dequant.py overrides it (SWEEP_WARP_STEPS); the build reads it.
+WARP_STEPS = 4
 #: Per-type kernel configurations, read by geometry, shared memory size, the generated
 #: instantiations and launch. Built from the declarations (quants.py, where each swept type
 #: carries its winner: scripts/sweep_dequant.py on the H200, 2026-11-30, % of copy bandwidth at
@@ -284,6 +297,16 @@ def config(qt: QuantType) -> KernelConfig:
     return CONFIG.get(qt.qtype, KernelConfig(-1, BLOCK, 1))
 
 
+def steps(qt: QuantType) -> int:
+    """Steps per warp run of a type's kernel: :data:`WARP_STEPS` for the warp variants, else 1."""
+    return WARP_STEPS if VARIANTS.get(config(qt).variant) in WARP_VARIANTS else 1
+
+
+def chunks_per_thread(qt: QuantType) -> int:
+    """16-byte output chunks one thread of ``dequant_<suffix>_f16`` decodes (1: float types)."""
+    return config(qt).chunks * steps(qt) if qt.is_quantized else 1
+
+
 def instantiations() -> str:
     """The kernels dequant.cu compiles, one line per type of the quant table, the variant and
     chunks per thread from :data:`CONFIG` (:func:`cuda.source` appends them to dequant.cu)."""
@@ -291,7 +314,9 @@ def instantiations() -> str:
     for t in QUANT_TABLE.values():
         if t.is_quantized:
             c = CONFIG[t.qtype]
-            lines.append(f"DEQUANT_KERNEL({t.dequant_kernel}, {t.device}, {c.variant}, {c.chunks})")
+            line = f"{t.dequant_kernel}, {t.device}, {c.variant}, {c.chunks}, {steps(t)}"
+            occ = "_OCC" if VARIANTS[c.variant] == "warp_occ" else ""
+            lines.append(f"DEQUANT_KERNEL{occ}({line})")
         else:
             lines.append(f"FLOAT_DEQUANT_KERNEL({t.dequant_kernel}, {t.device})")
     return "\n".join(lines)
@@ -311,13 +336,20 @@ def kernel_name(qt: QuantType) -> str:
 def geometry(qt: QuantType, n_elements: int, max_grid: int = MAX_GRID_X) -> Geometry:
     """The launch geometry of ``dequant_<suffix>_f16`` over ``n_elements`` outputs.
 
-    Quant types: one work item per thread of a tile, i.e. ``config(qt).chunks`` 8-value
-    chunks, ``config(qt).block`` threads per block; F32/F16/BF16: one 8-value chunk per thread
+    Quant types: one work item per thread of a tile, i.e. :func:`chunks_per_thread` 8-value
+    chunks (``config(qt).chunks``, times :data:`WARP_STEPS` for the warp variants),
+    ``config(qt).block`` threads per block; F32/F16/BF16: one 8-value chunk per thread
     (the last one may be partial), BLOCK threads.
     """
     chunks = ceil_div(n_elements, CHUNK_ELEMS)
     cfg = config(qt)
-    return grid_1d(ceil_div(chunks, cfg.chunks), cfg.block, max_grid)
+    v = VARIANTS.get(cfg.variant)
+    if v in WARP_VARIANTS and (cfg.block % 32 or cfg.block > WARP_VARIANTS[v]):
+        raise ValueError(
+            f"{qt.name}: the {v} variant needs whole warps, at most {WARP_VARIANTS[v]} threads, "
+            f"not block {cfg.block}"
+        )
+    return grid_1d(ceil_div(chunks, chunks_per_thread(qt)), cfg.block, max_grid)
 
 
 def tile_smem_bytes(qt: QuantType) -> int:
@@ -328,9 +360,27 @@ def tile_smem_bytes(qt: QuantType) -> int:
     return tile_blocks * qt.type_size + 32
 
 
+def warp_slice_bytes(qt: QuantType) -> int:
+    """Shared memory of one warp of the warp variant (dequant.cu's WarpSlice<T, CPT>::BYTES, which
+    the kernel checks against its launch): a step's ``32 * chunks / (block_size / 8)`` blocks at
+    any offset mod 16 (+15 B), 16 B of slack for word reads past a block's end, in 16-byte words."""
+    cpb = qt.block_size // CHUNK_ELEMS
+    chunks = 32 * config(qt).chunks
+    if chunks % cpb:
+        raise ValueError(
+            f"{qt.name}: a warp step of {chunks} chunks is not whole {cpb}-chunk blocks"
+        )
+    return 16 * ceil_div(chunks // cpb * qt.type_size + 31, 16)
+
+
 def launch_smem_bytes(qt: QuantType) -> int:
-    """Dynamic shared memory of a launch: a staged tile, or none for the direct variant."""
-    return 0 if VARIANTS[config(qt).variant] == "direct" else tile_smem_bytes(qt)
+    """Dynamic shared memory of a launch: a staged tile, a slice per warp, or none (direct)."""
+    v = VARIANTS[config(qt).variant]
+    if v == "direct":
+        return 0
+    if v in WARP_VARIANTS:
+        return config(qt).block // 32 * warp_slice_bytes(qt)
+    return tile_smem_bytes(qt)
 
 
 def check_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "out") -> None:

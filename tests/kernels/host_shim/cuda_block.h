@@ -2,14 +2,16 @@
 // threads a fiber (ucontext) on one OS thread: tests/kernels/test_attention.py runs
 // attention_tiled_f32 this way and compares it with the NumPy reference, without a GPU.
 //
-// A barrier (__syncthreads, __syncwarp) switches back to the scheduler, which runs every fiber
-// of the block up to its next barrier in turn: a round ends when all of them reached it, so no
-// thread passes a barrier before every thread of the block has arrived (a __syncwarp is as
-// strong as a __syncthreads here). __shfl_xor_sync writes the lane's value to a slot, waits at
+// A barrier (__syncthreads, __syncwarp) switches back to the scheduler, which runs every
+// unfinished fiber of the block up to its next barrier in turn: a round ends when all of them
+// reached it, so no thread passes a barrier before every thread of the block has arrived (a
+// __syncwarp is as strong as a __syncthreads for the threads still running). Warps may leave a
+// loop of __syncwarp after different trip counts (dequant.cu's warp variant does). __shfl_xor_sync writes the lane's value to a slot, waits at
 // a barrier, reads its partner's slot and waits again. That is only right for code in which
 // every thread of the block reaches each barrier and shuffle together (block-uniform control
-// flow around them); the scheduler aborts when a round ends with some threads at a barrier and
-// others finished, which is that rule broken.
+// flow around them); the scheduler aborts when a round ends with some threads at a
+// __syncthreads and others finished, or some at a __syncwarp or shuffle and others of their warp
+// finished, which is that rule broken.
 //
 // __shared__ is dropped: a kernel's dynamic shared array (extern __shared__) becomes one global
 // array the test defines; static __shared__ variables would become per-thread locals, so only
@@ -28,6 +30,8 @@
 #define __global__
 #define __shared__
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __trap() std::abort()
 
 using std::isnan;
 
@@ -47,6 +51,7 @@ struct Fiber {
     ucontext_t ctx;
     std::vector<char> stack;
     bool done = false;
+    bool at_block_barrier = false;  // waiting at a __syncthreads (else a warp-level one)
 };
 inline ucontext_t scheduler;
 inline std::vector<Fiber> fibers;
@@ -94,14 +99,20 @@ inline void run_grid(dim3 grid, dim3 block, void (*fn)()) {
                     for (int i = 0; i < n; ++i) {
                         current = i;
                         set_thread_index(i);
-                        swapcontext(&scheduler, &fibers[i].ctx);
+                        if (!fibers[i].done) swapcontext(&scheduler, &fibers[i].ctx);
                         finished += fibers[i].done;
                     }
                     if (finished == n) break;
-                    if (finished != 0) {
-                        std::fprintf(stderr, "block (%u,%u,%u): %d of %d threads finished while "
-                                     "the others wait at a barrier\n", bx, by, bz, finished, n);
-                        std::abort();
+                    for (int i = 0; finished != 0 && i < n; ++i) {
+                        bool bad = !fibers[i].done && fibers[i].at_block_barrier;
+                        for (int j = i & ~31; !fibers[i].done && j < (i | 31) + 1 && j < n; ++j)
+                            bad = bad || fibers[j].done;
+                        if (bad) {
+                            std::fprintf(stderr, "block (%u,%u,%u): %d of %d threads finished "
+                                         "while thread %d waits at a barrier\n", bx, by, bz,
+                                         finished, n, i);
+                            std::abort();
+                        }
                     }
                 }
             }
@@ -109,7 +120,11 @@ inline void run_grid(dim3 grid, dim3 block, void (*fn)()) {
 }
 }  // namespace tk_host
 
-inline void __syncthreads() { tk_host::yield(); }
+inline void __syncthreads() {
+    tk_host::fibers[tk_host::current].at_block_barrier = true;
+    tk_host::yield();
+    tk_host::fibers[tk_host::current].at_block_barrier = false;
+}
 inline void __syncwarp(unsigned int = 0xffffffffu) { tk_host::yield(); }
 inline float __shfl_xor_sync(unsigned int, float v, int lane_mask) {
     const int me = tk_host::current;

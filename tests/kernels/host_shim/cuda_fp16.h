@@ -49,3 +49,20 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
 }
 template <class T>
 inline T __ldg(const T* p) { return *p; }
+
+// f32 -> f16, round to nearest even (cvt.rn.f16.f32); NaN -> a quiet NaN of the same sign.
+struct __half2 { __half x, y; };
+inline __half __float2half_rn(float f) {
+    unsigned int u;
+    std::memcpy(&u, &f, 4);
+    const unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return {(unsigned short)(sign | 0x7E00u)};
+    if (a >= 0x477FF000u) return {(unsigned short)(sign | 0x7C00u)};  // >= 65520: inf
+    if (a < 0x38800000u)  // below 2^-14: a multiple of 2^-24, rounded by the FPU (RNE)
+        return {(unsigned short)(sign | (unsigned int)std::nearbyint(std::fabs(f) * 16777216.0f))};
+    const unsigned int r = a + 0xFFFu + ((a >> 13) & 1u);  // RNE at the f16 ulp (bit 13)
+    return {(unsigned short)(sign | ((r - (112u << 23)) >> 13))};
+}
+inline __half2 __floats2half2_rn(float a, float b) {
+    return {__float2half_rn(a), __float2half_rn(b)};
+}
