@@ -589,7 +589,7 @@ class Q3_K(
     QuantType,
     qtype=_T.Q3_K,
     f16_fields=(108,),
-    dequant=DequantConfig(2, 128, 1),
+    dequant=DequantConfig(3, 256, 4),  # warp-staged (dequant.WARP_STEPS): 96.0% of copy
     scale_group=16,
     mmvq=MMVQ_K,
 ):

@@ -59,8 +59,8 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-#ifndef ATT_SPLIT_MIN_KEYS
-#error "compile with attention.kernel_defines(): -DATT_SPLIT_MIN_KEYS"
+#if !defined(ATT_SPLIT_MIN_KEYS) || !defined(ATT_MAX_SPLITS)
+#error "compile with attention.kernel_defines(): -DATT_SPLIT_MIN_KEYS, -DATT_MAX_SPLITS"
 #endif
 
 extern "C" __global__ void attention_f32(const float* __restrict__ q,
@@ -169,19 +169,28 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
     __syncthreads();
     if (!merging) return;
     __threadfence();
+    // Only the first `active` ranges hold keys (every block computed the same count): their
+    // (M, L) and weights go through shared memory once, then each thread's columns.
+    const int A = (int)active;
     const float* pth = part + th * S * (hd + 2);
-    float MM = NEG_INF, LL = 0.0f;
-    for (int u = 0; u < S; ++u) MM = fmaxf(MM, __ldcg(pth + u * (hd + 2) + hd));
-    for (int u = 0; u < S; ++u) {  // as the warps' merge: an empty range weighs nothing
-        const float mu = __ldcg(pth + u * (hd + 2) + hd);
-        LL += __ldcg(pth + u * (hd + 2) + hd + 1) * (mu == NEG_INF ? 0.0f : expf(mu - MM));
+    __shared__ float smz[ATT_MAX_SPLITS], slz[ATT_MAX_SPLITS], swz[ATT_MAX_SPLITS];
+    if (threadIdx.x < A) {
+        smz[threadIdx.x] = __ldcg(pth + threadIdx.x * (hd + 2) + hd);
+        slz[threadIdx.x] = __ldcg(pth + threadIdx.x * (hd + 2) + hd + 1);
     }
+    __syncthreads();
+    float MM = NEG_INF;
+    for (int u = 0; u < A; ++u) MM = fmaxf(MM, smz[u]);
+    if (threadIdx.x < A)  // as the warps' merge: an empty range weighs nothing, a NaN poisons
+        swz[threadIdx.x] = smz[threadIdx.x] == NEG_INF ? 0.0f : expf(smz[threadIdx.x] - MM);
+    __syncthreads();
+    float LL = 0.0f;
+    for (int u = 0; u < A; ++u) LL += slz[u] * swz[u];
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
         float o = 0.0f;
-        for (int u = 0; u < S; ++u) {
-            const float mu = __ldcg(pth + u * (hd + 2) + hd);
-            if (mu != NEG_INF) o += __ldcg(pth + u * (hd + 2) + d) * expf(mu - MM);
-        }
+#pragma unroll 4
+        for (int u = 0; u < A; ++u)
+            if (swz[u] != 0.0f) o += __ldcg(pth + u * (hd + 2) + d) * swz[u];
         orow[d] = o / LL;
     }
     if (threadIdx.x == 0) count[th] = 0;  // ready for the next launch (a replay reuses it)

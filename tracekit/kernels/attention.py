@@ -368,6 +368,7 @@ def kernel_defines() -> tuple[str, ...]:
         f"-DATT_TILE_TX={TILE_TX}",
         f"-DATT_TILE_TY={TILE_TY}",
         f"-DATT_SPLIT_MIN_KEYS={SPLIT_MIN_KEYS}",
+        f"-DATT_MAX_SPLITS={MAX_SPLITS}",
     )
 
 

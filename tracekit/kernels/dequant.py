@@ -77,8 +77,10 @@ WARP_VARIANTS = {"warp": 1024, "warp_occ": 256}
 #: The warp variant's steps per run: a warp decodes this many consecutive steps of
 #: ``32 * chunks`` chunks each (step k + 1's loads issued before step k's decode), then moves a
 #: grid's worth of runs on. Its threads do ``chunks * WARP_STEPS`` chunks each (geometry).
-#: scripts/sweep_dequant.py overrides it (SWEEP_WARP_STEPS); the build reads it.
-WARP_STEPS = 4
+#: scripts/sweep_dequant.py overrides it (SWEEP_WARP_STEPS); the build reads it. Measured on the
+#: H200 (2026-12-01 17:07 UTC, Q3_K, 4 chunks, 256 threads): 96.0% of copy at 1 step, 88.1% at 4,
+#: 86.3% at 16 (more chunks in flight per thread beat the next step's loads in flight).
+WARP_STEPS = 1
 #: Per-type kernel configurations, read by geometry, shared memory size, the generated
 #: instantiations and launch. Built from the declarations (quants.py, where each swept type
 #: carries its winner: scripts/sweep_dequant.py on the H200, 2026-11-30, % of copy bandwidth at
