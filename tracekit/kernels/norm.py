@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.kernels import cuda
 from tracekit.kernels.checks import KernelInputError, require_array, require_nonempty
 from tracekit.kernels.elementwise import device_out, require_device
 from tracekit.kernels.launch import Geometry, LaunchRecord, grid_1d
@@ -30,6 +31,12 @@ KERNEL = "rms_norm_f32"
 #: warp below 1024) each thread waited for 28 loads in turn, 17 µs per row on the H200 (the
 #: 0.5B decode trace: 49 rms_norm nodes, 0.8 ms of a 2.1 ms step).
 ROW_ELEMS_PER_THREAD = 4
+
+
+def kernel_defines() -> tuple[str, ...]:
+    """The values a thread keeps in registers (norm.cu's NORM_RPT): block_for's per-thread
+    count, so a row the launcher sizes fits them."""
+    return (f"-DNORM_RPT={ROW_ELEMS_PER_THREAD}",)
 
 
 def _check(x: Any, w: Any, eps: float) -> tuple[int, int]:
@@ -132,6 +139,8 @@ def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[An
     working = min(rows, geo.grid[0]) * min(geo.block[0], d)
     return y, _record(geo, x, w, y, rows, d, threads_working=working)
 
+
+cuda.defines(FAMILY, kernel_defines)
 
 # -- the op declaration (tracekit/kernels/registry.py) ----------------------------------------
 # flops counted by _record: 3 per element without a weight, 4 with one
