@@ -122,10 +122,8 @@ def main() -> int:
         kc, vc = np.zeros((16, 2, hd), np.float32), np.zeros((16, 2, hd), np.float32)
         k = rng.standard_normal((nt, 2, hd), dtype=np.float32)
         gk, gv = gpu.asarray(kc), gpu.asarray(vc)
-        gpu.kv_store_f32(gk, gpu.asarray(k), 3)
-        gpu.kv_store_f32(gv, gpu.asarray(k * 2), 3)
-        cpu.kv_store_f32(kc, k, 3)
-        cpu.kv_store_f32(vc, k * 2, 3)
+        gpu.kv_store_f32(gk, gpu.asarray(k), gv, gpu.asarray(k * 2), 3)
+        cpu.kv_store_f32(kc, k, vc, k * 2, 3)
         for window in (0, 2):
             check(
                 f"attention hd={hd} nt={nt} window={window}",

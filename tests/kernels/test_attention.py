@@ -140,26 +140,35 @@ def test_attention_rejects_non_contiguous_q():
         ref_attention_f32(q, k, k.copy(), 0, 1.0)
 
 
-def test_kv_store_writes_rows_in_place():
-    cache = np.full((8, 2, 4), -7.0, dtype=np.float32)
-    x = np.arange(3 * 2 * 4, dtype=np.float32).reshape(3, 2, 4)
-    out, rec = ref_kv_store_f32(cache, x, 5)
-    assert out is cache
-    np.testing.assert_array_equal(cache[5:8], x)
-    assert (cache[:5] == -7.0).all()
-    assert rec.kernel == "kv_store_f32" and rec.bytes_read == x.nbytes == rec.bytes_written
+def test_kv_store_writes_k_and_v_rows_in_place():
+    kc = np.full((8, 2, 4), -7.0, dtype=np.float32)
+    vc = np.full((8, 2, 4), -9.0, dtype=np.float32)
+    k = np.arange(3 * 2 * 4, dtype=np.float32).reshape(3, 2, 4)
+    out, rec = ref_kv_store_f32(kc, k, vc, -k, 5)
+    assert out is kc
+    np.testing.assert_array_equal(kc[5:8], k)
+    np.testing.assert_array_equal(vc[5:8], -k)
+    assert (kc[:5] == -7.0).all() and (vc[:5] == -9.0).all()
+    assert rec.kernel == "kv_store_f32" and rec.bytes_read == 2 * k.nbytes == rec.bytes_written
 
 
 def test_kv_store_gates():
     cache = np.zeros((8, 2, 4), dtype=np.float32)
+
+    def store(x, start, v_cache=None, v=None):
+        vc = np.zeros_like(cache) if v_cache is None else v_cache
+        return ref_kv_store_f32(cache, x, vc, x if v is None else v, start)
+
     with pytest.raises(KernelInputError, match="n_ctx 8"):
-        ref_kv_store_f32(cache, np.zeros((3, 2, 4), np.float32), 6)
+        store(np.zeros((3, 2, 4), np.float32), 6)
     with pytest.raises(KernelInputError, match="expected"):
-        ref_kv_store_f32(cache, np.zeros((3, 1, 4), np.float32), 0)
+        store(np.zeros((3, 1, 4), np.float32), 0)
     with pytest.raises(KernelInputError, match="dtype"):
-        ref_kv_store_f32(cache, np.zeros((3, 2, 4), np.float64), 0)
+        store(np.zeros((3, 2, 4), np.float64), 0)
     with pytest.raises(KernelInputError, match="negative"):
-        ref_kv_store_f32(cache, np.zeros((1, 2, 4), np.float32), -1)
+        store(np.zeros((1, 2, 4), np.float32), -1)
+    with pytest.raises(KernelInputError, match="K and V differ"):
+        store(np.zeros((3, 2, 4), np.float32), 0, v_cache=np.zeros((9, 2, 4), np.float32))
 
 
 def test_attention_nan_value_reaches_only_queries_that_attend_it():

@@ -187,16 +187,19 @@ def test_attention_rejects_head_dim_over_256_and_host_arrays():
 def test_kv_store_matches_reference(start, nt):
     cp = _cp()
     rng = np.random.default_rng(start)
-    cache = rng.standard_normal((42, 3, 64), dtype=np.float32)
-    x = rng.standard_normal((nt, 3, 64), dtype=np.float32)
-    d_cache = cp.asarray(cache)
-    got, rec = launch_kv_store_f32(d_cache, cp.asarray(x), start)
-    want, _ = ref_kv_store_f32(cache.copy(), x, start)
-    assert got is d_cache
-    np.testing.assert_array_equal(got.get(), want)
-    assert rec.bytes_written == x.nbytes
+    kc = rng.standard_normal((42, 3, 64), dtype=np.float32)
+    vc = rng.standard_normal((42, 3, 64), dtype=np.float32)
+    k = rng.standard_normal((nt, 3, 64), dtype=np.float32)
+    v = rng.standard_normal((nt, 3, 64), dtype=np.float32)
+    dkc, dvc = cp.asarray(kc), cp.asarray(vc)
+    got, rec = launch_kv_store_f32(dkc, cp.asarray(k), dvc, cp.asarray(v), start)
+    want_k, _ = ref_kv_store_f32(kc.copy(), k, vc_ref := vc.copy(), v, start)
+    assert got is dkc
+    np.testing.assert_array_equal(dkc.get(), want_k)
+    np.testing.assert_array_equal(dvc.get(), vc_ref)
+    assert rec.bytes_written == k.nbytes + v.nbytes and rec.grid[1] == 2
     with pytest.raises(KernelInputError, match="n_ctx 42"):
-        launch_kv_store_f32(d_cache, cp.asarray(x), 42 - nt + 1)
+        launch_kv_store_f32(dkc, cp.asarray(k), dvc, cp.asarray(v), 42 - nt + 1)
 
 
 # -- matmul -------------------------------------------------------------------------------------

@@ -60,9 +60,16 @@ SAMPLES: dict[str, Callable[[], tuple[tuple, dict, int]]] = {
         5 * 3 * 64,
     ),
     "kv_store_f32": lambda: (
-        (np.zeros((16, 2, 64), np.float32), _f32(5, 2, 64), 4, np.arange(4, 9, dtype=np.int32)),
+        (
+            np.zeros((16, 2, 64), np.float32),
+            _f32(5, 2, 64),
+            np.zeros((16, 2, 64), np.float32),
+            _f32(5, 2, 64) + 1,
+            4,
+            np.arange(4, 9, dtype=np.int32),
+        ),
         {},
-        5 * 2 * 64,
+        2 * 5 * 2 * 64,
     ),
     "attention_f32": lambda: (
         (_f32(3, 4, 64), _f32(16, 2, 64), _f32(16, 2, 64), 5, 0.125, 0, 0.0),
@@ -203,6 +210,6 @@ def test_positions_that_disagree_with_n_past_are_refused_by_the_reference() -> N
     from tracekit.kernels.checks import KernelInputError
 
     args, _, _ = SAMPLES["kv_store_f32"]()
-    cache, x, start, _pos = args
+    kc, k, vc, v, start, _pos = args
     with pytest.raises(KernelInputError, match="positions start at 5, but n_past is 4"):
-        NumpyBackend().kv_store_f32(cache, x, start, np.arange(5, 10, dtype=np.int32))
+        NumpyBackend().kv_store_f32(kc, k, vc, v, start, np.arange(5, 10, dtype=np.int32))

@@ -55,8 +55,8 @@ def test_guards_are_found() -> None:
 
 
 def test_a_family_without_registrations_compiles_its_file_as_is() -> None:
-    assert cuda.source("norm") == (KERNELS / "norm.cu").read_text()
-    assert cuda.options("norm") == cuda._OPTIONS
+    assert cuda.source("rope") == (KERNELS / "rope.cu").read_text()
+    assert cuda.options("rope") == cuda._OPTIONS
 
 
 def test_generated_code_is_appended_once_per_family() -> None:
@@ -115,3 +115,11 @@ def test_allow_dynamic_shared_counts_the_static_part() -> None:
     cuda.allow_dynamic_shared(fn, 100_000)
     cuda.allow_dynamic_shared(fn, 60_000)  # a smaller launch later never lowers it
     assert fn.max_dynamic_shared_size_bytes == 100_000
+
+
+def test_rms_norm_keeps_as_many_values_in_registers_as_the_launcher_gives_a_thread() -> None:
+    from tracekit.kernels import norm
+
+    assert f"-DNORM_RPT={norm.ROW_ELEMS_PER_THREAD}" in cuda.options("norm")
+    for d in (64, 896, 4096):  # rows the launcher sizes fit the registers (norm.cu's in_regs)
+        assert d <= norm.block_for(d) * norm.ROW_ELEMS_PER_THREAD

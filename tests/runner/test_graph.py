@@ -89,8 +89,11 @@ def test_graph_invariants(models, arch: str) -> None:
         seen.add(n.name)
         assert n.name.startswith(f"blk.{n.layer}.") == (n.layer is not None)
     # every tensor the file must have is read by some node
-    read = {n.weight for n in g if n.weight}
+    read = {i.removeprefix("weight:") for n in g for i in n.inputs if i.startswith("weight:")}
     assert read == set(expected)
+    for n in g:  # a second weight input is the matmul's bias, named in its attrs
+        extra = [i for i in n.inputs if i.startswith("weight:")][1:]
+        assert extra == ([f"weight:{n.attrs['bias']}"] if n.attrs.get("bias") else []), n
     # the residual stream: each add reads the previous residual
     assert g.consumers("token_embd") == (
         ["token_embd.scale"] if arch == "gemma3" else ["blk.0.attn_norm", "blk.0.attn_residual"]

@@ -1,6 +1,8 @@
 // Attention with a KV cache (launched by tracekit/kernels/attention.py).
 //
-//   kv_store_f32:   cache[start*row_elems + i] = x[i], i < n (a grid-stride copy of nt rows).
+//   kv_store_f32:   k_cache[start*row_elems + i] = k[i] and v_cache[...] = v[i], i < n: a
+//                   grid-stride copy of nt rows, blockIdx.y 0 the keys, 1 the values (one
+//                   launch for both).
 //   attention_f32:  one block of ATT_THREADS threads per (token t, head h, key split z): grid
 //                   (nt, n_head, S). Decode and short steps (nt below the bucket's
 //                   attention.TileConfig.min_nt). S > 1 (split-K, attention.attention_splits:
@@ -43,12 +45,15 @@ static_assert(ATT_THREADS % 32 == 0 && ATT_MAX_HD % 32 == 0, "whole warps, whole
 // -inf without <math.h> (NVRTC has no INFINITY macro).
 #define NEG_INF __int_as_float(0xff800000)
 
-extern "C" __global__ void kv_store_f32(const float* __restrict__ x, float* __restrict__ cache,
+extern "C" __global__ void kv_store_f32(const float* __restrict__ k, float* __restrict__ k_cache,
+                                        const float* __restrict__ v, float* __restrict__ v_cache,
                                         long long offset, long long n,
                                         const int* __restrict__ past, long long row,
                                         unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
     if (past != nullptr) offset = (long long)past[0] * row;
+    const float* __restrict__ x = blockIdx.y ? v : k;
+    float* __restrict__ cache = blockIdx.y ? v_cache : k_cache;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         cache[offset + i] = x[i];

@@ -60,6 +60,16 @@ def _check_kv_store(cache: Any, x: Any, start: int) -> None:
         )
 
 
+def _check_kv_pair(k_cache: Any, k: Any, v_cache: Any, v: Any, start: int) -> None:
+    _check_kv_store(k_cache, k, start)
+    _check_kv_store(v_cache, v, start)
+    if tuple(k_cache.shape) != tuple(v_cache.shape) or tuple(k.shape) != tuple(v.shape):
+        raise KernelInputError(
+            f"K and V differ: caches {tuple(k_cache.shape)} / {tuple(v_cache.shape)}, rows "
+            f"{tuple(k.shape)} / {tuple(v.shape)}"
+        )
+
+
 def _check_attention(
     q: Any, k_cache: Any, v_cache: Any, n_past: int, window: int, softcap: float
 ) -> tuple[int, int, int, int, int]:
@@ -148,26 +158,33 @@ def _same_start(positions: Any, start: int, what: str) -> None:
 
 
 def ref_kv_store_f32(
-    cache: np.ndarray, x: np.ndarray, start: int, positions: np.ndarray | None = None
+    k_cache: np.ndarray,
+    k: np.ndarray,
+    v_cache: np.ndarray,
+    v: np.ndarray,
+    start: int,
+    positions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, LaunchRecord]:
-    """Write ``x`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of ``cache`` in place.
+    """Write ``k`` and ``v`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of
+    ``k_cache`` and ``v_cache`` in place (one launch on the device for both).
 
     ``positions`` (the step's int32 positions, ``[0] == start``) is what lets the device read
     the start row at run time, so a replayed step is right at any position; on the host it is
     only checked against ``start``.
 
     Returns:
-        (cache, record): the same cache object, updated.
+        (k_cache, record): the same K cache object, updated (and the V cache).
 
     Raises:
-        KernelInputError: dtype/contiguity/shape mismatch, ``start + nt > n_ctx``, or
-            positions that do not start at ``start``.
+        KernelInputError: dtype/contiguity/shape mismatch (K and V alike), ``start + nt >
+            n_ctx``, or positions that do not start at ``start``.
     """
     _same_start(positions, start, "KV store")
     start = int(start)
-    _check_kv_store(cache, x, start)
-    cache[start : start + x.shape[0]] = x
-    return cache, LaunchRecord.of("kv_store_f32", None, reads=[x], writes=[x])
+    _check_kv_pair(k_cache, k, v_cache, v, start)
+    k_cache[start : start + k.shape[0]] = k
+    v_cache[start : start + v.shape[0]] = v
+    return k_cache, LaunchRecord.of("kv_store_f32", None, reads=[k, v], writes=[k, v])
 
 
 def ref_attention_f32(
@@ -402,11 +419,12 @@ def _past_pointer(positions: Any, what: str) -> Any:
 
 
 def launch_kv_store_f32(
-    cache: Any, x: Any, start: int, positions: Any = None
+    k_cache: Any, k: Any, v_cache: Any, v: Any, start: int, positions: Any = None
 ) -> tuple[Any, LaunchRecord]:
-    """Write ``x`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of the device cache.
+    """Write ``k`` and ``v`` [nt, n_kv, head_dim] into rows ``start .. start+nt-1`` of the
+    device caches, in one launch (grid.y: 0 the keys, 1 the values).
 
-    The cache is updated in place and returned (it is its own ``out``). With ``positions``
+    The caches are updated in place; the K cache is returned (it is its own ``out``). With ``positions``
     (the step's int32 positions on the device, ``positions[0] == start``) the kernel reads the
     start row from the device (see attention.cu); ``start`` is still what the gates check.
 
@@ -418,21 +436,18 @@ def launch_kv_store_f32(
     from tracekit.kernels.launch import grid_1d
 
     start = int(start)
-    _check_kv_store(cache, x, start)
-    require_device(cache, "KV cache")
-    require_device(x, "KV rows")
-    n = int(x.size)
-    row = int(cache.shape[1]) * int(cache.shape[2])
-    geo = grid_1d(n, KV_BLOCK)
+    _check_kv_pair(k_cache, k, v_cache, v, start)
+    for a, what in ((k_cache, "K cache"), (v_cache, "V cache"), (k, "K rows"), (v, "V rows")):
+        require_device(a, what)
+    n = int(k.size)
+    row = int(k_cache.shape[1]) * int(k_cache.shape[2])
+    one = grid_1d(n, KV_BLOCK)  # per tensor; grid.y = 2: K and V
+    geo = Geometry((one.grid[0], 2, 1), one.block, 2 * one.work_items)
     past = _past_pointer(positions, "KV store")
     if n:
-        launch(
-            kernel("attention", "kv_store_f32"),
-            geo.grid,
-            geo.block,
-            (x, cache, np.int64(start * row), np.int64(n), past, np.int64(row), NO_STAMP),
-        )
-    return cache, LaunchRecord.of("kv_store_f32", geo, reads=[x], writes=[x])
+        args = (k, k_cache, v, v_cache, np.int64(start * row), np.int64(n), past, np.int64(row))
+        launch(kernel("attention", "kv_store_f32"), geo.grid, geo.block, (*args, NO_STAMP))
+    return k_cache, LaunchRecord.of("kv_store_f32", geo, reads=[k, v], writes=[k, v])
 
 
 def attention_geometry(nt: int, n_head: int, splits: int = 1) -> Geometry:

@@ -3,8 +3,8 @@
 This is hop 1 of the dispatch chain (``Op::Add`` arm -> ``CudaState::add`` in the seed). An arm
 takes (backend, node, step, *inputs) and calls ONE backend op; it does not know grid sizes or
 kernel names; it reshapes its inputs (views only), checks the shape invariants the next hop
-relies on and names the node in every error. Attention is the one fixed sequence: store K,
-store V, attend (three launches in one node).
+relies on and names the node in every error. Attention is the one fixed sequence: store K
+and V, attend (two launches in one node).
 
 An op is declared by decorating its arm with :func:`op`, naming the backend ops it calls; its
 family, reference, launcher, flops and stamping are those backend ops' declarations
@@ -216,8 +216,7 @@ def attention(be: Backend, node: Node, st: StepContext, q: Any, k: Any, v: Any) 
             node, f"n_past {st.n_past} + {nt} tokens exceeds the KV cache's {kc.shape[0]} rows"
         )
     pos = st.inputs["positions"]  # n_past on the device too: a replayed step stays right
-    be.kv_store_f32(kc, k, st.n_past, pos)
-    be.kv_store_f32(vc, v, st.n_past, pos)
+    be.kv_store_f32(kc, k, vc, v, st.n_past, pos)  # one launch: K and V
     return be.attention_f32(
         q,
         kc,
