@@ -9,8 +9,10 @@ tracekit untraced on the cupy backend with CUDA-graph decode replay: prefill of 
 random token ids (the last position's logits only, as llama-bench computes; the median of 3
 after a warm-up) twice — through the dispatch chain (``pp chain``: any prompt) and replayed
 (``pp replay``: Session's prefill_replay, a prefill of the recorded length at the recorded
-position, recorded in the warm-up, as a CUDA graph) —, then, from an empty cache again (as tg is measured), STEPS greedy decode
-steps. Prints the ratios tracekit ÷ llama.cpp.
+position, recorded in the warm-up, as a CUDA graph) —, then, from an empty cache again (as tg is
+measured), STEPS decode steps as llama-bench's tg runs them (each step's logits read back to the
+host, the next token a random id) and STEPS greedy ones (plus the host's argmax). Prints the
+ratios tracekit ÷ llama.cpp.
 Extra ``--tk-arg KEY=VALUE`` pairs are passed to ``Session`` (e.g. ``replay=plan``).
 """
 
@@ -70,15 +72,22 @@ def tracekit_speed(path: Path, prefill: int, steps: int, session_kw: dict) -> di
     pp = pp_of(s.replay_mode != "off")
     s.prefill_replay = False
     # decode from an empty cache, as llama-bench's tg test does (no prompt): after the 512
-    # prefill each step's attention would read 512+ cached positions more
-    s.reset()
-    tok = int(np.argmax(s.run_step(ids[:1])[-1]))
-    be.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        tok = int(np.argmax(s.run_step([tok])[-1]))
-    tg = steps / (time.perf_counter() - t0)
-    return {"pp": pp, "pp_chain": pp_chain, "tg": tg}
+    # prefill each step's attention would read 512+ cached positions more. Two loops: llama-
+    # bench's (each step's logits read back to the host, the next token a random id: it
+    # samples nothing) and a greedy one (the host's argmax over the vocabulary too).
+    feed = [int(i) for i in rng.integers(0, model.config.n_vocab, steps)]
+    tg = {}
+    for kind in ("tg", "tg_greedy"):
+        s.reset()
+        tok = int(np.argmax(s.run_step(ids[:1])[-1]))
+        be.synchronize()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            logits = s.run_step([tok if kind == "tg_greedy" else feed[i]])[-1]
+            if kind == "tg_greedy":
+                tok = int(np.argmax(logits))
+        tg[kind] = steps / (time.perf_counter() - t0)
+    return {"pp": pp, "pp_chain": pp_chain, **tg}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,14 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((path.name, ll, tk))
         print(f"{path.name}: llama.cpp pp{args.prefill} {ll['pp']:.0f} tg{args.steps} "
               f"{ll['tg']:.1f} tok/s | tracekit pp replay {tk['pp']:.0f}, pp chain "
-              f"{tk['pp_chain']:.0f}, tg {tk['tg']:.1f}", flush=True)  # fmt: skip
+              f"{tk['pp_chain']:.0f}, tg {tk['tg']:.1f} (greedy {tk['tg_greedy']:.1f})",
+              flush=True)  # fmt: skip
     print(f"\n| model | llama.cpp pp{args.prefill} | tracekit pp replay | ratio | pp chain | ratio "
-          f"| llama.cpp tg{args.steps} | tracekit | ratio |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"| llama.cpp tg{args.steps} | tracekit | ratio | greedy | ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, ll, tk in rows:
         print(f"| {name} | {ll['pp']:.0f} | {tk['pp']:.0f} | {tk['pp'] / ll['pp']:.2f}x "
               f"| {tk['pp_chain']:.0f} | {tk['pp_chain'] / ll['pp']:.2f}x "
-              f"| {ll['tg']:.1f} | {tk['tg']:.1f} | {tk['tg'] / ll['tg']:.2f}x |")  # fmt: skip
+              f"| {ll['tg']:.1f} | {tk['tg']:.1f} | {tk['tg'] / ll['tg']:.2f}x "
+              f"| {tk['tg_greedy']:.1f} | {tk['tg_greedy'] / ll['tg']:.2f}x |")  # fmt: skip
     return 0
 
 
