@@ -131,12 +131,13 @@ def test_tolerance_is_calibrated_per_path() -> None:
     qm["run"]["matmul"] = "mmq"
     qm["steps"][0]["nodes"][0]["launches"] = [{"kernel": "mmq_q4_k"}]
     assert run_path(qm) == "quant-act-gpu"
-    # two runs of the quant path, GPU and the NumPy backend's ref_mmvq: the same operands
+    # two runs of the quant path, GPU and the NumPy backend's ref_mmvq: the same roundings,
+    # but a flipped 8-bit code drifts as far as the quantization (the quant-act tolerance)
     qc = copy.deepcopy(q)
     qc["run"]["backend"] = "numpy"
-    assert diff_traces(q, qc).path.name == "f16-gemm-gpu"
+    assert diff_traces(q, qc).path.name == "quant-act-gpu"
     r = diff_traces(q, cpu)  # calibrated on the H200 against CPU f32 recordings
-    assert r.path.name == "quant-act-gpu" and r.rtol == PATHS["quant-act-gpu"].rtol == 0.1
+    assert r.path.name == "quant-act-gpu" and r.rtol == PATHS["quant-act-gpu"].rtol == 0.35
     assert diff_traces(q, cpu, rtol=1e-2).rtol == 1e-2
 
 

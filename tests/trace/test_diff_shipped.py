@@ -32,12 +32,10 @@ def test_shipped_gpu_trace_vs_cpu_passes(name: str, tmp_path: Path) -> None:
     cpu = load_trace(out)
     assert cpu["run"]["generated_tokens"] == run["generated_tokens"]
     r = diff_traces(gpu, cpu)
-    # the demo traces were re-recorded with mmvq (8-bit activations: quant-act-gpu); SmolLM2's
-    # is from before it (f32 decode in the matvec: judged as the f16 path)
-    assert r.path.name == run_path(gpu)
+    # every shipped trace is of the quant path (mmvq's 8-bit activations on decode), judged
+    # against the CPU's f32 path at the quant-act calibration (SmolLM2's drift set it)
+    assert r.path.name == run_path(gpu) == "quant-act-gpu"
     assert not r.diverged, r.text()
     assert r.largest is not None and 0.0 < r.largest.fraction < 1.0
-    # and not loose beyond need: each path's drift uses more than a tenth of its tolerance
-    # (an old quant-path trace, f32 decode under the f16 calibration, 0.094 of it)
-    floor = 0.05 if run_path(gpu) == "f16-gemm-gpu" and run.get("matmul") == "quant" else 0.1
-    assert r.largest.fraction > floor, r.text()
+    # and not loose beyond need: the 2-layer demo drifts 0.06 of it, SmolLM2 0.46 (17:25 UTC)
+    assert r.largest.fraction > (0.3 if name.startswith("smollm2") else 0.03), r.text()

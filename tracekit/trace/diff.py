@@ -95,15 +95,18 @@ PATHS: dict[str, PathTolerance] = {
     # (calibrated() below), since they round every product alike.
     "quant-act-gpu": PathTolerance(
         "quant-act-gpu",
-        rtol=0.1,
+        rtol=0.35,
         atol=1e-5,
         tensor_rtol=None,
         introduced_rtol=1e-4,
         how="CuPy quant path (x quantized to 8 bits per 32 values, DP4A) vs the CPU's f32 path, "
-        "6 steps of 'The kernel reads' on the H200 (2026-12-01, scripts/gpu_check_s5.sh calib): "
-        "largest deviation 0.021 (demo), 0.045 (llama3 q8_0, blk.0.ffn_down) and 0.028 (gemma2 "
-        "q8_0) of the node's tolerance scale at rtol 1, so rtol 0.1 leaves 2.2x; tensors are "
-        "not calibrated: give --tensor-rtol with dumps",
+        "6 steps on the H200: largest deviation 0.021 (demo), 0.045 (llama3 q8_0, "
+        "blk.0.ffn_down), 0.028 (gemma2 q8_0) (2026-12-01, scripts/gpu_check_s5.sh calib) and "
+        "0.162 (SmolLM2-135M Q4_1, 30 layers, decode 1 / blk.19.ffn_mul max; 17:25 UTC, "
+        "traces/smollm2-h200.json) of the node's tolerance scale at rtol 1, so rtol 0.35 leaves "
+        "2.2x; two quant-path runs drift as much (a 1-ulp difference upstream flips an 8-bit "
+        "code: SmolLM2 GPU vs the NumPy backend's ref_mmvq 0.14); tensors are not calibrated: "
+        "give --tensor-rtol with dumps",
     ),
 }
 #: Looser paths later: a pair of runs is judged by the looser one's tolerances.
@@ -133,12 +136,11 @@ def _ran_mmvq(trace: dict[str, Any]) -> bool:
 
 def calibrated(a: dict[str, Any], b: dict[str, Any]) -> PathTolerance:
     """The tolerances for comparing runs ``a`` and ``b``: the looser of their paths'. Two runs
-    on the quant path compute with the same 8-bit activations (the NumPy backend's ref_mmvq and
-    ref_mmq round every group's term as mmvq and mmq do; a prefill on the f16 GEMM is the same
-    on both), so they are held to the f16 path's tolerances, not to the quantization's."""
+    on the quant path too: though both round every group's term alike (the NumPy backend's
+    ref_mmvq and ref_mmq as mmvq and mmq), a 1-ulp difference upstream (a summation order)
+    flips an 8-bit code now and then, and over many layers those steps drift as far as the
+    quantization does from f32 (SmolLM2, 30 layers: 0.14 of the scale, PATHS' note)."""
     pa, pb = run_path(a), run_path(b)
-    if pa == pb == "quant-act-gpu":
-        return PATHS["f16-gemm-gpu"]
     return PATHS[max(pa, pb, key=_PATH_ORDER.index)]
 
 
