@@ -11,7 +11,8 @@
 //                   device's n_past, so a replayed grid stays right at every position; each
 //                   block writes its range's (max, sum, unnormalised output) to part, and the
 //                   last block of (t, h) to finish (an atomic count, reset by that block)
-//                   merges the S ranges in split order (deterministic) into out.
+//                   merges the ranges in split order (deterministic) into out; blocks past
+//                   the ranges the keys fill leave at once, one range writes out directly.
 //   attention_tiled_f32_d<D>: one block of ATT_TILE_TX * ATT_TILE_TY threads per (tile of BQ
 //                   queries, head h): grid (ceil(nt / BQ), n_head), dynamic shared memory
 //                   attention.TileConfig.shared_bytes; head_dim <= D (D = 64, 128, 256; the
@@ -87,6 +88,16 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
     const long long pos = (long long)n_past + t;
     const long long lo = window > 0 ? max(0LL, pos - window + 1) : 0LL;
     const long long kv_row = (long long)n_kv * hd;  // floats between consecutive positions
+    // split z's keys: [j0, j1], the z-th of `active` near-equal ranges of [lo, pos]; the
+    // blocks past `active` have none and leave at once (the same count in every block of
+    // (t, h), so `active` blocks arrive at the merge)
+    const int z = blockIdx.z, S = gridDim.z;
+    const long long n_keys = pos - lo + 1;
+    const long long active =
+        min((long long)S, (n_keys + ATT_SPLIT_MIN_KEYS - 1) / ATT_SPLIT_MIN_KEYS);
+    if (z >= active) return;
+    const long long chunk = (n_keys + active - 1) / active;
+    const long long j0 = lo + z * chunk, j1 = min(pos, j0 + chunk - 1);
 
     const float* qrow = q + ((long long)t * n_head + h) * hd;
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) sq[d] = qrow[d];
@@ -97,13 +108,6 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
 #pragma unroll
     for (int i = 0; i < ATT_PER_LANE; ++i) acc[i] = 0.0f;
 
-    // split z's keys: [j0, j1], the z-th of `active` near-equal ranges of [lo, pos]
-    const int z = blockIdx.z, S = gridDim.z;
-    const long long n_keys = pos - lo + 1;
-    const long long active =
-        min((long long)S, (n_keys + ATT_SPLIT_MIN_KEYS - 1) / ATT_SPLIT_MIN_KEYS);
-    const long long chunk = (n_keys + active - 1) / active;
-    const long long j0 = lo + z * chunk, j1 = min(pos, j0 + chunk - 1);  // empty: z >= active
     for (long long j = j0 + warp; j <= j1; j += ATT_WARPS) {
         const float* krow = k_cache + j * kv_row + (long long)kh * hd;
         const float* vrow = v_cache + j * kv_row + (long long)kh * hd;
@@ -150,32 +154,32 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
     }
     const long long th = (long long)t * n_head + h;
     float* orow = out + th * hd;
-    float* prow = part + (th * S + z) * (hd + 2);  // S > 1: this split's [o[hd], M, L]
+    float* prow = part + (th * S + z) * (hd + 2);  // active > 1: this split's [o[hd], M, L]
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
         float o = 0.0f;
         for (int w = 0; w < ATT_WARPS; ++w)
             if (wt[w] != 0.0f) o += sacc[w][d] * wt[w];
-        if (S == 1)
+        if (active == 1)
             orow[d] = o / L;
         else
             prow[d] = o;
     }
-    if (S == 1) return;
+    if (active == 1) return;
     if (threadIdx.x == 0) {
         prow[hd] = M;
         prow[hd + 1] = L;
     }
-    // The last of the S blocks of (t, h) merges: every block's partial is visible (fence)
+    // The last of the `active` blocks of (t, h) merges: every block's partial is visible (fence)
     // before its count, and the merging block reads them from L2 (__ldcg), not its L1.
     __shared__ int merging;
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) merging = atomicAdd(count + th, 1) == S - 1;
+    if (threadIdx.x == 0) merging = atomicAdd(count + th, 1) == active - 1;
     __syncthreads();
     if (!merging) return;
     __threadfence();
-    // Only the first `active` ranges hold keys (every block computed the same count): their
-    // (M, L) and weights go through shared memory once, then each thread's columns.
+    // The `active` ranges' (M, L) and weights go through shared memory once, then each
+    // thread's columns.
     const int A = (int)active;
     const float* pth = part + th * S * (hd + 2);
     __shared__ float smz[ATT_MAX_SPLITS], slz[ATT_MAX_SPLITS], swz[ATT_MAX_SPLITS];
