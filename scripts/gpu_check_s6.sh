@@ -44,7 +44,7 @@ for spec in "$@"; do
     mmqbench) t python3 scripts/bench_mmq.py 2>&1 | tee "$OUT/mmq.log" | tail -40 ;;
     capture) t python3 scripts/capture_overhead.py --backend cupy --steps 24 demo qwen2-0.5b 2>&1 \
                | tee "$OUT/capture.log" | tail -14 ;;
-    bound) t python3 scripts/bound_report.py --backend cupy --steps 4 --out "$OUT" qwen2-0.5b 2>&1 \
+    bound) t python3 scripts/bound_report.py --backend cupy --steps ${BOUND_STEPS:-8} --out "$OUT" qwen2-0.5b 2>&1 \
              | tee "$OUT/bound.log" | tail -60 ;;
     replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/runner/test_replay_gpu.py \
                  tests/runner/test_stamps_gpu.py 2>&1 | tail -5 ;;
