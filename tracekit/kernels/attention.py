@@ -52,11 +52,16 @@ def _check_kv_store(cache: Any, x: Any, start: int) -> None:
             f"KV rows have shape {tuple(x.shape)}, expected [nt, {n_kv}, {hd}] to match the "
             f"cache {tuple(cache.shape)}"
         )
+    _check_rows_fit(start, nt, n_ctx, "KV store start", f"KV store of {nt} rows at start")
+
+
+def _check_rows_fit(start: int, nt: int, n_ctx: int, what: str, span: str) -> None:
+    """Rows start .. start + nt - 1 of a cache of n_ctx rows: start >= 0 and the end inside."""
     if start < 0:
-        raise KernelInputError(f"KV store start {start} is negative")
+        raise KernelInputError(f"{what} {start} is negative")
     if start + nt > n_ctx:
         raise KernelInputError(
-            f"KV store of {nt} rows at start {start} ends at {start + nt}, past n_ctx {n_ctx}"
+            f"{span} {start} ends at {start + nt}, past the cache's n_ctx {n_ctx}"
         )
 
 
@@ -91,12 +96,7 @@ def _check_attention(
         raise KernelInputError(
             f"n_head {n_head} is not a multiple of n_kv {n_kv} (grouped-query attention)"
         )
-    if n_past < 0:
-        raise KernelInputError(f"n_past {n_past} is negative")
-    if n_past + nt > n_ctx:
-        raise KernelInputError(
-            f"n_past {n_past} + {nt} tokens = {n_past + nt} exceeds the cache's n_ctx {n_ctx}"
-        )
+    _check_rows_fit(n_past, nt, n_ctx, "n_past", f"{nt} tokens at n_past")
     if window < 0:
         raise KernelInputError(f"sliding window {window} is negative (0 means no window)")
     if not softcap >= 0.0:

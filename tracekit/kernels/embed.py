@@ -88,17 +88,19 @@ def ref_gather_rows_f32(x: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Lau
     _host(x, "gather_rows_f32 x")
     _host(ids, "token ids")
     rows, n = _check_rows(x)
-    nt = _check_ids(ids)
+    _check_ids(ids)
     require_ids_in_range(ids, rows)
     out = np.take(x, ids, axis=0)
-    rec = LaunchRecord.of(
-        "gather_rows_f32",
-        None,
-        bytes_read=nt * n * 4 + ids.nbytes,
-        bytes_written=out.nbytes,
-        flops=flops("gather_rows_f32", out.size),
-    )
+    rec = _gather_record(None, ids, out)
     return out, rec
+
+
+def _gather_record(geo: Any, ids: Any, out: Any) -> LaunchRecord:
+    """gather_rows_f32's record: the gathered rows and the ids read, the rows written."""
+    return LaunchRecord.of(
+        "gather_rows_f32", geo, bytes_read=out.nbytes + ids.nbytes, bytes_written=out.nbytes,
+        flops=flops("gather_rows_f32", out.size),
+    )  # fmt: skip
 
 
 def ref_embed_rows(
@@ -241,13 +243,7 @@ def launch_gather_rows_f32(
         (x_d, ids_d, out, np.int32(rows), np.int32(n), np.int64(nt), vec, err, cuda.NO_STAMP),
     )
     _raise_if_flagged(err, ids_d, rows)
-    rec = LaunchRecord.of(
-        "gather_rows_f32",
-        geo,
-        bytes_read=nt * n * 4 + ids_d.nbytes,
-        bytes_written=out.nbytes,
-        flops=flops("gather_rows_f32", out.size),
-    )
+    rec = _gather_record(geo, ids_d, out)
     return out, rec
 
 
