@@ -36,6 +36,15 @@ def poisoned(shape, dtype=np.float32):
     return _cp().full(shape, np.nan, dtype=dtype)
 
 
+def _qkv(seed: int, nt: int, n_ctx: int, n_head: int, n_kv: int, hd: int):
+    """Random f32 q [nt, n_head, hd] and K/V caches [n_ctx, n_kv, hd], drawn in that order."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((nt, n_head, hd), dtype=np.float32)
+    k = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    v = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    return q, k, v
+
+
 # -- attention ----------------------------------------------------------------------------------
 # The kernel sums q·k over lanes in a different order than NumPy's matmul and uses expf in an
 # online softmax: agreement to 1e-5 absolute + 1e-4 relative on O(1) outputs (inputs ~N(0,1)).
@@ -62,11 +71,8 @@ def test_split_k_decode_matches_reference(nt, n_past, n_head, n_kv, window, soft
     from tracekit.kernels import cuda
 
     cp = _cp()
-    rng = np.random.default_rng(n_past + hd)
     n_ctx = n_past + nt + 40
-    q = rng.standard_normal((nt, n_head, hd), dtype=np.float32)
-    k = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
-    v = rng.standard_normal((n_ctx, n_kv, hd), dtype=np.float32)
+    q, k, v = _qkv(n_past + hd, nt, n_ctx, n_head, n_kv, hd)
     dq, dk, dv = cp.asarray(q), cp.asarray(k), cp.asarray(v)
     pos = cp.arange(n_past, n_past + nt, dtype=cp.int32)
     out = poisoned((nt, n_head * hd))
@@ -89,10 +95,7 @@ def test_split_k_decode_matches_reference(nt, n_past, n_head, n_kv, window, soft
 
 def test_split_k_nan_key_poisons_only_the_queries_that_see_it():
     cp = _cp()
-    rng = np.random.default_rng(3)
-    q = rng.standard_normal((1, 14, 64), dtype=np.float32)
-    k = rng.standard_normal((300, 2, 64), dtype=np.float32)
-    v = rng.standard_normal((300, 2, 64), dtype=np.float32)
+    q, k, v = _qkv(3, 1, 300, 14, 2, 64)
     k[150, 1, 3] = np.nan  # kv head 1: q heads 7..13
     out = poisoned((1, 14 * 64))
     launch_attention_f32(cp.asarray(q), cp.asarray(k), cp.asarray(v), 250, 0.125, out=out)
@@ -161,10 +164,7 @@ def test_attention_head_dim_256_and_odd():
 
 def test_attention_nan_reaches_only_attending_queries():
     cp = _cp()
-    rng = np.random.default_rng(5)
-    q = rng.standard_normal((4, 2, 64), dtype=np.float32)
-    k = rng.standard_normal((8, 1, 64), dtype=np.float32)
-    v = rng.standard_normal((8, 1, 64), dtype=np.float32)
+    q, k, v = _qkv(5, 4, 8, 2, 1, 64)
     k[6, 0, 0] = np.nan  # position 6: read by queries at positions 6 and 7 only
     got, _ = launch_attention_f32(cp.asarray(q), cp.asarray(k), cp.asarray(v), 4, 0.125)
     g = got.get()
