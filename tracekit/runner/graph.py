@@ -26,11 +26,20 @@ if TYPE_CHECKING:
 
 
 class Graph:
-    """Nodes in execution order, looked up by name; the last node is the logits."""
+    """Nodes in execution order, looked up by name; the last node is the logits.
 
-    def __init__(self, nodes: list[Node], config: ModelConfig | None = None) -> None:
+    ``fused``: the tensors the loader makes by concatenating the file's (:func:`fusion_plan`),
+    fused tensor name -> its parts in row order; the nodes read the fused name."""
+
+    def __init__(
+        self,
+        nodes: list[Node],
+        config: ModelConfig | None = None,
+        fused: dict[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self.config = config
+        self.fused: dict[str, tuple[str, ...]] = dict(fused or {})
         self._by_name = {n.name: n for n in self.nodes}
         if len(self._by_name) != len(self.nodes):
             raise ValueError("graph has duplicate node names")
@@ -115,7 +124,63 @@ class _Builder:
         return name
 
 
-def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None) -> Graph:
+#: The projections fused at load when their weights share one GGML type (same k by the
+#: config's shapes): fused tensor stem -> the file's stems, in row order. phi3's files carry
+#: ``attn_qkv`` (and ``ffn_up`` = [gate | up]) already; a fused ``attn_qkv`` made here has the
+#: same rows, so the graph below is the one phi3 has.
+FUSIBLE = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
+
+
+def fusion_plan(
+    config: ModelConfig, weight_types: dict[str, str] | None, fuse: bool = True
+) -> dict[str, tuple[str, ...]]:
+    """The tensors to fuse: ``blk.N.attn_qkv.weight`` -> (``blk.N.attn_q.weight``, k, v), its
+    bias ``blk.N.attn_qkv.bias`` likewise when the projections have biases, and
+    ``blk.N.ffn_gate_up.weight`` -> (gate, up), for each layer whose parts share one type.
+
+    One matmul launch over the concatenated rows replaces two or three (on decode: one mmvq
+    that quantizes x once, instead of one per projection: docs/trace-format.md, "Fused
+    projections"). Row blocks of a GGUF matrix are independent, so the concatenated bytes are
+    the packed concatenated matrix. Parts of different types (a Q4_K_M file's Q6_K attn_v)
+    stay separate nodes; without ``weight_types`` (a graph of a config alone) nothing is
+    fused, nor with ``fuse`` False, nor where the file is fused already (phi3)."""
+    c = config
+    if not fuse or not weight_types:
+        return {}
+    plan: dict[str, tuple[str, ...]] = {}
+    for il in range(c.n_layer):
+        b = f"blk.{il}."
+        for stem, parts in FUSIBLE.items():
+            if stem == "attn_qkv" and c.fused_qkv or stem == "ffn_gate_up" and c.fused_gate_up:
+                continue
+            types = {weight_types.get(f"{b}{p}.weight") for p in parts}
+            if len(types) != 1 or None in types:
+                continue
+            plan[f"{b}{stem}.weight"] = tuple(f"{b}{p}.weight" for p in parts)
+            if stem == "attn_qkv" and c.qkv_bias:
+                plan[f"{b}{stem}.bias"] = tuple(f"{b}{p}.bias" for p in parts)
+    return plan
+
+
+def fusion_note(plan: dict[str, tuple[str, ...]], n_layer: int) -> str | None:
+    """One line for the trace's notes saying which projections were fused, in how many layers
+    (None when none was)."""
+    done = []
+    for stem, parts in FUSIBLE.items():
+        layers = [k for k in plan if k.endswith(f".{stem}.weight")]
+        if layers:
+            done.append(f"{' + '.join(parts)} -> {stem} in {len(layers)} of {n_layer} layers")
+    if not done:
+        return None
+    return (
+        "fused projections (one matmul over the concatenated rows, sliced after; --fuse off "
+        f"keeps them apart): {'; '.join(done)}"
+    )
+
+
+def build_graph(
+    config: ModelConfig, weight_types: dict[str, str] | None = None, fuse: bool = True
+) -> Graph:
     """The forward graph of a model of one of the declared architectures (tracekit.model.archs).
 
     No branch here names an architecture: each feature (fused projections, biases, Q/K norms,
@@ -126,9 +191,14 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
     Args:
         config: the model's configuration.
         weight_types: tensor name -> GGML type name, recorded on the nodes that read them.
+        fuse: fuse q/k/v and gate/up where their weights share a type (:func:`fusion_plan`).
     """
     c = config
-    g = _Builder(weight_types)
+    fused = fusion_plan(c, weight_types, fuse)
+    types = dict(weight_types or {})
+    for name, parts in fused.items():
+        types[name] = types[parts[0]]
+    g = _Builder(types)
     e, hd = c.n_embd, c.head_dim
     x = g.add("token_embd", "embed_rows", ("tokens", "weight:token_embd.weight"), (NT, e))
     if c.embed_scale != 1.0:
@@ -143,7 +213,7 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
                      n=n, k=k, bias=bias)  # fmt: skip
 
     def slice_cols(name: str, inp: str, start: int, width: int, il: int) -> str:
-        # phi3's fused outputs, split into contiguous parts (llama.cpp takes views)
+        # a fused output split into its parts: a view on decode (no launch), a copy otherwise
         return g.add(name, "slice_cols", (inp,), (NT, width), il, start=start, width=width)
 
     rope_inputs = (
@@ -155,16 +225,20 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
         h = g.add(b + "attn_norm", "rms_norm", (x, f"weight:{b}attn_norm.weight"), (NT, e), il,
                   eps=c.rms_eps)  # fmt: skip
         qkv = {}
-        if c.fused_qkv:
-            fused = matmul(b + "attn_qkv", h, f"{b}attn_qkv.weight", c.q_dim + 2 * c.kv_dim, e, il)
+        # a bias is the matmul node's (one launch on decode: mmvq's epilogue)
+        qkv_fused = f"{b}attn_qkv.weight" in fused
+        if c.fused_qkv or qkv_fused:
+            bias = f"{b}attn_qkv.bias" if qkv_fused and c.qkv_bias else None
+            qkv_out = matmul(b + "attn_qkv", h, f"{b}attn_qkv.weight", c.q_dim + 2 * c.kv_dim, e,
+                             il, bias)  # fmt: skip
             starts = {"q": 0, "k": c.q_dim, "v": c.q_dim + c.kv_dim}
         for part, heads in (("q", c.n_head), ("k", c.n_head_kv), ("v", c.n_head_kv)):
-            if c.fused_qkv:
-                y = slice_cols(f"{b}attn_{part}", fused, starts[part], heads * hd, il)
-            else:  # a bias is the matmul node's (one launch on decode: mmvq's epilogue)
+            if c.fused_qkv or qkv_fused:
+                y = slice_cols(f"{b}attn_{part}", qkv_out, starts[part], heads * hd, il)
+            else:
                 bias = f"{b}attn_{part}.bias" if c.qkv_bias else None
                 y = matmul(f"{b}attn_{part}", h, f"{b}attn_{part}.weight", heads * hd, e, il, bias)
-            if c.qkv_bias and c.fused_qkv:
+            if c.qkv_bias and c.fused_qkv:  # the file's fused q/k/v, its biases apart
                 y = g.add(f"{b}attn_{part}.bias", "add_bias",
                           (y, f"weight:{b}attn_{part}.bias"), (NT, heads * hd), il,
                           inplace=True)  # fmt: skip
@@ -189,9 +263,13 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
         h = g.add(b + "ffn_norm", "rms_norm", (x, f"weight:{b}ffn_norm.weight"), (NT, e), il,
                   eps=c.rms_eps)  # fmt: skip
         if c.fused_gate_up:  # phi3: ffn_up's rows are [gate | up]
-            fused = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", 2 * c.n_ff, e, il)
-            gate = slice_cols(b + "ffn_gate_part", fused, 0, c.n_ff, il)
-            up = slice_cols(b + "ffn_up_part", fused, c.n_ff, c.n_ff, il)
+            gu = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", 2 * c.n_ff, e, il)
+            gate = slice_cols(b + "ffn_gate_part", gu, 0, c.n_ff, il)
+            up = slice_cols(b + "ffn_up_part", gu, c.n_ff, c.n_ff, il)
+        elif f"{b}ffn_gate_up.weight" in fused:  # made at load: the same [gate | up] rows
+            gu = matmul(b + "ffn_gate_up", h, f"{b}ffn_gate_up.weight", 2 * c.n_ff, e, il)
+            gate = slice_cols(b + "ffn_gate", gu, 0, c.n_ff, il)
+            up = slice_cols(b + "ffn_up", gu, c.n_ff, c.n_ff, il)
         else:
             gate = matmul(b + "ffn_gate", h, f"{b}ffn_gate.weight", c.n_ff, e, il)
             up = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", c.n_ff, e, il)
@@ -211,4 +289,4 @@ def build_graph(config: ModelConfig, weight_types: dict[str, str] | None = None)
               tied=c.tied_output)  # fmt: skip
     if c.final_softcap:  # gemma2: the logits are cap * tanh(logits / cap)
         g.add("output_softcap", "softcap", (x,), (NR, c.n_vocab), cap=c.final_softcap)
-    return Graph(g.nodes, c)
+    return Graph(g.nodes, c, fused)

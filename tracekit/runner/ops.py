@@ -163,6 +163,13 @@ def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     start, width = int(node.attrs["start"]), int(node.attrs["width"])
     if x.ndim != 2 or start + width > int(x.shape[1]):
         raise _fail(node, f"input {tuple(x.shape)} has no columns [{start}, {start + width})")
+    if int(x.shape[0]) == 1:
+        # one row (a decode step): the columns are contiguous, so the part is a view of the
+        # fused output, as llama.cpp's: no launch, no record (the node's launches are none).
+        # The kernels that read it take any offset (elementwise.cu moves float4s only when
+        # the pointer is 16-byte aligned); an in-place write into it is one into x too
+        # (record.overwritten_in_place).
+        return x[:, start : start + width]
     return be.slice_cols_f32(x, start, width)
 
 

@@ -60,6 +60,7 @@ import numpy as np
 from tracekit._version import __version__
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
+from tracekit.runner.graph import fusion_note
 from tracekit.runner.timers import node_timer
 from tracekit.trace import perf
 from tracekit.trace.format import FORMAT, MAX_TRACE_STEPS, VERSION, sig, utc_now, write_trace
@@ -199,12 +200,20 @@ def overwritten_in_place(nodes: Sequence[Node]) -> list[bool]:
     its tensors after the step's last node. No other node writes a buffer it did not allocate
     (the KV cache, which attention writes, is not a node output), so every other output is
     queued by reference. Applied pairwise, the rule also covers chains of in-place nodes.
+
+    A ``slice_cols`` output is a view of its input on a one-row step (runner/ops.py), so a write
+    into it is one into the sliced node's output too: that node is marked as well (in every
+    step: a copy where the slice copied costs a device copy, never a wrong statistic).
     """
     index = {n.name: n.id for n in nodes}
     out = [False] * len(nodes)
     for n in nodes:
         if n.attrs.get("inplace") and n.data_inputs and n.data_inputs[0] in index:
-            out[index[n.data_inputs[0]]] = True
+            target = nodes[index[n.data_inputs[0]]]
+            out[target.id] = True
+            while target.op == "slice_cols" and target.data_inputs[0] in index:
+                target = nodes[index[target.data_inputs[0]]]
+                out[target.id] = True
     return out
 
 
@@ -488,16 +497,21 @@ def _node_record(
     }
 
 
-def _resolve_model(model: Any) -> Model:
+def _resolve_model(model: Any, fuse: bool | None = None) -> Model:
     from tracekit.runner.execute import Model, load_model
 
     if isinstance(model, Model):
+        if fuse is not None and fuse != model.fuse:
+            raise ValueError(
+                f"fuse={fuse} for a model loaded with fuse={model.fuse}: load it with "
+                f"load_model(path, fuse={fuse}) or pass its path"
+            )
         return model
     if model is None:
         from tracekit.model.demo import demo_model_path
 
         model = demo_model_path()
-    return load_model(model)
+    return load_model(model, fuse=True if fuse is None else fuse)
 
 
 def _sampling_json(sampling: Any) -> tuple[dict[str, Any], dict[str, Any] | str]:
@@ -538,6 +552,7 @@ def record_trace(
     on_dump_estimate: Callable[[DumpPlan], Any] | None = None,
     matmul: str | None = None,
     w16_cache: str = "auto",
+    fuse: bool | None = None,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -570,6 +585,9 @@ def record_trace(
         dump_limit: refuse (:class:`~tracekit.trace.tensors.DumpLimitError`, before any
             kernel runs) when the sidecar's estimated size exceeds this many bytes.
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
+        fuse: fuse q/k/v and gate/up into one matmul each where their weights share a type
+            (``runner.graph.fusion_plan``; the trace's ``run.fuse`` and a note say which); False
+            keeps one matmul node per projection. None: True for a path, a Model's own setting.
 
     Returns:
         The path written.
@@ -593,7 +611,7 @@ def record_trace(
         given = getattr(model_path, "path", model_path)
         check_output_path(output, inputs=[given] if isinstance(given, (str, os.PathLike)) else [])
     _status(progress, f"loading {_model_label(model_path)} ...")
-    model = _resolve_model(model_path)
+    model = _resolve_model(model_path, fuse)
     cfg = model.config
     if tokens is None:
         prompt = "Hello" if prompt is None else prompt
@@ -639,6 +657,9 @@ def record_trace(
         )
         _warm_up(session, ids, steps)
     notes: list[str] = list(cfg.notes)  # how the file is run where its metadata says otherwise
+    fused = fusion_note(model.graph.fused, cfg.n_layer)
+    if fused is not None:
+        notes.append(fused)
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
     texts: dict[int, str] = {}
@@ -671,6 +692,7 @@ def record_trace(
             "backend": be.name,
             "matmul": be.matmul_mode,
             "w16_cache": be.w16_cache,
+            "fuse": bool(model.fuse),
             "device": be.device_name(),
             "capture": capture,
             "cuda_graph": bool(cuda_graph),

@@ -390,11 +390,12 @@ class StepReplay:
     def output_of(self, i: int, kind: str) -> Any:
         """The buffer holding node ``i``'s output after a ``kind`` graph replay: the graph's
         copy of it when a later node overwrites it in place (``full`` graphs make one)."""
+        from tracekit.runner.record import overwritten_in_place
+
         snaps = self._snaps.get(kind, {})
         if i in snaps:
             return snaps[i]
-        if any(n.attrs.get("inplace") and n.data_inputs[:1] == (self.nodes[i].name,)
-               for n in self.nodes):  # fmt: skip
+        if overwritten_in_place(self.nodes)[i]:
             raise ValueError(
                 f"node {self.nodes[i].name}: a later node overwrites its output in place and "
                 f"a {kind} graph keeps no copy of it (record with --capture full)"
