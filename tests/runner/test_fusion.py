@@ -1,0 +1,218 @@
+"""Fused projections (runner/graph.py ``fusion_plan``): q/k/v and gate/up as one matmul each
+where their weights share a GGML type, made at load from the parts' GGUF bytes; the parts are
+slices of its output, views on a decode step (no launch). CPU, NumPy backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as T
+
+from tracekit.model.synthetic import SPECS, write_synthetic_model
+from tracekit.runner.execute import Session, load_model
+from tracekit.runner.graph import fusion_note, fusion_plan
+from tracekit.runner.record import overwritten_in_place, record_trace
+from tracekit.trace.format import load_trace
+
+ROLES = ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up")
+
+
+def _file(tmp: Path, arch: str, **types: T) -> Path:
+    """The synthetic ``arch`` with ``types`` (role -> type) over its own mixed ones."""
+    spec_types = {**SPECS[arch].types, **types}
+    return write_synthetic_model(tmp / f"{arch}-{'-'.join(sorted(types))}.gguf", arch, seed=3,
+                                 types=spec_types)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("fusion")
+    same = {r: T.Q8_0 for r in ROLES}
+    return {
+        "qwen2": _file(d, "qwen2", **same),  # biases: the fused matmul's bias
+        "llama": _file(d, "llama", **{r: T.Q4_0 for r in ROLES}),
+        # q/k/v of one type, gate and up of two: only attn_qkv is fused
+        "partial": _file(d, "llama", **{**same, "ffn_up": T.Q4_1}),
+        "mixed": _file(d, "qwen2"),  # the spec's mixed types: nothing is fused
+    }
+
+
+def _decode_logits(
+    path: Path, fuse: bool, prompt: list[int], steps: int, matmul: str = "f32"
+) -> np.ndarray:
+    """The prefill's logits at every position, then ``steps`` greedy decode steps' (one-row
+    steps: the slices are views there), on NumPy's ``matmul`` path."""
+    m = load_model(path, fuse=fuse)
+    s = Session(m, m.backend("numpy", matmul), n_ctx=len(prompt) + steps)
+    rows = [s.run_step(prompt, all_logits=True)]
+    tok = int(np.argmax(rows[0][-1]))
+    for _ in range(steps):
+        rows.append(s.run_step([tok]))
+        tok = int(np.argmax(rows[-1][-1]))
+    return np.concatenate(rows)
+
+
+PROMPT = [1, 17, 100, 200, 33, 7, 8]
+
+
+@pytest.mark.parametrize("matmul", ["f32", "quant"])
+@pytest.mark.parametrize("name", ["qwen2", "llama", "partial"])
+def test_fused_logits_equal_the_unfused_ones(
+    files: dict[str, Path], name: str, matmul: str
+) -> None:
+    fused = load_model(files[name])
+    assert fused.graph.fused, "the file's projections share types: something is fused"
+    got = _decode_logits(files[name], True, PROMPT, 4, matmul)
+    want = _decode_logits(files[name], False, PROMPT, 4, matmul)
+    # the same products summed in the same order per output row; a BLAS over more rows may
+    # block differently, so f32 rounding, not bits
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+
+
+def test_mixed_types_keep_separate_nodes(files: dict[str, Path]) -> None:
+    m, plain = load_model(files["mixed"]), load_model(files["mixed"], fuse=False)
+    assert m.graph.fused == {}
+    assert m.graph.to_json() == plain.graph.to_json()
+    assert fusion_note(m.graph.fused, m.config.n_layer) is None
+    np.testing.assert_array_equal(
+        _decode_logits(files["mixed"], True, PROMPT, 2),
+        _decode_logits(files["mixed"], False, PROMPT, 2),
+    )
+
+
+def test_partial_fusion_fuses_only_the_group_of_one_type(files: dict[str, Path]) -> None:
+    g = load_model(files["partial"]).graph
+    n = g.config.n_layer
+    assert sorted(g.fused) == sorted(f"blk.{il}.attn_qkv.weight" for il in range(n))
+    assert g["blk.0.ffn_gate"].op == "matmul" and g["blk.0.ffn_up"].op == "matmul"
+    assert g["blk.0.attn_q"].op == "slice_cols"
+
+
+def test_fused_graph_nodes(files: dict[str, Path]) -> None:
+    m = load_model(files["qwen2"])
+    c, g = m.config, m.graph
+    names = [n.name[len("blk.1.") :] for n in g if n.layer == 1]
+    assert names[:9] == ["attn_norm", "attn_qkv", "attn_q", "rope_q", "attn_k", "rope_k",
+                         "attn_v", "attn", "attn_output"]  # fmt: skip
+    assert names[10:15] == ["ffn_norm", "ffn_gate_up", "ffn_gate", "ffn_up", "ffn_act"]
+    qkv = g["blk.1.attn_qkv"]
+    assert qkv.op == "matmul" and qkv.weight == "blk.1.attn_qkv.weight"
+    assert qkv.weight_type == "Q8_0" and qkv.attrs["n"] == c.q_dim + 2 * c.kv_dim
+    assert qkv.attrs["bias"] == "blk.1.attn_qkv.bias"  # the bias stays the matmul's
+    assert not any(n.op == "add_bias" for n in g)
+    assert [(g[f"blk.1.attn_{p}"].attrs["start"], g[f"blk.1.attn_{p}"].attrs["width"])
+            for p in "qkv"] == [(0, c.q_dim), (c.q_dim, c.kv_dim),
+                                (c.q_dim + c.kv_dim, c.kv_dim)]  # fmt: skip
+    gu = g["blk.1.ffn_gate_up"]
+    assert gu.attrs["n"] == 2 * c.n_ff and g["blk.1.ffn_up"].attrs["start"] == c.n_ff
+    # three launches and three quantizations of x fewer per layer on decode: 7 matmuls -> 4
+    assert sum(n.op == "matmul" and n.layer == 1 for n in g) == 4
+    assert not any(overwritten_in_place(list(g)))  # the bias is in the matmul: nothing in place
+    assert fusion_plan(c, None) == {} and fusion_plan(c, {"x": "F32"}, fuse=False) == {}
+
+
+def _dequant(raw: np.ndarray, qtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    return gguf.quants.dequantize(np.asarray(raw), qtype).reshape(shape)
+
+
+@pytest.mark.parametrize("name", ["qwen2", "llama"])
+def test_fused_weight_rows_are_the_parts_rows_bit_for_bit(
+    files: dict[str, Path], name: str
+) -> None:
+    m = load_model(files[name])
+    assert m.graph.fused
+    # the quant path keeps the packed bytes; the f32 path (NumPy's default) their exact f32
+    for matmul in ("quant", "f32"):
+        w = m.weights(m.backend("numpy", matmul))
+        for fused, parts in m.graph.fused.items():
+            specs = [m.tensors[p] for p in parts]
+            want = np.concatenate([_dequant(t.raw(), t.qtype, t.shape) for t in specs])
+            if fused.endswith(".bias"):
+                np.testing.assert_array_equal(w.vectors[fused], want.astype(np.float32))
+                continue
+            mw = w.matmul[fused]
+            assert mw.shape == want.shape and mw.quant.name == specs[0].qtype.name
+            if matmul == "quant":
+                np.testing.assert_array_equal(_dequant(mw.raw, specs[0].qtype, want.shape), want)
+            else:
+                assert mw.raw is None and mw.cached_as == "f32"
+                np.testing.assert_array_equal(mw.cached, want)
+        # the parts are not held as well: each projection is in memory once
+        held = set(w.matmul) | set(w.vectors)
+        assert not held & {p for parts in m.graph.fused.values() for p in parts}
+
+
+def _node_recs(trace: dict[str, Any], step: int) -> dict[str, dict[str, Any]]:
+    names = [n["name"] for n in trace["nodes"]]
+    return dict(zip(names, trace["steps"][step]["nodes"], strict=True))
+
+
+@pytest.mark.parametrize("capture", ["full", "timing"])
+def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture: str) -> None:
+    from tracekit.kernels.stats import tensor_stats
+    from tracekit.runner.record import compact_stats, heatmap_axes
+    from tracekit.trace.tensors import load_tensors, step_key
+
+    out = record_trace(files["qwen2"], tokens=PROMPT, steps=2, backend="numpy", capture=capture,
+                       output=tmp_path / "f.json", progress=False, nvtx=False,
+                       dump=r"blk\.0\.attn_(qkv|v)")  # fmt: skip
+    t = load_trace(out)  # validates against the schema
+    assert t["run"]["fuse"] is True
+    note = next(n for n in t["run"]["notes"] if n.startswith("fused projections"))
+    n = t["model"]["n_layer"]
+    assert f"attn_q + attn_k + attn_v -> attn_qkv in {n} of {n} layers" in note
+    assert f"ffn_gate + ffn_up -> ffn_gate_up in {n} of {n} layers" in note
+    slices = [x["name"] for x in t["nodes"] if x["op"] == "slice_cols"]
+    assert len(slices) == 5 * n
+    prefill, decode = _node_recs(t, 0), _node_recs(t, 1)
+    for s in slices:
+        assert [la["kernel"] for la in prefill[s]["launches"]] == ["slice_cols_f32"]
+        assert decode[s]["launches"] == []  # a view: no launch, and the trace says so
+        assert decode[s]["shape"] == prefill[s]["shape"][:0] + [1, prefill[s]["shape"][1]]
+    assert [la["kernel"] for la in decode["blk.0.attn_qkv"]["launches"]]
+    # a decode step's v is the view of the fused output's last columns
+    dumped = load_tensors(t, out)
+    assert dumped is not None
+    qkv, v = dumped[step_key(1, "blk.0.attn_qkv")], dumped[step_key(1, "blk.0.attn_v")]
+    np.testing.assert_array_equal(v, qkv[:, qkv.shape[1] - v.shape[1] :])
+    if capture == "full":  # the view's statistics are those of the columns it shows
+        m = load_model(files["qwen2"])
+        want = compact_stats(tensor_stats(v, axes=heatmap_axes(m.graph["blk.0.attn_v"])))
+        assert decode["blk.0.attn_v"]["stats"] == want
+
+
+def test_trace_unfused_says_so(files: dict[str, Path], tmp_path: Path) -> None:
+    out = record_trace(files["qwen2"], tokens=PROMPT, steps=1, backend="numpy",
+                       capture="timing", output=tmp_path / "u.json", progress=False,
+                       nvtx=False, fuse=False)  # fmt: skip
+    t = load_trace(out)
+    assert t["run"]["fuse"] is False
+    assert not any(n.startswith("fused projections") for n in t["run"]["notes"])
+    assert not any(x["op"] == "slice_cols" for x in t["nodes"])
+    with pytest.raises(ValueError, match="fuse=False for a model loaded with fuse=True"):
+        record_trace(load_model(files["qwen2"]), tokens=PROMPT, steps=1, backend="numpy",
+                     output=tmp_path / "x.json", progress=False, nvtx=False, fuse=False)  # fmt: skip
+
+
+def test_slice_views_on_one_row_copies_otherwise(files: dict[str, Path]) -> None:
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.ops import StepContext, slice_cols
+
+    m = load_model(files["llama"])
+    node = m.graph["blk.0.attn_k"]
+    be = get_backend("numpy")
+    st = StepContext(0, 1, 1, {}, [], [], m.weights(m.backend("numpy")))
+    width = int(node.attrs["width"])
+    for nt in (1, 3):
+        x = np.arange(nt * m.graph["blk.0.attn_qkv"].attrs["n"], dtype=np.float32).reshape(nt, -1)
+        be.take_records()
+        y = slice_cols(be, node, st, x)
+        a = int(node.attrs["start"])
+        np.testing.assert_array_equal(y, x[:, a : a + width])
+        assert np.shares_memory(y, x) == (nt == 1)
+        assert y.flags.c_contiguous
+        assert len(be.take_records()) == (0 if nt == 1 else 1)
