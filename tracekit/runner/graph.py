@@ -15,7 +15,7 @@ when generating, all of them for :meth:`Model.logits`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tracekit.runner.node import NR, NT, STEP_INPUTS, Node  # noqa: F401 (the graph's vocabulary)
@@ -89,6 +89,32 @@ class Graph:
 
     def to_json(self) -> list[dict[str, Any]]:
         return [n.to_json() for n in self.nodes]
+
+
+def overwritten_in_place(nodes: Sequence[Node]) -> list[bool]:
+    """Per node: whether a later node of the step writes into its output buffer.
+
+    A node with ``attrs["inplace"]`` writes its result into its first data input (``add_bias``:
+    the Q/K/V bias is added into the matmul's output, on both backends), so that input's
+    producer must be queued for statistics as a copy taken right after it ran: the batch reads
+    its tensors after the step's last node. No other node writes a buffer it did not allocate
+    (the KV cache, which attention writes, is not a node output), so every other output is
+    queued by reference. Applied pairwise, the rule also covers chains of in-place nodes.
+
+    A ``slice_cols`` output is a view of its input on a one-row step (runner/ops.py), so a write
+    into it is one into the sliced node's output too: that node is marked as well (in every
+    step: a copy where the slice copied costs a device copy, never a wrong statistic).
+    """
+    index = {n.name: n.id for n in nodes}
+    out = [False] * len(nodes)
+    for n in nodes:
+        if n.attrs.get("inplace") and n.data_inputs and n.data_inputs[0] in index:
+            target = nodes[index[n.data_inputs[0]]]
+            out[target.id] = True
+            while target.op == "slice_cols" and target.data_inputs[0] in index:
+                target = nodes[index[target.data_inputs[0]]]
+                out[target.id] = True
+    return out
 
 
 class _Builder:

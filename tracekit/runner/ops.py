@@ -168,7 +168,7 @@ def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
         # fused output, as llama.cpp's: no launch, no record (the node's launches are none).
         # The kernels that read it take any offset (elementwise.cu moves float4s only when
         # the pointer is 16-byte aligned); an in-place write into it is one into x too
-        # (record.overwritten_in_place).
+        # (graph.overwritten_in_place).
         return x[:, start : start + width]
     return be.slice_cols_f32(x, start, width)
 

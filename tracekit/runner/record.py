@@ -60,7 +60,7 @@ import numpy as np
 from tracekit._version import __version__
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
-from tracekit.runner.graph import fusion_note
+from tracekit.runner.graph import fusion_note, overwritten_in_place
 from tracekit.runner.timers import node_timer
 from tracekit.trace import perf
 from tracekit.trace.format import FORMAT, MAX_TRACE_STEPS, VERSION, sig, utc_now, write_trace
@@ -189,32 +189,6 @@ def heatmap_axes(node: Node) -> tuple[str, str]:
     if node.name == "output":
         return first, "vocab"
     return first, "features"
-
-
-def overwritten_in_place(nodes: Sequence[Node]) -> list[bool]:
-    """Per node: whether a later node of the step writes into its output buffer.
-
-    A node with ``attrs["inplace"]`` writes its result into its first data input (``add_bias``:
-    the Q/K/V bias is added into the matmul's output, on both backends), so that input's
-    producer must be queued for statistics as a copy taken right after it ran: the batch reads
-    its tensors after the step's last node. No other node writes a buffer it did not allocate
-    (the KV cache, which attention writes, is not a node output), so every other output is
-    queued by reference. Applied pairwise, the rule also covers chains of in-place nodes.
-
-    A ``slice_cols`` output is a view of its input on a one-row step (runner/ops.py), so a write
-    into it is one into the sliced node's output too: that node is marked as well (in every
-    step: a copy where the slice copied costs a device copy, never a wrong statistic).
-    """
-    index = {n.name: n.id for n in nodes}
-    out = [False] * len(nodes)
-    for n in nodes:
-        if n.attrs.get("inplace") and n.data_inputs and n.data_inputs[0] in index:
-            target = nodes[index[n.data_inputs[0]]]
-            out[target.id] = True
-            while target.op == "slice_cols" and target.data_inputs[0] in index:
-                target = nodes[index[target.data_inputs[0]]]
-                out[target.id] = True
-    return out
 
 
 class Tracer:

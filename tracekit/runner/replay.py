@@ -38,6 +38,7 @@ from tracekit.kernels.cuda import LaunchTape, recording, stamper
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.kernels.packed import PackedLaunch, issue
 from tracekit.runner import stamps
+from tracekit.runner.graph import overwritten_in_place
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -390,8 +391,6 @@ class StepReplay:
     def output_of(self, i: int, kind: str) -> Any:
         """The buffer holding node ``i``'s output after a ``kind`` graph replay: the graph's
         copy of it when a later node overwrites it in place (``full`` graphs make one)."""
-        from tracekit.runner.record import overwritten_in_place
-
         snaps = self._snaps.get(kind, {})
         if i in snaps:
             return snaps[i]
