@@ -1,6 +1,6 @@
 """The bound model's report on a decode step, with and without CUDA graphs (issue 11's check).
 
-    python3 scripts/bound_report.py [--backend cupy] [--steps 4] [--out DIR] MODEL...
+    python3 scripts/bound_report.py [--backend cupy] [--steps 8] [--out DIR] MODEL...
 
 MODEL is a GGUF path, ``demo`` or a synthetic benchmark model's name (``qwen2-0.5b``, written
 once into the tracekit cache). Per model, it records a timing-capture trace of a short prompt
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+")
     ap.add_argument("--backend", default="cupy")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None, help="keep the traces in this folder")
     args = ap.parse_args(argv)
     failed = False

@@ -113,6 +113,22 @@ def test_generated_text_through_a_step(small_trace):
     assert d.generated_text(small_trace, 1) == chosen[0] + chosen[1]
 
 
+def test_launch_notes_say_how_the_kernel_ran() -> None:
+    base = {"kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1], "threads_launched": 32,
+            "threads_working": 32, "bytes_read": 8, "bytes_written": 4, "flops": 1}  # fmt: skip
+    assert d.launch_notes(base) == "—"
+    mmvq = {**base, "extra": {"path": "quant", "epilogue": "bias", "shared_bytes": 1024}}
+    assert d.launch_notes(mmvq) == "bias in the epilogue; 1.02 KB dynamic shared"
+    att = {**base, "extra": {"splits": 19}}
+    assert d.launch_notes(att) == "keys split over 19 blocks"
+    assert d.launch_notes({**base, "extra": {"splits": 1}}) == "—"
+    rec = {"launches": [mmvq, att]}
+    assert [r["notes"] for r in d.launch_rows(rec, "cupy")] == [
+        "bias in the epilogue; 1.02 KB dynamic shared",
+        "keys split over 19 blocks",
+    ]
+
+
 def test_launch_rows_show_threads_working_of_launched(small_trace):
     rec = small_trace["steps"][0]["nodes"][0]
     row = d.launch_rows(rec)[0]

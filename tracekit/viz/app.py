@@ -400,7 +400,10 @@ def _detail(a: Trace, lv: Trace | None, step: int, node_id: int) -> tuple[list[A
         body.append(html.Div(f"matmul path: {path}", className="tk-sub", id="detail-path"))
     launches = d.launch_rows(rec, trace["run"]["backend"])
     if launches:
-        cols = ("kernel", "grid", "block", "threads", "read", "written", "flops", "path", "time")
+        cols = (
+            "kernel", "grid", "block", "threads", "read", "written", "flops", "path", "notes",
+            "time",
+        )  # fmt: skip
         heads = (
             "kernel",
             "grid",
@@ -410,6 +413,7 @@ def _detail(a: Trace, lv: Trace | None, step: int, node_id: int) -> tuple[list[A
             "written",
             "flops",
             "path",
+            "notes",
             "time",
         )
         body.append(

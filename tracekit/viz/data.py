@@ -274,11 +274,26 @@ def launch_rows(rec: Mapping[str, Any], backend: str = "cupy") -> list[dict[str,
                 "written": fmt_bytes(la["bytes_written"]),
                 "flops": fmt_num(int(la["flops"])),
                 "path": str((la.get("extra") or {}).get("path", "—")),
+                "notes": launch_notes(la),
                 # its own device time where the trace timed each launch (v2, stamps.py)
                 "time": fmt_time(la["time_s"]) if la.get("time_s") is not None else "—",
             }
         )
     return out
+
+
+def launch_notes(la: Mapping[str, Any]) -> str:
+    """What a launch record's extras say about how the kernel ran: a bias added in its
+    epilogue, attention's key splits (split-K), its dynamic shared memory; "—" for none."""
+    extra = la.get("extra") or {}
+    notes = []
+    if extra.get("epilogue"):
+        notes.append(f"{extra['epilogue']} in the epilogue")
+    if int(extra.get("splits") or 1) > 1:
+        notes.append(f"keys split over {int(extra['splits'])} blocks")
+    if extra.get("shared_bytes"):
+        notes.append(f"{fmt_bytes(int(extra['shared_bytes']))} dynamic shared")
+    return "; ".join(notes) or "—"
 
 
 def launch_paths(rec: Mapping[str, Any]) -> list[str]:
