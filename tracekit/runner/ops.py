@@ -153,6 +153,15 @@ def gelu_tanh(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.gelu_tanh_f32(x)
 
 
+@op("glu_f32")
+def glu(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    # a fused [gate | up] matmul output [nt, 2 n_ff]: act(gate) * up in one launch, in place of
+    # the two slices, the act and the mul (bit for bit theirs: kernels/elementwise.py)
+    n = int(node.shape[-1])  # type: ignore[arg-type]
+    _want(node, x, (st.nt, 2 * n), "input")
+    return be.glu_f32(x, str(node.attrs["act"]))
+
+
 @op("softcap_f32")
 def softcap(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.softcap_f32(x, float(node.attrs["cap"]))
