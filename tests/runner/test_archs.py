@@ -188,8 +188,10 @@ def test_graphs_use_the_house_node_names() -> None:
     phi3 = load_model(gguf_path("phi3", "f32")).graph
     assert phi3["blk.0.attn_qkv"].attrs["n"] == 64 + 2 * 32
     assert [phi3[f"blk.0.attn_{p}"].attrs["start"] for p in "qkv"] == [0, 64, 96]
-    assert phi3["blk.0.ffn_act"].data_inputs == ("blk.0.ffn_gate_part",)
-    assert phi3["blk.0.ffn_up_part"].attrs == {"start": 96, "width": 96}
+    # the file's fused ffn_up = [gate | up] is read whole by one glu node
+    assert phi3["blk.0.ffn_glu"].data_inputs == ("blk.0.ffn_up",)
+    assert phi3["blk.0.ffn_glu"].attrs == {"act": "silu"}
+    assert phi3["blk.0.ffn_down"].data_inputs[0] == "blk.0.ffn_glu"
     gemma2 = load_model(gguf_path("gemma2", "f32")).graph
     assert gemma2.output.name == "output_softcap" and gemma2.output.attrs["cap"] == 3.0
     assert [gemma2[f"blk.{il}.attn"].attrs["window"] for il in range(3)] == [4, 0, 4]

@@ -98,7 +98,7 @@ def test_fused_graph_nodes(files: dict[str, Path]) -> None:
     names = [n.name[len("blk.1.") :] for n in g if n.layer == 1]
     assert names[:9] == ["attn_norm", "attn_qkv", "attn_q", "rope_q", "attn_k", "rope_k",
                          "attn_v", "attn", "attn_output"]  # fmt: skip
-    assert names[10:15] == ["ffn_norm", "ffn_gate_up", "ffn_gate", "ffn_up", "ffn_act"]
+    assert names[10:15] == ["ffn_norm", "ffn_gate_up", "ffn_glu", "ffn_down", "ffn_residual"]
     qkv = g["blk.1.attn_qkv"]
     assert qkv.op == "matmul" and qkv.weight == "blk.1.attn_qkv.weight"
     assert qkv.weight_type == "Q8_0" and qkv.attrs["n"] == c.q_dim + 2 * c.kv_dim
@@ -107,8 +107,10 @@ def test_fused_graph_nodes(files: dict[str, Path]) -> None:
     assert [(g[f"blk.1.attn_{p}"].attrs["start"], g[f"blk.1.attn_{p}"].attrs["width"])
             for p in "qkv"] == [(0, c.q_dim), (c.q_dim, c.kv_dim),
                                 (c.q_dim + c.kv_dim, c.kv_dim)]  # fmt: skip
-    gu = g["blk.1.ffn_gate_up"]
-    assert gu.attrs["n"] == 2 * c.n_ff and g["blk.1.ffn_up"].attrs["start"] == c.n_ff
+    gu, glu = g["blk.1.ffn_gate_up"], g["blk.1.ffn_glu"]
+    assert gu.attrs["n"] == 2 * c.n_ff and glu.inputs == ("blk.1.ffn_gate_up",)
+    assert glu.op == "glu" and glu.attrs == {"act": c.ffn_act} and glu.shape == ("nt", c.n_ff)
+    assert not {"ffn_gate", "ffn_up", "ffn_act", "ffn_mul"} & set(names)
     # three launches and three quantizations of x fewer per layer on decode: 7 matmuls -> 4
     assert sum(n.op == "matmul" and n.layer == 1 for n in g) == 4
     assert not any(overwritten_in_place(list(g)))  # the bias is in the matmul: nothing in place
@@ -167,7 +169,7 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
     assert f"attn_q + attn_k + attn_v -> attn_qkv in {n} of {n} layers" in note
     assert f"ffn_gate + ffn_up -> ffn_gate_up in {n} of {n} layers" in note
     slices = [x["name"] for x in t["nodes"] if x["op"] == "slice_cols"]
-    assert len(slices) == 5 * n
+    assert len(slices) == 3 * n  # q, k, v: gate/up is read whole by the glu node
     prefill, decode = _node_recs(t, 0), _node_recs(t, 1)
     for s in slices:
         assert [la["kernel"] for la in prefill[s]["launches"]] == ["slice_cols_f32"]

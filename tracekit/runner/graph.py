@@ -199,13 +199,17 @@ def fusion_note(plan: dict[str, tuple[str, ...]], n_layer: int) -> str | None:
     if not done:
         return None
     return (
-        "fused projections (one matmul over the concatenated rows, sliced after; --fuse off "
+        "fused projections (one matmul over the concatenated rows, q/k/v sliced after, "
+        "gate/up read by one glu node; --fuse off "
         f"keeps them apart): {'; '.join(done)}"
     )
 
 
 def build_graph(
-    config: ModelConfig, weight_types: dict[str, str] | None = None, fuse: bool = True
+    config: ModelConfig,
+    weight_types: dict[str, str] | None = None,
+    fuse: bool = True,
+    glu: bool = True,
 ) -> Graph:
     """The forward graph of a model of one of the declared architectures (tracekit.model.archs).
 
@@ -218,6 +222,10 @@ def build_graph(
         config: the model's configuration.
         weight_types: tensor name -> GGML type name, recorded on the nodes that read them.
         fuse: fuse q/k/v and gate/up where their weights share a type (:func:`fusion_plan`).
+        glu: where gate/up is one matmul (fused here, or phi3's file), follow it with one
+            ``glu`` node (``blk.N.ffn_glu``: act(gate) * up, one launch) in place of two
+            slices, the act and the mul; False keeps those four nodes (the graph before the
+            glu op, which the tests compare it with bit for bit).
     """
     c = config
     fused = fusion_plan(c, weight_types, fuse)
@@ -288,19 +296,26 @@ def build_graph(
         x = g.add(b + "attn_residual", "add", (y, x), (NT, e), il)
         h = g.add(b + "ffn_norm", "rms_norm", (x, f"weight:{b}ffn_norm.weight"), (NT, e), il,
                   eps=c.rms_eps)  # fmt: skip
-        if c.fused_gate_up:  # phi3: ffn_up's rows are [gate | up]
-            gu = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", 2 * c.n_ff, e, il)
-            gate = slice_cols(b + "ffn_gate_part", gu, 0, c.n_ff, il)
-            up = slice_cols(b + "ffn_up_part", gu, c.n_ff, c.n_ff, il)
-        elif f"{b}ffn_gate_up.weight" in fused:  # made at load: the same [gate | up] rows
-            gu = matmul(b + "ffn_gate_up", h, f"{b}ffn_gate_up.weight", 2 * c.n_ff, e, il)
-            gate = slice_cols(b + "ffn_gate", gu, 0, c.n_ff, il)
-            up = slice_cols(b + "ffn_up", gu, c.n_ff, c.n_ff, il)
+        # gate/up as one matmul: phi3's ffn_up rows are [gate | up]; a fused one made at load
+        # (ffn_gate_up) has the same rows. A glu node reads its [nt, 2 n_ff] output whole.
+        gu_stem = "ffn_up" if c.fused_gate_up else "ffn_gate_up"
+        one_matmul = c.fused_gate_up or f"{b}{gu_stem}.weight" in fused
+        if one_matmul:
+            gu = matmul(b + gu_stem, h, f"{b}{gu_stem}.weight", 2 * c.n_ff, e, il)
+        if one_matmul and glu:
+            y = g.add(b + "ffn_glu", "glu", (gu,), (NT, c.n_ff), il, act=c.ffn_act)
         else:
-            gate = matmul(b + "ffn_gate", h, f"{b}ffn_gate.weight", c.n_ff, e, il)
-            up = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", c.n_ff, e, il)
-        act = g.add(b + "ffn_act", c.ffn_act, (gate,), (NT, c.n_ff), il)
-        y = g.add(b + "ffn_mul", "mul", (act, up), (NT, c.n_ff), il)
+            if one_matmul:  # the parts, named as the unfused matmuls were (phi3's ffn_up is taken)
+                gate_up = (
+                    ("ffn_gate_part", "ffn_up_part") if c.fused_gate_up else ("ffn_gate", "ffn_up")
+                )
+                gate = slice_cols(b + gate_up[0], gu, 0, c.n_ff, il)
+                up = slice_cols(b + gate_up[1], gu, c.n_ff, c.n_ff, il)
+            else:
+                gate = matmul(b + "ffn_gate", h, f"{b}ffn_gate.weight", c.n_ff, e, il)
+                up = matmul(b + "ffn_up", h, f"{b}ffn_up.weight", c.n_ff, e, il)
+            act = g.add(b + "ffn_act", c.ffn_act, (gate,), (NT, c.n_ff), il)
+            y = g.add(b + "ffn_mul", "mul", (act, up), (NT, c.n_ff), il)
         y = matmul(b + "ffn_down", y, f"{b}ffn_down.weight", e, c.n_ff, il)
         if c.post_norms:
             y = g.add(b + "post_ffw_norm", "rms_norm", (y, f"weight:{b}post_ffw_norm.weight"),
