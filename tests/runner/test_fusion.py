@@ -24,8 +24,9 @@ ROLES = ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up")
 def _file(tmp: Path, arch: str, **types: T) -> Path:
     """The synthetic ``arch`` with ``types`` (role -> type) over its own mixed ones."""
     spec_types = {**SPECS[arch].types, **types}
-    return write_synthetic_model(tmp / f"{arch}-{'-'.join(sorted(types))}.gguf", arch, seed=3,
-                                 types=spec_types)  # fmt: skip
+    # the name has the types too: "llama" and "partial" change the same roles
+    name = "-".join(f"{r}.{t.name}" for r, t in sorted(types.items()))
+    return write_synthetic_model(tmp / f"{arch}-{name}.gguf", arch, seed=3, types=spec_types)
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +177,12 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
         assert decode[s]["launches"] == []  # a view: no launch, and the trace says so
         assert decode[s]["shape"] == prefill[s]["shape"][:0] + [1, prefill[s]["shape"][1]]
     assert [la["kernel"] for la in decode["blk.0.attn_qkv"]["launches"]]
+    # the trace names the glu node: one launch a step, reading the fused matmul's output
+    glu = [x for x in t["nodes"] if x["op"] == "glu"]
+    assert [x["name"] for x in glu] == [f"blk.{il}.ffn_glu" for il in range(n)]
+    assert glu[0]["inputs"] == ["blk.0.ffn_gate_up"] and glu[0]["attrs"] == {"act": "silu"}
+    for rec in (prefill, decode):
+        assert [la["kernel"] for la in rec["blk.0.ffn_glu"]["launches"]] == ["glu_silu_f32"]
     # a decode step's v is the view of the fused output's last columns
     dumped = load_tensors(t, out)
     assert dumped is not None
@@ -218,3 +225,94 @@ def test_slice_views_on_one_row_copies_otherwise(files: dict[str, Path]) -> None
         assert np.shares_memory(y, x) == (nt == 1)
         assert y.flags.c_contiguous
         assert len(be.take_records()) == (0 if nt == 1 else 1)
+
+
+# -- the glu node: act(gate) * up straight off the fused [gate | up] output ----------------------
+PHI3 = Path(__file__).resolve().parents[1] / "data" / "archs" / "phi3"
+
+
+def _without_glu(m: Any) -> Any:
+    """``m`` with the graph before the glu op: the fused matmul's two slices, act and mul."""
+    from tracekit.runner.graph import build_graph
+
+    types = {n: t.qtype.name for n, t in m.tensors.items()}
+    m.graph = build_graph(m.config, types, fuse=m.fuse, glu=False)
+    return m
+
+
+def _run(m: Any, matmul: str, steps: int = 4) -> tuple[np.ndarray, list[dict[str, list[str]]]]:
+    """The prefill's logits at every position and ``steps`` greedy decode steps' (as
+    :func:`_decode_logits`), with each step's kernels per node."""
+    be = m.backend("numpy", matmul)
+    s = Session(m, be, n_ctx=len(PROMPT) + steps)
+    launched: list[dict[str, list[str]]] = []
+
+    def hook(node: Any, thunk: Any) -> Any:
+        be.take_records()
+        out = thunk()
+        launched[-1][node.name] = [r.kernel for r in be.take_records()]
+        return out
+
+    launched.append({})
+    rows = [s.run_step(PROMPT, hook, all_logits=True)]
+    for _ in range(steps):
+        launched.append({})
+        rows.append(s.run_step([int(np.argmax(rows[-1][-1]))], hook))
+    return np.concatenate(rows), launched
+
+
+def _glu_models(files: dict[str, Path]) -> dict[str, Path]:
+    return {"qwen2": files["qwen2"], "llama": files["llama"], "phi3": PHI3 / "phi3-q8_0.gguf",
+            "phi3-f32": PHI3 / "phi3-f32.gguf"}  # fmt: skip
+
+
+@pytest.mark.parametrize("matmul", ["f32", "quant"])
+@pytest.mark.parametrize("name", ["qwen2", "llama", "phi3", "phi3-f32"])
+def test_glu_logits_equal_the_sliced_graphs_bit_for_bit(
+    files: dict[str, Path], name: str, matmul: str
+) -> None:
+    path = _glu_models(files)[name]
+    m, before = load_model(path), _without_glu(load_model(path))
+    gu = "ffn_up" if m.config.fused_gate_up else "ffn_gate_up"
+    n = m.config.n_layer
+    assert [x.name for x in m.graph if x.op == "glu"] == [f"blk.{il}.ffn_glu" for il in range(n)]
+    assert not any(x.op == "glu" for x in before.graph)
+    assert len(before.graph) == len(m.graph) + 3 * n  # two slices, act, mul -> one glu
+    got, launched = _run(m, matmul)
+    want, launched_before = _run(before, matmul)
+    # the same matmul, then the act's and mul's f32 arithmetic on the same values: bits
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    act = m.config.ffn_act
+    for step, (now, then) in enumerate(zip(launched, launched_before, strict=True)):
+        b = "blk.1."
+        assert now[b + "ffn_glu"] == [f"glu_{act}_f32"]  # one launch, prefill and decode
+        parts = ("ffn_gate_part", "ffn_up_part") if gu == "ffn_up" else ("ffn_gate", "ffn_up")
+        slices = [k for p in parts for k in then[b + p]]
+        assert slices == ([] if step else ["slice_cols_f32"] * 2)  # views on decode
+        assert then[b + "ffn_act"] == [f"{act}_f32"] and then[b + "ffn_mul"] == ["mul_f32"]
+        # per layer: one launch fewer on decode, three fewer on the prefill
+        assert (
+            sum(map(len, then.values())) - sum(map(len, now.values())) == (2 if step else 4) * n - n
+        )
+
+
+def test_unfused_gate_up_keeps_act_and_mul(files: dict[str, Path]) -> None:
+    for m in (load_model(files["partial"]), load_model(files["qwen2"], fuse=False)):
+        g = m.graph
+        assert not any(x.op == "glu" for x in g)
+        assert g["blk.0.ffn_act"].data_inputs == ("blk.0.ffn_gate",)
+        assert g["blk.0.ffn_mul"].data_inputs == ("blk.0.ffn_act", "blk.0.ffn_up")
+        assert g["blk.0.ffn_gate"].op == g["blk.0.ffn_up"].op == "matmul"
+
+
+def test_glu_node_checks_its_input(files: dict[str, Path]) -> None:
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.ops import OpError, StepContext, glu
+
+    m = load_model(files["llama"])
+    node = m.graph["blk.0.ffn_glu"]
+    st = StepContext(0, 2, 1, {}, [], [], m.weights(m.backend("numpy")))
+    n_ff = m.config.n_ff
+    with pytest.raises(OpError, match=rf"node blk.0.ffn_glu \(glu\): input has shape \(2, {n_ff}\), "
+                       rf"expected \(2, {2 * n_ff}\)"):  # fmt: skip
+        glu(get_backend("numpy"), node, st, np.zeros((2, n_ff), np.float32))
