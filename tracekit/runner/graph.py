@@ -210,6 +210,7 @@ def build_graph(
     weight_types: dict[str, str] | None = None,
     fuse: bool = True,
     glu: bool = True,
+    rope_qk: bool = True,
 ) -> Graph:
     """The forward graph of a model of one of the declared architectures (tracekit.model.archs).
 
@@ -226,6 +227,12 @@ def build_graph(
             ``glu`` node (``blk.N.ffn_glu``: act(gate) * up, one launch) in place of two
             slices, the act and the mul; False keeps those four nodes (the graph before the
             glu op, which the tests compare it with bit for bit).
+        rope_qk: where q/k/v is one matmul and no Q/K norm or part bias comes between it and
+            the rope, rope q's and k's heads with one node (``blk.N.rope_qk`` over the slice
+            ``blk.N.attn_qk``, the fused row's first q_dim + kv_dim columns), attention reading
+            q and k as the slices ``blk.N.rope_qk.q`` and ``blk.N.rope_qk.k`` of its output;
+            False keeps the slices attn_q, attn_k and two rope nodes (the graph before, which
+            the tests compare it with bit for bit).
     """
     c = config
     fused = fusion_plan(c, weight_types, fuse)
@@ -266,7 +273,25 @@ def build_graph(
             qkv_out = matmul(b + "attn_qkv", h, f"{b}attn_qkv.weight", c.q_dim + 2 * c.kv_dim, e,
                              il, bias)  # fmt: skip
             starts = {"q": 0, "k": c.q_dim, "v": c.q_dim + c.kv_dim}
+        rope_params = dict(base=c.layer_rope_base(il), neox=c.rope_neox,
+                           freq_scale=c.layer_rope_freq_scale(il))  # fmt: skip
+        # q and k roped by one node: the fused row's first q_dim + kv_dim columns are q's heads
+        # then k's, and a layer's rope parameters are the same for both. Not where a Q/K norm
+        # or a bias (the file's fused q/k/v) is applied to each part before its rope.
+        one_rope = rope_qk and (qkv_fused or (c.fused_qkv and not c.qkv_bias)) and not c.qk_norm
+        if one_rope:
+            n_qk = c.n_head + c.n_head_kv
+            qk = slice_cols(b + "attn_qk", qkv_out, 0, c.q_dim + c.kv_dim, il)
+            qk = g.add(b + "rope_qk", "rope", (qk, *rope_inputs), (NT, n_qk, hd), il,
+                       **rope_params, heads=n_qk)  # fmt: skip
+            # the parts, by heads: views on decode (one row: contiguous), copies otherwise
+            qkv["q"] = g.add(b + "rope_qk.q", "slice_cols", (qk,), (NT, c.n_head, hd), il,
+                             start=0, width=c.q_dim)  # fmt: skip
+            qkv["k"] = g.add(b + "rope_qk.k", "slice_cols", (qk,), (NT, c.n_head_kv, hd), il,
+                             start=c.q_dim, width=c.kv_dim)  # fmt: skip
         for part, heads in (("q", c.n_head), ("k", c.n_head_kv), ("v", c.n_head_kv)):
+            if one_rope and part != "v":
+                continue
             if c.fused_qkv or qkv_fused:
                 y = slice_cols(f"{b}attn_{part}", qkv_out, starts[part], heads * hd, il)
             else:
@@ -282,8 +307,7 @@ def build_graph(
                           eps=c.rms_eps, heads=heads)  # fmt: skip
             if part != "v":
                 y = g.add(f"{b}rope_{part}", "rope", (y, *rope_inputs), (NT, heads, hd), il,
-                          base=c.layer_rope_base(il), neox=c.rope_neox,
-                          freq_scale=c.layer_rope_freq_scale(il), heads=heads)  # fmt: skip
+                          **rope_params, heads=heads)  # fmt: skip
             qkv[part] = y
         att = g.add(b + "attn", "attention", (qkv["q"], qkv["k"], qkv["v"]), (NT, c.q_dim), il,
                     n_head=c.n_head, n_head_kv=c.n_head_kv, head_dim=hd, scale=c.attn_scale,

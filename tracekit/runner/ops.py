@@ -170,6 +170,12 @@ def softcap(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
 @op("slice_cols_f32")
 def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     start, width = int(node.attrs["start"]), int(node.attrs["width"])
+    if x.ndim == 3:  # heads of a rope over q and k (rope_qk): columns of its [nt, heads x hd]
+        hd = int(x.shape[2])
+        if start % hd or width % hd:
+            raise _fail(node, f"columns [{start}, {start + width}) are not whole heads of {hd}")
+        rows = slice_cols(be, node, st, x.reshape(x.shape[0], -1))
+        return rows.reshape(rows.shape[0], width // hd, hd)
     if x.ndim != 2 or start + width > int(x.shape[1]):
         raise _fail(node, f"input {tuple(x.shape)} has no columns [{start}, {start + width})")
     if int(x.shape[0]) == 1:
