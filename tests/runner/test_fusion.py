@@ -90,24 +90,25 @@ def test_partial_fusion_fuses_only_the_group_of_one_type(files: dict[str, Path])
     n = g.config.n_layer
     assert sorted(g.fused) == sorted(f"blk.{il}.attn_qkv.weight" for il in range(n))
     assert g["blk.0.ffn_gate"].op == "matmul" and g["blk.0.ffn_up"].op == "matmul"
-    assert g["blk.0.attn_q"].op == "slice_cols"
+    assert g["blk.0.attn_qk"].op == "slice_cols" and g["blk.0.rope_qk"].op == "rope"
 
 
 def test_fused_graph_nodes(files: dict[str, Path]) -> None:
     m = load_model(files["qwen2"])
     c, g = m.config, m.graph
     names = [n.name[len("blk.1.") :] for n in g if n.layer == 1]
-    assert names[:9] == ["attn_norm", "attn_qkv", "attn_q", "rope_q", "attn_k", "rope_k",
-                         "attn_v", "attn", "attn_output"]  # fmt: skip
+    assert names[:9] == ["attn_norm", "attn_qkv", "attn_qk", "rope_qk", "rope_qk.q",
+                         "rope_qk.k", "attn_v", "attn", "attn_output"]  # fmt: skip
     assert names[10:15] == ["ffn_norm", "ffn_gate_up", "ffn_glu", "ffn_down", "ffn_residual"]
     qkv = g["blk.1.attn_qkv"]
     assert qkv.op == "matmul" and qkv.weight == "blk.1.attn_qkv.weight"
     assert qkv.weight_type == "Q8_0" and qkv.attrs["n"] == c.q_dim + 2 * c.kv_dim
     assert qkv.attrs["bias"] == "blk.1.attn_qkv.bias"  # the bias stays the matmul's
     assert not any(n.op == "add_bias" for n in g)
-    assert [(g[f"blk.1.attn_{p}"].attrs["start"], g[f"blk.1.attn_{p}"].attrs["width"])
-            for p in "qkv"] == [(0, c.q_dim), (c.q_dim, c.kv_dim),
-                                (c.q_dim + c.kv_dim, c.kv_dim)]  # fmt: skip
+    assert [(g[f"blk.1.{p}"].attrs["start"], g[f"blk.1.{p}"].attrs["width"])
+            for p in ("attn_qk", "rope_qk.q", "rope_qk.k", "attn_v")] == [
+        (0, c.q_dim + c.kv_dim), (0, c.q_dim), (c.q_dim, c.kv_dim), (c.q_dim + c.kv_dim, c.kv_dim)
+    ]  # fmt: skip
     gu, glu = g["blk.1.ffn_gate_up"], g["blk.1.ffn_glu"]
     assert gu.attrs["n"] == 2 * c.n_ff and glu.inputs == ("blk.1.ffn_gate_up",)
     assert glu.op == "glu" and glu.attrs == {"act": c.ffn_act} and glu.shape == ("nt", c.n_ff)
@@ -162,7 +163,7 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
 
     out = record_trace(files["qwen2"], tokens=PROMPT, steps=2, backend="numpy", capture=capture,
                        output=tmp_path / "f.json", progress=False, nvtx=False,
-                       dump=r"blk\.0\.attn_(qkv|v)")  # fmt: skip
+                       dump=r"blk\.0\.(attn_(qkv|v)|rope_qk(\.k)?)")  # fmt: skip
     t = load_trace(out)  # validates against the schema
     assert t["run"]["fuse"] is True
     note = next(n for n in t["run"]["notes"] if n.startswith("fused projections"))
@@ -170,13 +171,24 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
     assert f"attn_q + attn_k + attn_v -> attn_qkv in {n} of {n} layers" in note
     assert f"ffn_gate + ffn_up -> ffn_gate_up in {n} of {n} layers" in note
     slices = [x["name"] for x in t["nodes"] if x["op"] == "slice_cols"]
-    assert len(slices) == 3 * n  # q, k, v: gate/up is read whole by the glu node
+    # q and k (for the rope), the roped q, the roped k, v: gate/up is read whole by the glu node
+    assert len(slices) == 4 * n
     prefill, decode = _node_recs(t, 0), _node_recs(t, 1)
     for s in slices:
         assert [la["kernel"] for la in prefill[s]["launches"]] == ["slice_cols_f32"]
         assert decode[s]["launches"] == []  # a view: no launch, and the trace says so
-        assert decode[s]["shape"] == prefill[s]["shape"][:0] + [1, prefill[s]["shape"][1]]
+        assert decode[s]["shape"] == [1, *prefill[s]["shape"][1:]]
     assert [la["kernel"] for la in decode["blk.0.attn_qkv"]["launches"]]
+    # one rope node for q and k, a launch a step; attention reads the views of its output
+    ropes = [x for x in t["nodes"] if x["op"] == "rope"]
+    assert [x["name"] for x in ropes] == [f"blk.{il}.rope_qk" for il in range(n)]
+    assert ropes[0]["inputs"] == ["blk.0.attn_qk", "positions"]
+    assert ropes[0]["shape"] == ["nt", t["model"]["n_head"] + t["model"]["n_head_kv"],
+                                 t["model"]["head_dim"]]  # fmt: skip
+    att = next(x for x in t["nodes"] if x["name"] == "blk.0.attn")
+    assert att["inputs"] == ["blk.0.rope_qk.q", "blk.0.rope_qk.k", "blk.0.attn_v"]
+    for rec in (prefill, decode):
+        assert [la["kernel"] for la in rec["blk.0.rope_qk"]["launches"]] == ["rope_f32"]
     # the trace names the glu node: one launch a step, reading the fused matmul's output
     glu = [x for x in t["nodes"] if x["op"] == "glu"]
     assert [x["name"] for x in glu] == [f"blk.{il}.ffn_glu" for il in range(n)]
@@ -188,6 +200,10 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
     assert dumped is not None
     qkv, v = dumped[step_key(1, "blk.0.attn_qkv")], dumped[step_key(1, "blk.0.attn_v")]
     np.testing.assert_array_equal(v, qkv[:, qkv.shape[1] - v.shape[1] :])
+    # and its k the roped k heads, those after q's in the rope node's output
+    qk, k = dumped[step_key(1, "blk.0.rope_qk")], dumped[step_key(1, "blk.0.rope_qk.k")]
+    assert k.shape == (1, t["model"]["n_head_kv"], t["model"]["head_dim"])
+    np.testing.assert_array_equal(k, qk[:, t["model"]["n_head"] :])
     if capture == "full":  # the view's statistics are those of the columns it shows
         m = load_model(files["qwen2"])
         want = compact_stats(tensor_stats(v, axes=heatmap_axes(m.graph["blk.0.attn_v"])))
@@ -212,7 +228,7 @@ def test_slice_views_on_one_row_copies_otherwise(files: dict[str, Path]) -> None
     from tracekit.runner.ops import StepContext, slice_cols
 
     m = load_model(files["llama"])
-    node = m.graph["blk.0.attn_k"]
+    node = m.graph["blk.0.attn_v"]
     be = get_backend("numpy")
     st = StepContext(0, 1, 1, {}, [], [], m.weights(m.backend("numpy")))
     width = int(node.attrs["width"])
