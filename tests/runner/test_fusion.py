@@ -332,3 +332,123 @@ def test_glu_node_checks_its_input(files: dict[str, Path]) -> None:
     with pytest.raises(OpError, match=rf"node blk.0.ffn_glu \(glu\): input has shape \(2, {n_ff}\), "
                        rf"expected \(2, {2 * n_ff}\)"):  # fmt: skip
         glu(get_backend("numpy"), node, st, np.zeros((2, n_ff), np.float32))
+
+
+# -- one rope node for q and k: the fused row's q heads then k heads, roped together -------------
+ARCHS = PHI3.parent
+
+
+def _two_ropes(m: Any) -> Any:
+    """``m`` with the graph before rope_qk: the slices attn_q and attn_k, a rope node each."""
+    from tracekit.runner.graph import build_graph
+
+    types = {n: t.qtype.name for n, t in m.tensors.items()}
+    m.graph = build_graph(m.config, types, fuse=m.fuse, rope_qk=False)
+    return m
+
+
+def _rope_models(files: dict[str, Path]) -> dict[str, Path]:
+    return {"qwen2": files["qwen2"], "llama": files["llama"],
+            "llama3": ARCHS / "llama3" / "llama3-q8_0.gguf", "phi3": PHI3 / "phi3-q8_0.gguf",
+            "mixed": files["mixed"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("matmul", ["f32", "quant"])
+@pytest.mark.parametrize("name", ["qwen2", "llama", "llama3", "phi3"])
+def test_rope_qk_logits_equal_the_two_ropes_bit_for_bit(
+    files: dict[str, Path], name: str, matmul: str
+) -> None:
+    path = _rope_models(files)[name]
+    m, before = load_model(path), _two_ropes(load_model(path))
+    c, n = m.config, m.config.n_layer
+    assert [x.name for x in m.graph if x.op == "rope"] == [f"blk.{il}.rope_qk" for il in range(n)]
+    assert [x.name for x in before.graph if x.op == "rope"] == [
+        f"blk.{il}.rope_{p}" for il in range(n) for p in "qk"
+    ]
+    assert len(before.graph) == len(m.graph)  # attn_q, rope_q, attn_k, rope_k -> 4 nodes
+    rope = m.graph["blk.1.rope_qk"]
+    assert rope.attrs["heads"] == c.n_head + c.n_head_kv
+    assert rope.shape == ("nt", c.n_head + c.n_head_kv, c.head_dim)
+    # the layer's rope parameters, those both ropes had
+    q_rope = before.graph["blk.1.rope_q"]
+    assert {k: v for k, v in rope.attrs.items() if k != "heads"} == {
+        k: v for k, v in q_rope.attrs.items() if k != "heads"
+    }
+    assert rope.inputs[1:] == q_rope.inputs[1:] == before.graph["blk.1.rope_k"].inputs[1:]
+    if name == "llama3":  # llama 3's rope factors: the file's rope_freqs.weight, read once
+        assert c.rope_freq_factors and rope.weight == "rope_freqs.weight"
+    assert m.graph["blk.1.attn"].inputs == ("blk.1.rope_qk.q", "blk.1.rope_qk.k", "blk.1.attn_v")
+    got, launched = _run(m, matmul)
+    want, launched_before = _run(before, matmul)
+    # the same f32 arithmetic on each pair (the kernel's angle depends on the token and the
+    # pair only, not the head): bits
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    for step, (now, then) in enumerate(zip(launched, launched_before, strict=True)):
+        b = "blk.1."
+        assert now[b + "rope_qk"] == ["rope_f32"]
+        assert then[b + "rope_q"] == then[b + "rope_k"] == ["rope_f32"]
+        views = [k for p in ("attn_qk", "rope_qk.q", "rope_qk.k") for k in now[b + p]]
+        assert views == ([] if step else ["slice_cols_f32"] * 3)  # views on decode
+        parts = [k for p in ("attn_q", "attn_k") for k in then[b + p]]
+        assert parts == ([] if step else ["slice_cols_f32"] * 2)
+        # per layer: one launch fewer on decode; on the prefill the rope's second launch is a
+        # third slice (q and k in, q and k out)
+        assert sum(map(len, then.values())) - sum(map(len, now.values())) == (n if step else 0)
+
+
+@pytest.mark.parametrize("matmul", ["f32", "quant"])
+def test_rope_qk_not_where_nothing_is_fused(files: dict[str, Path], matmul: str) -> None:
+    m, before = load_model(files["mixed"]), _two_ropes(load_model(files["mixed"]))
+    assert m.graph.fused == {} and m.graph.to_json() == before.graph.to_json()
+    assert m.graph["blk.0.rope_k"].data_inputs[0] == "blk.0.attn_k"  # the matmul (+ its bias)
+    got, launched = _run(m, matmul)
+    want, _ = _run(before, matmul)
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    assert launched[1]["blk.0.rope_q"] == launched[1]["blk.0.rope_k"] == ["rope_f32"]
+
+
+def test_rope_qk_not_with_a_qk_norm_or_part_biases() -> None:
+    from dataclasses import replace
+
+    from tracekit.runner.graph import build_graph
+
+    # qwen3: q/k/v fused (one type), but a Q/K norm between each part and its rope
+    qwen3 = load_model(ARCHS / "qwen3" / "qwen3-q8_0.gguf")
+    g = qwen3.graph
+    assert g.fused and "blk.0.rope_qk" not in g
+    assert g["blk.0.rope_q"].data_inputs[0] == "blk.0.attn_q_norm"
+    assert (
+        g.to_json() == _two_ropes(load_model(ARCHS / "qwen3" / "qwen3-q8_0.gguf")).graph.to_json()
+    )
+    # a file's fused q/k/v with a bias per part: the biases come before the ropes
+    phi3 = load_model(PHI3 / "phi3-q8_0.gguf")
+    types = {n: t.qtype.name for n, t in phi3.tensors.items()}
+    assert "blk.0.rope_qk" in phi3.graph
+    g = build_graph(replace(phi3.config, qkv_bias=True), types)
+    assert "blk.0.rope_qk" not in g
+    assert g["blk.0.rope_k"].data_inputs[0] == "blk.0.attn_k.bias"
+
+
+def test_rope_qk_head_slices_view_on_one_row_copy_otherwise(files: dict[str, Path]) -> None:
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.ops import OpError, StepContext, slice_cols
+
+    m = load_model(files["llama"])
+    c = m.config
+    node = m.graph["blk.0.rope_qk.k"]
+    be = get_backend("numpy")
+    st = StepContext(0, 1, 1, {}, [], [], m.weights(m.backend("numpy")))
+    for nt in (1, 3):
+        x = np.arange(nt * (c.q_dim + c.kv_dim), dtype=np.float32)
+        x = x.reshape(nt, c.n_head + c.n_head_kv, c.head_dim)
+        be.take_records()
+        y = slice_cols(be, node, st, x)
+        assert y.shape == (nt, c.n_head_kv, c.head_dim) and y.flags.c_contiguous
+        np.testing.assert_array_equal(y, x[:, c.n_head :])
+        assert np.shares_memory(y, x) == (nt == 1)
+        assert [r.kernel for r in be.take_records()] == ([] if nt == 1 else ["slice_cols_f32"])
+    hd = 7  # the k columns [q_dim, q_dim + kv_dim) are no whole heads of 7
+    assert c.q_dim % hd
+    with pytest.raises(OpError, match=rf"node blk.0.rope_qk.k \(slice_cols\): columns "
+                       rf"\[{c.q_dim}, {c.q_dim + c.kv_dim}\) are not whole heads of 7"):  # fmt: skip
+        slice_cols(be, node, st, np.zeros((1, 2 * c.q_dim, hd), np.float32))
