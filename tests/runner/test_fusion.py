@@ -452,3 +452,14 @@ def test_rope_qk_head_slices_view_on_one_row_copy_otherwise(files: dict[str, Pat
     with pytest.raises(OpError, match=rf"node blk.0.rope_qk.k \(slice_cols\): columns "
                        rf"\[{c.q_dim}, {c.q_dim + c.kv_dim}\) are not whole heads of 7"):  # fmt: skip
         slice_cols(be, node, st, np.zeros((1, 2 * c.q_dim, hd), np.float32))
+
+
+@pytest.mark.parametrize("matmul", ["f32", "quant"])
+@pytest.mark.parametrize("name", ["qwen2", "llama3", "phi3"])
+def test_rope_qk_reads_and_writes_in_place_on_decode(
+    files: dict[str, Path], name: str, matmul: str
+) -> None:
+    # the GPU test's checks (pointers: no copy on decode) on NumPy
+    from tests.runner.test_rope_qk_gpu import check
+
+    check(_rope_models(files)[name], matmul, "numpy")
