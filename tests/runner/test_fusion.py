@@ -170,6 +170,7 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
     n = t["model"]["n_layer"]
     assert f"attn_q + attn_k + attn_v -> attn_qkv in {n} of {n} layers" in note
     assert f"ffn_gate + ffn_up -> ffn_gate_up in {n} of {n} layers" in note
+    assert "q and k roped by one node" in note
     slices = [x["name"] for x in t["nodes"] if x["op"] == "slice_cols"]
     # q and k (for the rope), the roped q, the roped k, v: gate/up is read whole by the glu node
     assert len(slices) == 4 * n

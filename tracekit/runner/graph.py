@@ -200,6 +200,7 @@ def fusion_note(plan: dict[str, tuple[str, ...]], n_layer: int) -> str | None:
         return None
     return (
         "fused projections (one matmul over the concatenated rows, q/k/v sliced after, "
+        "q and k roped by one node where no Q/K norm comes between, "
         "gate/up read by one glu node; --fuse off "
         f"keeps them apart): {'; '.join(done)}"
     )
