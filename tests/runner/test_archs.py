@@ -191,7 +191,7 @@ def test_graphs_use_the_house_node_names() -> None:
     assert [(phi3[f"blk.0.attn_{p}"].attrs["start"], phi3[f"blk.0.attn_{p}"].attrs["width"])
             for p in ("qk", "v")] == [(0, 96), (96, 32)]  # fmt: skip
     assert phi3["blk.0.rope_qk"].data_inputs[0] == "blk.0.attn_qk"
-    assert phi3["blk.0.attn"].data_inputs == ("blk.0.rope_qk.q", "blk.0.rope_qk.k", "blk.0.attn_v")
+    assert phi3["blk.0.attn"].data_inputs == ("blk.0.rope_q", "blk.0.rope_k", "blk.0.attn_v")
     # the file's fused ffn_up = [gate | up] is read whole by one glu node
     assert phi3["blk.0.ffn_glu"].data_inputs == ("blk.0.ffn_up",)
     assert phi3["blk.0.ffn_glu"].attrs == {"act": "silu"}

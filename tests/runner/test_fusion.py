@@ -97,8 +97,8 @@ def test_fused_graph_nodes(files: dict[str, Path]) -> None:
     m = load_model(files["qwen2"])
     c, g = m.config, m.graph
     names = [n.name[len("blk.1.") :] for n in g if n.layer == 1]
-    assert names[:9] == ["attn_norm", "attn_qkv", "attn_qk", "rope_qk", "rope_qk.q",
-                         "rope_qk.k", "attn_v", "attn", "attn_output"]  # fmt: skip
+    assert names[:9] == ["attn_norm", "attn_qkv", "attn_qk", "rope_qk", "rope_q",
+                         "rope_k", "attn_v", "attn", "attn_output"]  # fmt: skip
     assert names[10:15] == ["ffn_norm", "ffn_gate_up", "ffn_glu", "ffn_down", "ffn_residual"]
     qkv = g["blk.1.attn_qkv"]
     assert qkv.op == "matmul" and qkv.weight == "blk.1.attn_qkv.weight"
@@ -106,7 +106,7 @@ def test_fused_graph_nodes(files: dict[str, Path]) -> None:
     assert qkv.attrs["bias"] == "blk.1.attn_qkv.bias"  # the bias stays the matmul's
     assert not any(n.op == "add_bias" for n in g)
     assert [(g[f"blk.1.{p}"].attrs["start"], g[f"blk.1.{p}"].attrs["width"])
-            for p in ("attn_qk", "rope_qk.q", "rope_qk.k", "attn_v")] == [
+            for p in ("attn_qk", "rope_q", "rope_k", "attn_v")] == [
         (0, c.q_dim + c.kv_dim), (0, c.q_dim), (c.q_dim, c.kv_dim), (c.q_dim + c.kv_dim, c.kv_dim)
     ]  # fmt: skip
     gu, glu = g["blk.1.ffn_gate_up"], g["blk.1.ffn_glu"]
@@ -163,7 +163,7 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
 
     out = record_trace(files["qwen2"], tokens=PROMPT, steps=2, backend="numpy", capture=capture,
                        output=tmp_path / "f.json", progress=False, nvtx=False,
-                       dump=r"blk\.0\.(attn_(qkv|v)|rope_qk(\.k)?)")  # fmt: skip
+                       dump=r"blk\.0\.(attn_(qkv|v)|rope_(qk|k))")  # fmt: skip
     t = load_trace(out)  # validates against the schema
     assert t["run"]["fuse"] is True
     note = next(n for n in t["run"]["notes"] if n.startswith("fused projections"))
@@ -187,7 +187,7 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
     assert ropes[0]["shape"] == ["nt", t["model"]["n_head"] + t["model"]["n_head_kv"],
                                  t["model"]["head_dim"]]  # fmt: skip
     att = next(x for x in t["nodes"] if x["name"] == "blk.0.attn")
-    assert att["inputs"] == ["blk.0.rope_qk.q", "blk.0.rope_qk.k", "blk.0.attn_v"]
+    assert att["inputs"] == ["blk.0.rope_q", "blk.0.rope_k", "blk.0.attn_v"]
     for rec in (prefill, decode):
         assert [la["kernel"] for la in rec["blk.0.rope_qk"]["launches"]] == ["rope_f32"]
     # the trace names the glu node: one launch a step, reading the fused matmul's output
@@ -202,7 +202,7 @@ def test_trace_of_a_fused_model(files: dict[str, Path], tmp_path: Path, capture:
     qkv, v = dumped[step_key(1, "blk.0.attn_qkv")], dumped[step_key(1, "blk.0.attn_v")]
     np.testing.assert_array_equal(v, qkv[:, qkv.shape[1] - v.shape[1] :])
     # and its k the roped k heads, those after q's in the rope node's output
-    qk, k = dumped[step_key(1, "blk.0.rope_qk")], dumped[step_key(1, "blk.0.rope_qk.k")]
+    qk, k = dumped[step_key(1, "blk.0.rope_qk")], dumped[step_key(1, "blk.0.rope_k")]
     assert k.shape == (1, t["model"]["n_head_kv"], t["model"]["head_dim"])
     np.testing.assert_array_equal(k, qk[:, t["model"]["n_head"] :])
     if capture == "full":  # the view's statistics are those of the columns it shows
@@ -378,7 +378,7 @@ def test_rope_qk_logits_equal_the_two_ropes_bit_for_bit(
     assert rope.inputs[1:] == q_rope.inputs[1:] == before.graph["blk.1.rope_k"].inputs[1:]
     if name == "llama3":  # llama 3's rope factors: the file's rope_freqs.weight, read once
         assert c.rope_freq_factors and rope.weight == "rope_freqs.weight"
-    assert m.graph["blk.1.attn"].inputs == ("blk.1.rope_qk.q", "blk.1.rope_qk.k", "blk.1.attn_v")
+    assert m.graph["blk.1.attn"].inputs == ("blk.1.rope_q", "blk.1.rope_k", "blk.1.attn_v")
     got, launched = _run(m, matmul)
     want, launched_before = _run(before, matmul)
     # the same f32 arithmetic on each pair (the kernel's angle depends on the token and the
@@ -388,7 +388,7 @@ def test_rope_qk_logits_equal_the_two_ropes_bit_for_bit(
         b = "blk.1."
         assert now[b + "rope_qk"] == ["rope_f32"]
         assert then[b + "rope_q"] == then[b + "rope_k"] == ["rope_f32"]
-        views = [k for p in ("attn_qk", "rope_qk.q", "rope_qk.k") for k in now[b + p]]
+        views = [k for p in ("attn_qk", "rope_q", "rope_k") for k in now[b + p]]
         assert views == ([] if step else ["slice_cols_f32"] * 3)  # views on decode
         parts = [k for p in ("attn_q", "attn_k") for k in then[b + p]]
         assert parts == ([] if step else ["slice_cols_f32"] * 2)
@@ -436,7 +436,7 @@ def test_rope_qk_head_slices_view_on_one_row_copy_otherwise(files: dict[str, Pat
 
     m = load_model(files["llama"])
     c = m.config
-    node = m.graph["blk.0.rope_qk.k"]
+    node = m.graph["blk.0.rope_k"]
     be = get_backend("numpy")
     st = StepContext(0, 1, 1, {}, [], [], m.weights(m.backend("numpy")))
     for nt in (1, 3):
@@ -450,7 +450,7 @@ def test_rope_qk_head_slices_view_on_one_row_copy_otherwise(files: dict[str, Pat
         assert [r.kernel for r in be.take_records()] == ([] if nt == 1 else ["slice_cols_f32"])
     hd = 7  # the k columns [q_dim, q_dim + kv_dim) are no whole heads of 7
     assert c.q_dim % hd
-    with pytest.raises(OpError, match=rf"node blk.0.rope_qk.k \(slice_cols\): columns "
+    with pytest.raises(OpError, match=rf"node blk.0.rope_k \(slice_cols\): columns "
                        rf"\[{c.q_dim}, {c.q_dim + c.kv_dim}\) are not whole heads of 7"):  # fmt: skip
         slice_cols(be, node, st, np.zeros((1, 2 * c.q_dim, hd), np.float32))
 

@@ -100,9 +100,9 @@ def check(path: Path, matmul: str, backend: str) -> None:
         for il in range(n):
             b = f"blk.{il}."
             assert now[b + "rope_qk"] == ["rope_f32"]
-            assert now[b + "attn_qk"] == now[b + "rope_qk.q"] == now[b + "rope_qk.k"] == []
+            assert now[b + "attn_qk"] == now[b + "rope_q"] == now[b + "rope_k"] == []
             # the rope reads the fused row where the matmul wrote it; q and k are its output
             assert p["rope_in"][il] == p[b + "attn_qk"] == p[b + "attn_qkv"]
-            assert p[b + "rope_qk.q"] == p[b + "rope_qk"]
-            assert p[b + "rope_qk.k"] == p[b + "rope_qk"] + 4 * c.q_dim
+            assert p[b + "rope_q"] == p[b + "rope_qk"]
+            assert p[b + "rope_k"] == p[b + "rope_qk"] + 4 * c.q_dim
     assert sum(map(len, launched[0].values())) == sum(map(len, launched_before[0].values()))

@@ -231,7 +231,7 @@ def build_graph(
         rope_qk: where q/k/v is one matmul and no Q/K norm or part bias comes between it and
             the rope, rope q's and k's heads with one node (``blk.N.rope_qk`` over the slice
             ``blk.N.attn_qk``, the fused row's first q_dim + kv_dim columns), attention reading
-            q and k as the slices ``blk.N.rope_qk.q`` and ``blk.N.rope_qk.k`` of its output;
+            q and k as the slices ``blk.N.rope_q`` and ``blk.N.rope_k`` of its output;
             False keeps the slices attn_q, attn_k and two rope nodes (the graph before, which
             the tests compare it with bit for bit).
     """
@@ -286,9 +286,9 @@ def build_graph(
             qk = g.add(b + "rope_qk", "rope", (qk, *rope_inputs), (NT, n_qk, hd), il,
                        **rope_params, heads=n_qk)  # fmt: skip
             # the parts, by heads: views on decode (one row: contiguous), copies otherwise
-            qkv["q"] = g.add(b + "rope_qk.q", "slice_cols", (qk,), (NT, c.n_head, hd), il,
+            qkv["q"] = g.add(b + "rope_q", "slice_cols", (qk,), (NT, c.n_head, hd), il,
                              start=0, width=c.q_dim)  # fmt: skip
-            qkv["k"] = g.add(b + "rope_qk.k", "slice_cols", (qk,), (NT, c.n_head_kv, hd), il,
+            qkv["k"] = g.add(b + "rope_k", "slice_cols", (qk,), (NT, c.n_head_kv, hd), il,
                              start=c.q_dim, width=c.kv_dim)  # fmt: skip
         for part, heads in (("q", c.n_head), ("k", c.n_head_kv), ("v", c.n_head_kv)):
             if one_rope and part != "v":
