@@ -250,6 +250,13 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         help="dequantize matmul weights to f16 once at load (auto: on for --matmul f16 with"
         " >= 2 GiB of matmul weights)",
     )
+    p.add_argument(
+        "--fuse",
+        choices=("on", "off"),
+        default="on",
+        help="on: q/k/v and gate/up as one matmul each where their weights share a type (one"
+        " launch; the trace's notes say which); off: one matmul node per projection",
+    )
     p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument(
@@ -398,6 +405,7 @@ def _record(args: argparse.Namespace) -> int:
         remeasure=args.remeasure,
         matmul=getattr(args, "matmul", None),
         w16_cache=getattr(args, "w16_cache", "auto"),
+        fuse=getattr(args, "fuse", "on") == "on",
         on_step=getattr(args, "sigint_watch", None) and args.sigint_watch.reraise_lost,
         dump=args.dump,
         save_logits=args.save_logits,

@@ -44,6 +44,7 @@ SAMPLES: dict[str, Callable[[], tuple[tuple, dict, int]]] = {
     "scale_f32": lambda: ((_f32(45, 65), 0.37), {}, 45 * 65),
     "softcap_f32": lambda: ((_f32(45, 65), 30.0), {}, 45 * 65),
     "slice_cols_f32": lambda: ((_f32(45, 65), 3, 17), {}, 45 * 17),
+    "glu_f32": lambda: ((_f32(45, 130), "gelu_tanh"), {}, 45 * 65),
     "f32_bits_to_i32": lambda: ((np.arange(45, dtype=np.int32).view(np.float32),), {}, 45),
     "convert_f32_f16": lambda: ((_f32(45, 65),), {}, 45 * 65),
     "dequantize_f16": lambda: ((*_q8_table(5, 64)[:2], (5, 64)), {}, 5 * 64),
@@ -200,7 +201,7 @@ def test_per_item_geometry_is_declared_for_the_streaming_kernels_only() -> None:
     streaming = {n for n, op in KERNEL_OPS.items() if op.per_item is not None}
     assert streaming == {
         "add_f32", "mul_f32", "silu_f32", "gelu_tanh_f32", "scale_f32", "softcap_f32",
-        "f32_bits_to_i32", "convert_f32_f16",
+        "glu_f32", "f32_bits_to_i32", "convert_f32_f16",
     }  # fmt: skip
     with pytest.raises(ValueError, match="add_bias_f32 is not a streaming kernel"):
         elementwise.elems_per_item("add_bias_f32")

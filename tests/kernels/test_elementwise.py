@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +193,120 @@ def test_add_bias_grid_is_rows_by_column_tiles(
     assert geo.grid == grid and geo.block == (ew.BIAS_BLOCK, 1, 1)
     assert geo.work_items == nt * (d // 4 if vec else d)
     assert geo.grid[0] <= MAX_GRID_X
+
+
+# -- glu: act(gate) * up over a fused [gate | up] -------------------------------------------------
+GLU_N = [1, 3, 4, 5, 1023]
+GLU_NT = list(range(1, 10))
+
+
+def _glu_input(nt: int, n: int) -> np.ndarray:
+    """[nt, 2n]: gates over silu's and gelu's ranges (exp(-x) overflows below -88.7), ups of
+    both signs, and the edge values once each where they fit."""
+    x = _f32((nt, 2 * n), 8.0)
+    edges = np.float32([0.0, -0.0, -87.0, -89.0, 88.0, 1e-30, -1e4, 1e4, 1e-40, -20.0])
+    flat = x[:, :n].reshape(-1)  # a copy for nt > 1; written back below
+    k = min(edges.size, flat.size)
+    flat[:k] = edges[:k]
+    x[:, :n] = flat.reshape(nt, n)
+    return x
+
+
+def _act_then_mul(x: np.ndarray, act: str) -> np.ndarray:
+    """The graph before the glu node: the two slices (views on one row, copies otherwise, as
+    runner/ops.py's slice_cols), the act op's reference, then mul's."""
+    n = x.shape[1] // 2
+    if x.shape[0] == 1:
+        gate, up = x[:, :n], x[:, n:]
+    else:
+        gate, up = ew.ref_slice_cols_f32(x, 0, n)[0], ew.ref_slice_cols_f32(x, n, n)[0]
+    a, _ = getattr(ew, f"ref_{act}_f32")(gate)
+    z, _ = ew.ref_mul_f32(a, up)
+    return z
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype == np.float32
+    bad = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
+    assert bad.size == 0, (
+        f"{bad.size} elements differ, first at flat index {bad[0]}: "
+        f"{got.ravel()[bad[0]]!r} vs {want.ravel()[bad[0]]!r}"
+    )
+
+
+@pytest.mark.parametrize("act", list(ew.GLU_ACTS))
+@pytest.mark.parametrize("n", GLU_N)
+@pytest.mark.parametrize("nt", GLU_NT)
+def test_glu_is_act_then_mul_bit_for_bit(act: str, n: int, nt: int) -> None:
+    x = _glu_input(nt, n)
+    z, rec = ew.ref_glu_f32(x, act)
+    _same_bits(z, _act_then_mul(x, act))
+    assert z.flags.c_contiguous and not np.shares_memory(z, x)
+    assert rec.kernel == f"glu_{act}_f32" and rec.grid is None
+    # each input element read once (gate and up), each output written once
+    assert rec.bytes_read == x.nbytes == 8 * nt * n and rec.bytes_written == 4 * nt * n
+    act_flops = ew.KERNEL_OPS[f"{act}_f32"].flops
+    assert rec.flops == (act_flops + 1) * nt * n and rec.extra == {"rows": nt, "cols": n}
+
+
+@pytest.mark.parametrize("act", list(ew.GLU_ACTS))
+def test_glu_propagates_nan_and_inf(act: str) -> None:
+    nan, inf = np.float32(np.nan), np.float32(np.inf)
+    gate = np.float32([nan, inf, -inf, 1.0, 1.0, 0.0, 2.0, nan])
+    up = np.float32([1.0, 1.0, 1.0, nan, inf, inf, -inf, inf])
+    x = np.concatenate([gate, up]).reshape(1, -1)
+    z, _ = ew.ref_glu_f32(x, act)
+    _same_bits(z, _act_then_mul(x, act))
+    # act(inf) = inf for both; act(-inf) is -inf / inf (silu) or 0.5 (-inf) 0 (gelu): NaN;
+    # act(0) * inf = 0 * inf: NaN; act(2) > 0 times -inf: -inf
+    assert np.isnan(z[0, [0, 2, 3, 5, 7]]).all()
+    assert z[0, 1] == inf and z[0, 4] == inf and z[0, 6] == -inf
+    # the same on every row of a many-row x
+    xs = np.repeat(x, 5, axis=0)
+    _same_bits(ew.ref_glu_f32(xs, act)[0], np.repeat(z, 5, axis=0))
+
+
+def test_glu_gates() -> None:
+    x = _f32((4, 6))
+    with pytest.raises(
+        KernelInputError, match=r"glu act 'relu' is not one of \('silu', 'gelu_tanh'\)"
+    ):
+        ew.ref_glu_f32(x, "relu")
+    with pytest.raises(KernelInputError, match=r"glu x \(4, 7\) has 7 columns, not \[gate \| up\]"):
+        ew.ref_glu_f32(_f32((4, 7)), "silu")
+    with pytest.raises(KernelInputError, match=r"glu x has shape \(24,\) \(1-D\), expected 2-D"):
+        ew.ref_glu_f32(x.reshape(-1), "silu")
+    with pytest.raises(KernelInputError, match=r"dtype float64, expected float32"):
+        ew.ref_glu_f32(x.astype(np.float64), "silu")
+    with pytest.raises(KernelInputError, match=r"not C-contiguous"):
+        ew.ref_glu_f32(_f32((6, 4)).T, "silu")
+    with pytest.raises(KernelInputError, match=r"glu x is empty"):
+        ew.ref_glu_f32(x[:0], "silu")
+    with pytest.raises(KernelInputError, match=r"numpy.ndarray, expected a cupy array"):
+        ew.launch_glu_f32(x, "silu")
+
+
+def test_glu_streams_as_the_other_unrolled_kernels() -> None:
+    assert ew.elems_per_item("glu_f32") == ew.elems_per_item("mul_f32") == 4 * ew.STREAM_UNROLL
+    assert ew.KERNEL_OPS["glu_f32"].kernels == ("glu_silu_f32", "glu_gelu_tanh_f32")
+    assert ew.KERNEL_OPS["glu_f32"].stamped  # timed in a CUDA-graph replay as the others
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("unroll", [1, ew.STREAM_UNROLL, 4])
+def test_elementwise_cu_compiles_for_sm_90(tmp_path: Path, unroll: int) -> None:
+    """elementwise.cu as the launcher compiles it (its -D options; UNROLL as the sweep varies
+    it), with nvcc for sm_90: compile only, no GPU needed. Every declared kernel is in it."""
+    from tracekit.kernels import cuda
+
+    (tmp_path / "elementwise.cu").write_text(cuda.source(ew.FAMILY))
+    opts = [o for o in cuda.options(ew.FAMILY) if not o.startswith("-DUNROLL=")]
+    cmd = ["nvcc", "-arch=sm_90", "-cubin", *opts, f"-DUNROLL={unroll}"]
+    cmd += ["-o", str(tmp_path / "e.cubin"), str(tmp_path / "elementwise.cu")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cubin = (tmp_path / "e.cubin").read_bytes()
+    for op in ew.KERNEL_OPS.values():
+        if op.family == ew.FAMILY:
+            for k in op.kernels:
+                assert k.encode() + b"\0" in cubin, f"{k} is not in the cubin"

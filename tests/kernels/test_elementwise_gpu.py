@@ -198,6 +198,90 @@ def test_add_f32_past_2_31_elements() -> None:
 
 
 # -- add_bias_f32 -------------------------------------------------------------------------------
+# -- glu: act(gate) * up over a fused [gate | up] ------------------------------------------------
+GLU_N = [1, 3, 4, 5, 1023]
+GLU_NT = list(range(1, 10))
+#: act -> (rtol, atol per unit of |up|) against the NumPy reference: the act's UNARY tolerance
+#: and one more rounding (the product, 0.5 ulp)
+GLU_TOL = {"silu": (2e-6, 1e-37), "gelu_tanh": (2e-6, 5e-6)}
+
+
+def _glu_x(nt: int, n: int) -> np.ndarray:
+    x = _randn((nt, 2 * n), 4.0)
+    edges = np.float32([0.0, -0.0, -87.0, -89.0, 88.0, 1e-30, -1e4, 1e4, np.nan, np.inf, -np.inf])
+    gates = x[:, :n].reshape(-1)
+    k = min(edges.size, gates.size)
+    gates[:k] = edges[:k]
+    x[:, :n] = gates.reshape(nt, n)
+    x[-1, -1] = np.nan  # an up NaN
+    return x
+
+
+def _bits(a: Any) -> np.ndarray:
+    return _cp().asnumpy(a).view(np.uint32)
+
+
+def _act_then_mul_on_device(dx: Any, act: str) -> Any:
+    """The graph before glu, on the device: the slices (copies), the act kernel, mul_f32."""
+    n = int(dx.shape[1]) // 2
+    gate, _ = ew.launch_slice_cols_f32(dx, 0, n)
+    up, _ = ew.launch_slice_cols_f32(dx, n, n)
+    a, _ = getattr(ew, f"launch_{act}_f32")(gate)
+    return ew.launch_mul_f32(a, up)[0]
+
+
+@pytest.mark.parametrize("act", list(ew.GLU_ACTS))
+@pytest.mark.parametrize("n", GLU_N)
+@pytest.mark.parametrize("nt", GLU_NT)
+def test_glu(act: str, n: int, nt: int) -> None:
+    cupy = _cp()
+    x = _glu_x(nt, n)
+    dx = cupy.asarray(x)
+    out = _poisoned((nt, n), np.float32)
+    got, rec = ew.launch_glu_f32(dx, act, out=out)
+    assert got is out and rec.kernel == f"glu_{act}_f32"
+    assert rec.extra == {"rows": nt, "cols": n, "vectorized": n % 4 == 0}
+    assert rec.bytes_read == 8 * nt * n and rec.bytes_written == 4 * nt * n
+    # bit for bit the act kernel then mul_f32 (NaN payloads too): the same f32 operations
+    np.testing.assert_array_equal(_bits(got), _bits(_act_then_mul_on_device(dx, act)))
+    want, _ = ew.ref_glu_f32(x, act)
+    rtol, atol = GLU_TOL[act]
+    up = np.abs(x[:, n:][np.isfinite(x[:, n:])])
+    np.testing.assert_allclose(
+        cupy.asnumpy(got), want, rtol=rtol, atol=atol * float(up.max(initial=1.0))
+    )
+    # the scalar path (x and out 4 bytes past a 16-byte boundary) gives the same bits
+    out2 = _misaligned_out((nt, n), np.float32)
+    got2, rec2 = ew.launch_glu_f32(_misaligned(x), act, out=out2)
+    assert rec2.extra["vectorized"] is False
+    np.testing.assert_array_equal(_bits(got2), _bits(got))
+
+
+@pytest.mark.parametrize("act", list(ew.GLU_ACTS))
+@pytest.mark.parametrize(("nt", "n"), [(1, 4864), (130, 4864), (7, 8192), (4097, 36)])
+def test_glu_model_shapes(act: str, nt: int, n: int) -> None:
+    # qwen2-0.5b's n_ff (a decode row, a prefill), wider rows, many short rows
+    cupy = _cp()
+    x = _glu_x(nt, n)
+    dx = cupy.asarray(x)
+    got, rec = ew.launch_glu_f32(dx, act, out=_poisoned((nt, n), np.float32))
+    assert rec.extra["vectorized"] is True
+    np.testing.assert_array_equal(_bits(got), _bits(_act_then_mul_on_device(dx, act)))
+
+
+def test_glu_out_gates() -> None:
+    cupy = _cp()
+    dx = cupy.asarray(_randn((1, 8)))
+    with pytest.raises(KernelInputError, match=r"glu out \[0x[0-9a-f]+, 0x[0-9a-f]+\) overlaps x"):
+        ew.launch_glu_f32(dx, "silu", out=dx[:, 4:])  # one row: a contiguous view of x
+    with pytest.raises(
+        KernelInputError, match=r"shape mismatch: glu out \(1, 8\) vs expected \(1, 4\)"
+    ):
+        ew.launch_glu_f32(dx, "silu", out=cupy.empty((1, 8), cupy.float32))
+    with pytest.raises(KernelInputError, match=r"glu act 'relu'"):
+        ew.launch_glu_f32(dx, "relu")
+
+
 @pytest.mark.parametrize(
     "shape", [(1, 1), (1, 31), (30, 896), (45, 65), (1823, 781), (ROWS_PAST_GRID_Y, 33)]
 )

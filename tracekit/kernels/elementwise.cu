@@ -44,6 +44,13 @@ struct Softcap {
     __device__ float operator()(float a) const { return __fmul_rn(cap, tanhf(__fdiv_rn(a, cap))); }
 };
 
+// act(gate) * up: the activation's f32 value, then one rounded product (mul_f32's a * b).
+template <class Act>
+struct GluOf {
+    Act act;
+    __device__ float operator()(float gate, float up) const { return __fmul_rn(act(gate), up); }
+};
+
 template <class Op>
 __device__ __forceinline__ float4 map4(Op op, float4 a, float4 b) {
     return make_float4(op(a.x, b.x), op(a.y, b.y), op(a.z, b.z), op(a.w, b.w));
@@ -140,6 +147,50 @@ __device__ void unary(Op op, const float* x, float* z, long long n, int vec) {
     }
 }
 
+// GLU over a fused [gate | up] matmul output: z[t, i] = act(x[t, i]) * x[t, n + i] for x
+// [rows, 2n] (row stride 2n) and z [rows, n] (row stride n). The product is act's f32 result
+// times up, one rounding (__fmul_rn), so z is bit for bit act_f32 then mul_f32. With vec != 0
+// (n % 4 == 0 and x, z 16-byte aligned: the launcher checked) a work item is one float4 of z
+// (UNROLL in flight per thread, as binary's), its gate and up float4s at the same column of
+// the row; n % 4 == 0 leaves no tail. With vec == 0 a plain grid-stride loop over elements.
+// z must not overlap x (the launcher checks): rows after the first would overwrite gates and
+// ups other threads have yet to read.
+template <class Act>
+__device__ void glu(Act act, const float* x, float* z, long long rows, long long n, int vec) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    if (vec) {
+        const long long n4 = n >> 2;  // float4s per row of z; a row of x holds 2 * n4
+        const long long total = rows * n4;
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        float4* z4 = reinterpret_cast<float4*>(z);
+        for (long long i = tid; i < total; i += UNROLL * stride) {
+            float4 g[UNROLL], u[UNROLL];
+#pragma unroll
+            for (int k = 0; k < UNROLL; ++k) {
+                const long long j = i + k * stride;
+                if (j < total) {
+                    const long long t = j / n4;
+                    const long long gj = j + t * n4;  // t * 2 * n4 + (j - t * n4)
+                    g[k] = load4(x4 + gj);
+                    u[k] = load4(x4 + gj + n4);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < UNROLL; ++k) {
+                const long long j = i + k * stride;
+                if (j < total) store4(z4 + j, map4(GluOf<Act>{act}, g[k], u[k]));
+            }
+        }
+    } else {
+        const long long total = rows * n;
+        for (long long j = tid; j < total; j += stride) {
+            const long long gj = j + (j / n) * n;
+            z[j] = GluOf<Act>{act}(x[gj], x[gj + n]);
+        }
+    }
+}
+
 }  // namespace
 
 // Reads 8 B, writes 4 B per element; 1 flop.
@@ -167,6 +218,22 @@ extern "C" __global__ void gelu_tanh_f32(const float* x, float* z, long long n, 
                                           unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
     unary(GeluTanh{}, x, z, n, vec);
+}
+
+// GLU of a fused [gate | up] x [rows, 2n] into z [rows, n] (glu template above): one launch
+// for the act and mul kernels. Reads 8 B, writes 4 B per output element; 4 flops (silu's 3 and
+// the product).
+extern "C" __global__ void glu_silu_f32(const float* x, float* z, long long rows, long long n,
+                                         int vec, unsigned long long* stamp) {
+    const LaunchStamp launch_stamp(stamp);
+    glu(Silu{}, x, z, rows, n, vec);
+}
+
+// As glu_silu_f32 with gelu_tanh: reads 8 B, writes 4 B per output element; 10 flops.
+extern "C" __global__ void glu_gelu_tanh_f32(const float* x, float* z, long long rows,
+                                              long long n, int vec, unsigned long long* stamp) {
+    const LaunchStamp launch_stamp(stamp);
+    glu(GeluTanh{}, x, z, rows, n, vec);
 }
 
 // Reads 4 B, writes 4 B per element; 1 flop.

@@ -7,6 +7,8 @@
     gelu_tanh_f32(x)       0.5 x (1 + tanh(c (x + 0.044715 x^3)))   9 flops/element (tanh as 1)
     scale_f32(x, s)        x * s                           1 flop/element
     softcap_f32(x, cap)    cap * tanh(x / cap)  (gemma2)   3 flops/element (tanh as 1)
+    glu_f32(x, act)        act(x[:, :n]) * x[:, n:] for x = [gate | up] [nt, 2n]: act's flops + 1
+                           (kernels glu_silu_f32, glu_gelu_tanh_f32)
     slice_cols_f32(x, a, w)  x[:, a:a+w] made contiguous (phi3's fused outputs), 0 flops
     f32_bits_to_i32(x)     the I32-as-f32 id bit patterns reinterpreted as int32, 0 flops
     convert_f32_f16(x)     round to nearest even f16 (__float2half_rn), 0 flops
@@ -16,11 +18,15 @@ and a launcher ``launch_<op>`` (CuPy arrays, optional ``out=``). Both run the sa
 return ``(output, LaunchRecord)`` with the same byte counts: each input read once, each output
 written once, from the real arrays.
 
-The streaming kernels (add, mul, silu, gelu, scale, bits) move float4s (4 elements; two per
+The streaming kernels (add, mul, silu, gelu, scale, bits, glu) move float4s (4 elements; two per
 input per thread per iteration) in a grid-stride loop over 64-bit indices, block 256,
 grid clamped to a few waves of the device (``BLOCKS_PER_SM``); the ``n % 4`` tail is done by
 the first threads after the loop. When any pointer is not 16-byte aligned (a view such as
 ``x[1:]``) the launcher picks the scalar loop instead, so no alignment is ever assumed.
+``glu_f32`` reads a fused [gate | up] matmul output (row stride 2n) and writes [nt, n] (row stride
+n), one launch for what the act and mul kernels did in two, bit for bit theirs: the same f32
+operations in the same order (the act, then one rounded product). Its float4 path needs
+``n % 4 == 0`` besides the alignment (a row's up half starts n floats in).
 ``convert_f32_f16`` moves 8 elements per thread: two float4 loads (32 B) and one 16-byte store.
 
 ``add_bias_f32`` keeps the seed's row-count contract (§3.1): one block row per token,
@@ -91,7 +97,7 @@ def elems_per_item(name: str) -> int:
     return per_item()
 
 
-def _unrolled() -> int:  # add, mul, silu, gelu, scale, softcap: UNROLL float4s per iteration
+def _unrolled() -> int:  # add, mul, silu, gelu, scale, softcap, glu: UNROLL float4s per iteration
     return 4 * STREAM_UNROLL
 
 
@@ -172,21 +178,78 @@ def ref_mul_f32(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, LaunchRecord]
     return z, _record("mul_f32", None, (x, y), (z,), z.size)
 
 
+def _silu(x: np.ndarray) -> np.ndarray:  # ref_silu_f32's and ref_glu_f32's arithmetic
+    with np.errstate(over="ignore"):
+        return x / (np.float32(1) + np.exp(-x))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:  # ref_gelu_tanh_f32's and ref_glu_f32's
+    with np.errstate(over="ignore", invalid="ignore"):
+        inner = _SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x))
+        return np.float32(0.5) * x * (np.float32(1) + np.tanh(inner))
+
+
 def ref_silu_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
     """silu(x) = x / (1 + exp(-x)) in float32 (exp(-x) overflows to inf for x < -88.7: -> -0)."""
     _check_unary(x, "silu_f32 x")
-    with np.errstate(over="ignore"):
-        z = x / (np.float32(1) + np.exp(-x))
+    z = _silu(x)
     return z, _record("silu_f32", None, (x,), (z,), z.size)
 
 
 def ref_gelu_tanh_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
     """gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in float32."""
     _check_unary(x, "gelu_tanh_f32 x")
-    with np.errstate(over="ignore", invalid="ignore"):
-        inner = _SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x))
-        z = np.float32(0.5) * x * (np.float32(1) + np.tanh(inner))
+    z = _gelu_tanh(x)
     return z, _record("gelu_tanh_f32", None, (x,), (z,), z.size)
+
+
+#: A GLU's activations: the graph's ``ffn_act`` op name (tracekit/model/archs.py FFN_ACTS) ->
+#: the arithmetic of its backend op ``<act>_f32``. The kernel is ``glu_<act>_f32``.
+GLU_ACTS = {"silu": _silu, "gelu_tanh": _gelu_tanh}
+
+
+def glu_kernel(act: str) -> str:
+    """The kernel of ``glu_f32`` with activation ``act``."""
+    return f"glu_{act}_f32"
+
+
+def _glu_flops(act: str, elements: int) -> int:
+    # the act's declared flops and mul's: the op is those two, fused
+    return flops(f"{act}_f32", elements) + flops("mul_f32", elements)
+
+
+def _check_glu(x: Any, act: str) -> tuple[int, int]:
+    """Returns (rows, n): x is [rows, 2n], the output [rows, n]."""
+    if act not in GLU_ACTS:
+        raise KernelInputError(f"glu act {act!r} is not one of {tuple(GLU_ACTS)}")
+    require_array(x, np.float32, "glu x", ndim=2)
+    require_nonempty(x, "glu x")
+    rows, cols = (int(s) for s in x.shape)
+    if cols % 2:
+        raise KernelInputError(
+            f"glu x {tuple(x.shape)} has {cols} columns, not [gate | up] of two equal halves"
+        )
+    return rows, cols // 2
+
+
+def ref_glu_f32(x: np.ndarray, act: str) -> tuple[np.ndarray, LaunchRecord]:
+    """act(gate) * up for x = [gate | up] [rows, 2n] (a fused gate/up matmul's output): [rows, n].
+
+    Bit for bit ``ref_<act>_f32`` of the gate columns then ``ref_mul_f32`` by the up columns:
+    the same arithmetic on the same contiguous halves (a one-row x's halves are views, as the
+    slice op's are on decode).
+
+    Raises:
+        KernelInputError: act not in :data:`GLU_ACTS`; x not float32, 2-D, C-contiguous,
+            non-empty with an even column count.
+    """
+    rows, n = _check_glu(x, act)
+    gate = np.ascontiguousarray(x[:, :n])
+    up = np.ascontiguousarray(x[:, n:])
+    z = np.multiply(GLU_ACTS[act](gate), up)
+    rec = LaunchRecord.of(glu_kernel(act), None, reads=(x,), writes=(z,),
+                          flops=_glu_flops(act, z.size), rows=rows, cols=n)  # fmt: skip
+    return z, rec
 
 
 def ref_scale_f32(x: np.ndarray, s: float) -> tuple[np.ndarray, LaunchRecord]:
@@ -348,6 +411,35 @@ def launch_softcap_f32(x: Any, cap: float, out: Any = None) -> tuple[Any, Launch
     return _launch_unary("softcap_f32", x, out, scalars=(np.float32(cap),))
 
 
+def launch_glu_f32(x: Any, act: str, out: Any = None) -> tuple[Any, LaunchRecord]:
+    """act(gate) * up for x = [gate | up] [rows, 2n] on the device: one ``glu_<act>_f32`` launch
+    with the streaming geometry over the rows * n outputs (float4s when n % 4 == 0 and x and
+    out are 16-byte aligned, else one element per step of a grid-stride loop).
+
+    Raises:
+        KernelInputError: as :func:`ref_glu_f32`; x or out not on the device; out of the wrong
+            shape or dtype, or overlapping x (a row of out would overwrite gates not yet read).
+    """
+    from tracekit.kernels.cuda import kernel, launch
+
+    rows, n = _check_glu(x, act)
+    require_device(x, "glu x")
+    z = device_out(out, (rows, n), np.float32, "glu out")
+    x0, z0 = int(x.data.ptr), int(z.data.ptr)
+    if x0 < z0 + z.nbytes and z0 < x0 + x.nbytes:
+        raise KernelInputError(
+            f"glu out [{z0:#x}, {z0 + z.nbytes:#x}) overlaps x [{x0:#x}, {x0 + x.nbytes:#x})"
+        )
+    vec = n % 4 == 0 and _aligned(x, z)
+    name = glu_kernel(act)
+    geo = stream_geometry(rows * n, elems_per_item("glu_f32"), vec)
+    args = (x, z, np.int64(rows), np.int64(n), np.int32(vec), NO_STAMP)
+    launch(kernel(FAMILY, name), geo.grid, geo.block, args)
+    rec = LaunchRecord.of(name, geo, reads=(x,), writes=(z,), flops=_glu_flops(act, z.size),
+                          rows=rows, cols=n, vectorized=vec)  # fmt: skip
+    return z, rec
+
+
 def launch_slice_cols_f32(
     x: Any, start: int, width: int, out: Any = None
 ) -> tuple[Any, LaunchRecord]:
@@ -496,6 +588,15 @@ declare(
             "softcap_f32", FAMILY, ref_softcap_f32, launch_softcap_f32, flops=3, per_item=_unrolled
         ),  # fmt: skip
         KernelOp("slice_cols_f32", FAMILY, ref_slice_cols_f32, launch_slice_cols_f32, flops=0),
+        # the act's flops and the product's, per act (_glu_flops): None here
+        KernelOp(
+            "glu_f32",
+            FAMILY,
+            ref_glu_f32,
+            launch_glu_f32,
+            kernels=tuple(glu_kernel(a) for a in GLU_ACTS),
+            per_item=_unrolled,
+        ),  # fmt: skip
         KernelOp(
             "f32_bits_to_i32",
             FAMILY,

@@ -31,7 +31,10 @@ class Weights:
     ``kernels.matmul.MatmulWeight``: the packed bytes, plus the w16 cache's f16 copy when it is
     on, or NumPy's exact f32 copy on the f32 path), keyed by the tensor name (a tied output's weight is
     made from the embedding table, under ``token_embd.weight``); ``embed`` keeps the table packed
-    for the gather; ``vectors`` holds norms and biases as f32.
+    for the gather; ``vectors`` holds norms and biases as f32. A fused projection
+    (``Graph.fused``: ``blk.N.attn_qkv.weight``, ``blk.N.ffn_gate_up.weight`` and a fused
+    ``blk.N.attn_qkv.bias``) is held under its fused name only, made from its parts' GGUF bytes
+    concatenated row-wise; its parts are not held.
     """
 
     backend: Backend

@@ -449,6 +449,27 @@ def step_names(steps: int) -> Iterator[str]:
 
 
 # -- the model ------------------------------------------------------------------------------------
+def fused_tensors(
+    expected: dict[str, tuple[str, tuple[int, ...]]], fused: dict[str, tuple[str, ...]]
+) -> list[tuple[str, tuple[str, tuple[int, ...]]]]:
+    """The tensors a model's weights hold, in the file's expected order: each fused tensor
+    (``Graph.fused``) where its first part was, of its parts' kind and their rows stacked, and
+    the parts left out (so a fused projection is on the device once, not twice)."""
+    first = {parts[0]: name for name, parts in fused.items()}
+    inside = {p for parts in fused.values() for p in parts}
+    out = []
+    for name, (kind, shape) in expected.items():
+        if name in first:
+            parts = fused[first[name]]
+            rows = sum(expected[p][1][0] for p in parts)
+            # fusion_plan fuses only parts of one kind and row length (by the config's shapes)
+            assert all(expected[p][0] == kind and expected[p][1][1:] == shape[1:] for p in parts)
+            out.append((first[name], (kind, (rows, *shape[1:]))))
+        elif name not in inside:
+            out.append((name, (kind, shape)))
+    return out
+
+
 class Model:
     """A loaded GGUF model: config, graph, tensors (memory-mapped) and tokenizer.
 
@@ -462,12 +483,15 @@ class Model:
         reader: gguf.GGUFReader,
         config: ModelConfig,
         tensors: dict[str, TensorSpec],
+        fuse: bool = True,
     ) -> None:
         self.path = path
         self.reader = reader
         self.config = config
         self.tensors = tensors
-        self.graph: Graph = build_graph(config, {n: t.qtype.name for n, t in tensors.items()})
+        self.fuse = fuse
+        types = {n: t.qtype.name for n, t in tensors.items()}
+        self.graph: Graph = build_graph(config, types, fuse)
         self._tokenizer: GGUFTokenizer | None = None
         self._weights: weakref.WeakKeyDictionary[Backend, Weights] = weakref.WeakKeyDictionary()
         self._backends: dict[Any, Backend] = {}
@@ -542,8 +566,10 @@ class Model:
             if kind == MATMUL or (kind == EMBED and self.config.tied_output)
         )
         w16 = backend.w16_cache_on(matmul_bytes)  # the seed's rule for --w16-cache auto
-        cached = [n for n, (kind, _) in expected.items() if kind == MATMUL] + (
-            [n for n, (kind, _) in expected.items() if kind == EMBED and self.config.tied_output]
+        loaded = fused_tensors(expected, self.graph.fused)
+        fused = self.graph.fused
+        cached = [n for n, (kind, _) in loaded if kind == MATMUL] + (
+            [n for n, (kind, _) in loaded if kind == EMBED and self.config.tied_output]
         )
         timer = node_timer(backend, len(cached)) if w16 else None
         load_nodes: list[dict[str, Any]] = []
@@ -565,11 +591,22 @@ class Model:
             )  # fmt: skip
             return w
 
-        for name, (kind, shape) in expected.items():
+        def vector(t: TensorSpec) -> np.ndarray:
+            return gguf.quants.dequantize(t.raw(), t.qtype).astype(np.float32).reshape(-1)
+
+        for name, (kind, shape) in loaded:
+            if name in fused:  # made here from its parts' bytes; the parts are not kept
+                parts = [self.tensors[p] for p in fused[name]]
+                if kind == VECTOR:
+                    host = np.concatenate([vector(p) for p in parts])
+                    vectors[name] = backend.asarray(host, np.float32)
+                else:
+                    raw = backend.asarray(np.concatenate([p.raw() for p in parts]))
+                    matmul[name] = make(name, raw, parts[0], shape)
+                continue
             t = self.tensors[name]
             if kind == VECTOR:
-                host = gguf.quants.dequantize(t.raw(), t.qtype).astype(np.float32).reshape(shape)
-                vectors[name] = backend.asarray(host, np.float32)
+                vectors[name] = backend.asarray(vector(t).reshape(shape), np.float32)
             elif kind == MATMUL:
                 raw = backend.asarray(t.raw())
                 matmul[name] = make(name, raw, t, shape)
@@ -611,11 +648,13 @@ class Model:
         return session.run_step(ids, all_logits=True)
 
 
-def load_model(path: str | os.PathLike[str]) -> Model:
+def load_model(path: str | os.PathLike[str], fuse: bool = True) -> Model:
     """Open and validate a GGUF model (``tracekit.load_model``).
 
     Args:
         path: a ``.gguf`` file of one of ``tracekit.model.config.SUPPORTED_ARCHS``.
+        fuse: run q/k/v and gate/up as one matmul each where their weights share a GGML type
+            (``runner.graph.fusion_plan``); False keeps one matmul node per projection.
 
     Returns:
         A :class:`Model` (tensors stay memory-mapped; backend forms are made on first use):
@@ -636,4 +675,4 @@ def load_model(path: str | os.PathLike[str]) -> Model:
         problems = check_tensors(cfg, tensors)
     if problems or cfg is None:
         raise ModelError(problems, p)
-    return Model(p, reader, cfg, tensors)
+    return Model(p, reader, cfg, tensors, fuse)

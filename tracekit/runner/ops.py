@@ -153,6 +153,15 @@ def gelu_tanh(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.gelu_tanh_f32(x)
 
 
+@op("glu_f32")
+def glu(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    # a fused [gate | up] matmul output [nt, 2 n_ff]: act(gate) * up in one launch, in place of
+    # the two slices, the act and the mul (bit for bit theirs: kernels/elementwise.py)
+    n = int(node.shape[-1])  # type: ignore[arg-type]
+    _want(node, x, (st.nt, 2 * n), "input")
+    return be.glu_f32(x, str(node.attrs["act"]))
+
+
 @op("softcap_f32")
 def softcap(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     return be.softcap_f32(x, float(node.attrs["cap"]))
@@ -161,8 +170,21 @@ def softcap(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
 @op("slice_cols_f32")
 def slice_cols(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     start, width = int(node.attrs["start"]), int(node.attrs["width"])
+    if x.ndim == 3:  # heads of a rope over q and k (rope_qk): columns of its [nt, heads x hd]
+        hd = int(x.shape[2])
+        if start % hd or width % hd:
+            raise _fail(node, f"columns [{start}, {start + width}) are not whole heads of {hd}")
+        rows = slice_cols(be, node, st, x.reshape(x.shape[0], -1))
+        return rows.reshape(rows.shape[0], width // hd, hd)
     if x.ndim != 2 or start + width > int(x.shape[1]):
         raise _fail(node, f"input {tuple(x.shape)} has no columns [{start}, {start + width})")
+    if int(x.shape[0]) == 1:
+        # one row (a decode step): the columns are contiguous, so the part is a view of the
+        # fused output, as llama.cpp's: no launch, no record (the node's launches are none).
+        # The kernels that read it take any offset (elementwise.cu moves float4s only when
+        # the pointer is 16-byte aligned); an in-place write into it is one into x too
+        # (graph.overwritten_in_place).
+        return x[:, start : start + width]
     return be.slice_cols_f32(x, start, width)
 
 

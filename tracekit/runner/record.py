@@ -60,6 +60,7 @@ import numpy as np
 from tracekit._version import __version__
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
+from tracekit.runner.graph import fusion_note, overwritten_in_place
 from tracekit.runner.timers import node_timer
 from tracekit.trace import perf
 from tracekit.trace.format import FORMAT, MAX_TRACE_STEPS, VERSION, sig, utc_now, write_trace
@@ -188,24 +189,6 @@ def heatmap_axes(node: Node) -> tuple[str, str]:
     if node.name == "output":
         return first, "vocab"
     return first, "features"
-
-
-def overwritten_in_place(nodes: Sequence[Node]) -> list[bool]:
-    """Per node: whether a later node of the step writes into its output buffer.
-
-    A node with ``attrs["inplace"]`` writes its result into its first data input (``add_bias``:
-    the Q/K/V bias is added into the matmul's output, on both backends), so that input's
-    producer must be queued for statistics as a copy taken right after it ran: the batch reads
-    its tensors after the step's last node. No other node writes a buffer it did not allocate
-    (the KV cache, which attention writes, is not a node output), so every other output is
-    queued by reference. Applied pairwise, the rule also covers chains of in-place nodes.
-    """
-    index = {n.name: n.id for n in nodes}
-    out = [False] * len(nodes)
-    for n in nodes:
-        if n.attrs.get("inplace") and n.data_inputs and n.data_inputs[0] in index:
-            out[index[n.data_inputs[0]]] = True
-    return out
 
 
 class Tracer:
@@ -488,16 +471,21 @@ def _node_record(
     }
 
 
-def _resolve_model(model: Any) -> Model:
+def _resolve_model(model: Any, fuse: bool | None = None) -> Model:
     from tracekit.runner.execute import Model, load_model
 
     if isinstance(model, Model):
+        if fuse is not None and fuse != model.fuse:
+            raise ValueError(
+                f"fuse={fuse} for a model loaded with fuse={model.fuse}: load it with "
+                f"load_model(path, fuse={fuse}) or pass its path"
+            )
         return model
     if model is None:
         from tracekit.model.demo import demo_model_path
 
         model = demo_model_path()
-    return load_model(model)
+    return load_model(model, fuse=True if fuse is None else fuse)
 
 
 def _sampling_json(sampling: Any) -> tuple[dict[str, Any], dict[str, Any] | str]:
@@ -538,6 +526,7 @@ def record_trace(
     on_dump_estimate: Callable[[DumpPlan], Any] | None = None,
     matmul: str | None = None,
     w16_cache: str = "auto",
+    fuse: bool | None = None,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -570,6 +559,9 @@ def record_trace(
         dump_limit: refuse (:class:`~tracekit.trace.tensors.DumpLimitError`, before any
             kernel runs) when the sidecar's estimated size exceeds this many bytes.
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
+        fuse: fuse q/k/v and gate/up into one matmul each where their weights share a type
+            (``runner.graph.fusion_plan``; the trace's ``run.fuse`` and a note say which); False
+            keeps one matmul node per projection. None: True for a path, a Model's own setting.
 
     Returns:
         The path written.
@@ -593,7 +585,7 @@ def record_trace(
         given = getattr(model_path, "path", model_path)
         check_output_path(output, inputs=[given] if isinstance(given, (str, os.PathLike)) else [])
     _status(progress, f"loading {_model_label(model_path)} ...")
-    model = _resolve_model(model_path)
+    model = _resolve_model(model_path, fuse)
     cfg = model.config
     if tokens is None:
         prompt = "Hello" if prompt is None else prompt
@@ -639,6 +631,9 @@ def record_trace(
         )
         _warm_up(session, ids, steps)
     notes: list[str] = list(cfg.notes)  # how the file is run where its metadata says otherwise
+    fused = fusion_note(model.graph.fused, cfg.n_layer)
+    if fused is not None:
+        notes.append(fused)
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
     texts: dict[int, str] = {}
@@ -671,6 +666,7 @@ def record_trace(
             "backend": be.name,
             "matmul": be.matmul_mode,
             "w16_cache": be.w16_cache,
+            "fuse": bool(model.fuse),
             "device": be.device_name(),
             "capture": capture,
             "cuda_graph": bool(cuda_graph),

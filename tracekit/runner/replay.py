@@ -38,6 +38,7 @@ from tracekit.kernels.cuda import LaunchTape, recording, stamper
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.kernels.packed import PackedLaunch, issue
 from tracekit.runner import stamps
+from tracekit.runner.graph import overwritten_in_place
 
 if TYPE_CHECKING:
     from tracekit.kernels.backend import Backend
@@ -393,8 +394,7 @@ class StepReplay:
         snaps = self._snaps.get(kind, {})
         if i in snaps:
             return snaps[i]
-        if any(n.attrs.get("inplace") and n.data_inputs[:1] == (self.nodes[i].name,)
-               for n in self.nodes):  # fmt: skip
+        if overwritten_in_place(self.nodes)[i]:
             raise ValueError(
                 f"node {self.nodes[i].name}: a later node overwrites its output in place and "
                 f"a {kind} graph keeps no copy of it (record with --capture full)"

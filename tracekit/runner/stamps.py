@@ -148,8 +148,19 @@ def read_timing(
     nodes: list[tuple[int, int, int | None]] = []
     times: list[float] = []
     for i, (a, b) in enumerate(node_launches):
-        if b <= a:
-            raise ValueError(f"node {i} has no launches to time")
+        if b < a:
+            raise ValueError(f"node {i}'s launches [{a}, {b}) are not a range")
+        if b == a:
+            # no launch (a slice that is a view): an empty interval where the GPU was when the
+            # node ran, its marker (stream) or the previous launch's end (graph), time 0
+            if mode == "stream":
+                s0 = max(0, word(lay["marker"] + i, f"node {i}'s marker") - origin)
+                q: int | None = s0
+            else:
+                s0, q = (launches[a - 1][1] if a else 0), None
+            nodes.append((s0, s0, q))
+            times.append(0.0)
+            continue
         s0, e1 = launches[a][0], max(e for _, e in launches[a:b])
         q = None
         if mode == "stream":

@@ -19,9 +19,10 @@ is told from error CARRIED from its inputs (:func:`_introduced`):
 - ``carried`` = the largest ``rel`` among the node's data inputs in the same step (step inputs
   are the same ids on both sides: 0), and for ``attention`` also its K and V inputs in every
   earlier step (the KV cache it reads). Unknown (None) when an input was not dumped.
-- Elementwise ops (add, add_bias, mul, silu, gelu_tanh, scale) are judged element by element:
-  what the inputs' differences can explain at each element is bounded (add: |da| + |db|; mul:
-  |b||da| + |a||db| + |da||db|; silu/gelu: 1.2 |dx|; scale: |s||dx|; a bias is a weight: 0),
+- Elementwise ops (add, add_bias, mul, silu, gelu_tanh, scale, glu) are judged element by
+  element: what the inputs' differences can explain at each element is bounded (add: |da| +
+  |db|; mul: |b||da| + |a||db| + |da||db|; silu/gelu: 1.2 |dx|; scale: |s||dx|; glu, act(g) u
+  of x = [g | u]: |g||du| + 1.2 |u||dg| + 1.2 |dg||du|; a bias is a weight: 0),
   and ``introduced`` = max(|d out| - that bound) / scale. These ops run in f32 on every path,
   so the tolerance is the path's ``introduced_rtol``.
 - Any other node (matmul, norm, rope, attention, gather) introduces error when
@@ -444,7 +445,7 @@ def _worst_stat(
 
 
 #: Elementwise ops, judged element by element (module docstring).
-_ELEMENTWISE = ("add", "add_bias", "mul", "silu", "gelu_tanh", "scale")
+_ELEMENTWISE = ("add", "add_bias", "mul", "silu", "gelu_tanh", "scale", "glu")
 
 
 def _explained(op: str, attrs: dict[str, Any], ins: list[tuple[np.ndarray, np.ndarray]]) -> Any:
@@ -466,6 +467,15 @@ def _explained(op: str, attrs: dict[str, Any], ins: list[tuple[np.ndarray, np.nd
         return 1.2 * d[0]  # |silu'| <= 1.1, |gelu_tanh'| <= 1.13
     if op == "scale":
         return abs(float(attrs.get("scale", 1.0))) * d[0]
+    if op == "glu":  # act(g) u for x = [g | u]: as mul, with |act(g)| <= |g| and 1.2 |dg|
+        (a, b), n = ins[0], ins[0][0].shape[-1] // 2
+        ga, ua, gb, ub = a[..., :n], a[..., n:], b[..., :n], b[..., n:]
+        dg, du = np.abs(ga - gb), np.abs(ua - ub)
+        return (
+            np.maximum(np.abs(ga), np.abs(gb)) * du
+            + 1.2 * dg * np.maximum(np.abs(ua), np.abs(ub))
+            + 1.2 * dg * du
+        )
     raise AssertionError(op)
 
 
