@@ -95,10 +95,6 @@ def _unrolled() -> int:  # add, mul, silu, gelu, scale, softcap: UNROLL float4s 
     return 4 * STREAM_UNROLL
 
 
-def _one_vector() -> int:  # f32_bits_to_i32: one int4 per iteration
-    return 4
-
-
 def _convert_item() -> int:
     return CONVERT_ELEMS
 
@@ -502,7 +498,7 @@ declare(
             ref_f32_bits_to_i32,
             launch_f32_bits_to_i32,
             flops=0,
-            per_item=_one_vector,
+            per_item=_unrolled,  # the unary streaming kernel's walk
         ),  # fmt: skip
         KernelOp(
             "convert_f32_f16",
