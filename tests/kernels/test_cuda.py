@@ -70,7 +70,8 @@ def test_streaming_geometry_and_kernel_defines_share_their_constants(
 ) -> None:
     assert "-DUNROLL=2" in cuda.options("elementwise")
     assert elementwise.elems_per_item("add_f32") == 4 * elementwise.STREAM_UNROLL
-    assert elementwise.elems_per_item("f32_bits_to_i32") == 4
+    # the id bit copy runs the unary streaming walk too (elementwise.cu: unary(Bits{}, ...))
+    assert elementwise.elems_per_item("f32_bits_to_i32") == 4 * elementwise.STREAM_UNROLL
     assert elementwise.elems_per_item("convert_f32_f16") == elementwise.CONVERT_ELEMS == 8
     monkeypatch.setattr(elementwise, "STREAM_UNROLL", 4)  # what the sweep does
     assert "-DUNROLL=4" in cuda.options("elementwise")

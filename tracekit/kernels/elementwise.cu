@@ -18,6 +18,9 @@ namespace {
 struct Add {
     __device__ float operator()(float a, float b) const { return a + b; }
 };
+struct Bits {  // a move, no arithmetic: the bit pattern (a NaN's payload too) is kept
+    __device__ float operator()(float a) const { return a; }
+};
 struct Mul {
     __device__ float operator()(float a, float b) const { return a * b; }
 };
@@ -265,22 +268,12 @@ extern "C" __global__ void slice_cols_f32(const float* x, float* y, long long ro
     }
 }
 
-// The seed's I32-as-f32 token ids: copy the bit patterns (int4 moves when aligned).
+// The seed's I32-as-f32 token ids: copy the bit patterns, as the streaming unary kernels move
+// floats (float4 when aligned, UNROLL of them per iteration).
 extern "C" __global__ void f32_bits_to_i32(const float* x, int* z, long long n, int vec,
                                             unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    if (vec) {
-        const long long n4 = n >> 2;
-        const int4* x4 = reinterpret_cast<const int4*>(x);
-        int4* z4 = reinterpret_cast<int4*>(z);
-        for (long long i = tid; i < n4; i += stride) z4[i] = x4[i];
-        const long long t = (n4 << 2) + tid;
-        if (t < n) z[t] = __float_as_int(x[t]);
-    } else {
-        for (long long i = tid; i < n; i += stride) z[i] = __float_as_int(x[i]);
-    }
+    unary(Bits{}, x, reinterpret_cast<float*>(z), n, vec);
 }
 
 // 8 elements per thread: two float4 loads (32 B) and one 16-byte store of 8 halves, each

@@ -101,10 +101,6 @@ def _unrolled() -> int:  # add, mul, silu, gelu, scale, softcap, glu: UNROLL flo
     return 4 * STREAM_UNROLL
 
 
-def _one_vector() -> int:  # f32_bits_to_i32: one int4 per iteration
-    return 4
-
-
 def _convert_item() -> int:
     return CONVERT_ELEMS
 
@@ -603,7 +599,7 @@ declare(
             ref_f32_bits_to_i32,
             launch_f32_bits_to_i32,
             flops=0,
-            per_item=_one_vector,
+            per_item=_unrolled,  # the unary streaming kernel's walk
         ),  # fmt: skip
         KernelOp(
             "convert_f32_f16",

@@ -84,6 +84,24 @@ __device__ __forceinline__ void embed_quant(const u8* __restrict__ raw, const in
         embed_quant<T>(raw, ids, out, rows, n_embd, nt, ts, qk, err);                         \
     }
 
+// The float tables' walk: one thread per W values of a gathered row, grid-strided over the nt
+// rows' chunks; chunk(o, at, bad, e0) writes the chunk at o: values e0 .. e0 + W - 1 of row id,
+// which start at element `at` of the table (row 0's when the id is bad: the chunk writes NaN).
+template <int W, class Chunk>
+__device__ __forceinline__ void gather_chunks(const int* __restrict__ ids, float* __restrict__ out,
+                                              int rows, int n, i64 nt, int* err, Chunk chunk) {
+    const int cpr = (n + W - 1) / W;
+    const i64 total = nt * cpr;
+    for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < total;
+         g += (i64)gridDim.x * blockDim.x) {
+        const i64 t = g / cpr;
+        const int e0 = W * (int)(g - t * cpr);
+        const int id = ids[t];
+        const bool bad = bad_id(id, rows, err);
+        chunk(out + t * n + e0, (i64)(bad ? 0 : id) * n + e0, bad, e0);
+    }
+}
+
 // F16/BF16 tables: one thread per 8 values of a row. vec: n % 8 == 0 and the table is 16-byte
 // aligned, so a chunk is one 16-byte load and two 16-byte stores; otherwise element by element
 // (the row's last chunk may be partial).
@@ -91,16 +109,8 @@ template <class S>
 __device__ __forceinline__ void embed_float(const u8* __restrict__ raw, const int* __restrict__ ids,
                                             float* __restrict__ out, int rows, int n, i64 nt,
                                             int vec, int* err) {
-    const int cpr = (n + 7) / 8;
-    const i64 total = nt * cpr;
-    for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < total;
-         g += (i64)gridDim.x * blockDim.x) {
-        const i64 t = g / cpr;
-        const int e0 = 8 * (int)(g - t * cpr);
-        const int id = ids[t];
-        float* o = out + t * n + e0;
-        const bool bad = bad_id(id, rows, err);
-        const u8* p = raw + ((i64)(bad ? 0 : id) * n + e0) * S::BYTES;
+    gather_chunks<8>(ids, out, rows, n, nt, err, [&](float* o, i64 at, bool bad, int e0) {
+        const u8* p = raw + at * S::BYTES;
         if (vec) {
             float v[8];
             if (bad) {
@@ -114,7 +124,7 @@ __device__ __forceinline__ void embed_float(const u8* __restrict__ raw, const in
             const int m = min(8, n - e0);
             for (int k = 0; k < m; ++k) o[k] = bad ? NAN_F32 : S::at(p + k * S::BYTES);
         }
-    }
+    });
 }
 
 // ... and one per F16/BF16 type:  FLOAT_EMBED_KERNEL(embed_rows_f16, SrcF16)
@@ -132,16 +142,8 @@ extern "C" __global__ void gather_rows_f32(const float* __restrict__ x, const in
                                            float* __restrict__ out, int rows, int n, i64 nt,
                                            int vec, int* err, unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
-    const int cpr = (n + 3) / 4;
-    const i64 total = nt * cpr;
-    for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < total;
-         g += (i64)gridDim.x * blockDim.x) {
-        const i64 t = g / cpr;
-        const int e0 = 4 * (int)(g - t * cpr);
-        const int id = ids[t];
-        float* o = out + t * n + e0;
-        const bool bad = bad_id(id, rows, err);
-        const float* p = x + (i64)(bad ? 0 : id) * n + e0;
+    gather_chunks<4>(ids, out, rows, n, nt, err, [&](float* o, i64 at, bool bad, int e0) {
+        const float* p = x + at;
         if (vec) {
             const float nan = NAN_F32;
             *reinterpret_cast<float4*>(o) =
@@ -150,5 +152,5 @@ extern "C" __global__ void gather_rows_f32(const float* __restrict__ x, const in
             const int m = min(4, n - e0);
             for (int k = 0; k < m; ++k) o[k] = bad ? NAN_F32 : p[k];
         }
-    }
+    });
 }

@@ -48,6 +48,14 @@ __device__ __forceinline__ float code_f(u32 code, float bias) {
     return __fsub_rn(__uint_as_float(0x4B000000u | code), 8388608.0f + bias);
 }
 
+// A code split over two bit planes (Q3_K, Q5_K, Q6_K word-wise): LO bits of byte k of lo from
+// bit ls, the HI bits above them from byte k of hi from bit hs.
+template <int LO, int HI>
+__device__ __forceinline__ u32 plane_code(uint2 lo, uint2 hi, int k, int ls, int hs) {
+    return ((byte_of(lo, k) >> ls) & ((1u << LO) - 1u)) |
+           (((byte_of(hi, k) >> hs) & ((1u << HI) - 1u)) << LO);
+}
+
 // Block sizes of type T: -DTK_<T>_QK / -DTK_<T>_TS, generated from the Python declaration.
 #ifndef TK_QUANT_SIZES
 #error "compile with tracekit.quants.cuda_defines() (cuda.OPTIONS carries them): the block sizes"
@@ -140,14 +148,21 @@ struct Q8_0 {  // d (f16) | qs[32] int8;  x = q * d
     }
 };
 
+// Chunk c of a d (f16) | qs[16] block (Q4_0, IQ4_NL): value j is the low nibble of qs[j], j + 16
+// the high one; x = d * level(nibble).
+template <class Level>
+__device__ __forceinline__ void dec8_nibbles(const u8* b, int c, float* v, Level level) {
+    const float d = ld_f16(b);
+    const uint2 q = ld_8(b + 2 + 8 * (c & 1));
+    const int sh = (c >> 1) * 4;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, level((byte_of(q, k) >> sh) & 15u));
+}
+
 struct Q4_0 {  // d (f16) | qs[16]; value j = low nibble of qs[j], j + 16 = high;  x = d (q - 8)
     QUANT_SIZES(Q4_0);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b);
-        const uint2 q = ld_8(b + 2 + 8 * (c & 1));
-        const int sh = (c >> 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, code_f((byte_of(q, k) >> sh) & 15u, 8.0f));
+        dec8_nibbles(b, c, v, [](u32 q) { return code_f(q, 8.0f); });
     }
     // word-wise (Fast<Q4_0>): a block at a multiple of ALIGN bytes
     static constexpr int ALIGN = 2;
@@ -187,6 +202,15 @@ __device__ __forceinline__ u32 q5_code(uint2 q, u32 hbits, int sh, int k) {
     return ((byte_of(q, k) >> sh) & 15u) | (((hbits >> k) & 1u) << 4);
 }
 
+// The eight 5-bit codes of chunk c of a Q5_0 / Q5_1 block, word-wise: the nibbles of qs (8
+// bytes) | bit k of hbits << 4, each as f32 code - bias.
+__device__ __forceinline__ void q5_codes8(uint2 qs, int c, u32 hbits, float bias, float* f) {
+    uint2 q = nib8(qs, (c >> 1) * 4);
+    q.x |= spread4(hbits);
+    q.y |= spread4(hbits >> 4);
+    codes8(q, bias, f);
+}
+
 struct Q5_0 {  // d (f16) | qh (u32) | qs[16];  x = d (q - 16)
     QUANT_SIZES(Q5_0);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
@@ -202,11 +226,8 @@ struct Q5_0 {  // d (f16) | qh (u32) | qs[16];  x = d (q - 16)
     static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const float d = f16_at(b);
         const u32 hbits = ld_4(b + 2) >> (8 * c);
-        uint2 q = nib8(ld_8(b + 6 + 8 * (c & 1)), (c >> 1) * 4);
-        q.x |= spread4(hbits);
-        q.y |= spread4(hbits >> 4);
         float f[8];
-        codes8(q, 16.0f, f);
+        q5_codes8(ld_8(b + 6 + 8 * (c & 1)), c, hbits, 16.0f, f);
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, f[k]);
     }
@@ -228,12 +249,8 @@ struct Q5_1 {  // d (f16) | m (f16) | qh (u32) | qs[16];  x = d q + m
     static __device__ __forceinline__ void dec8_w(const u8* b, int c, float* v) {
         const uint2 hd = ld8_al(b);  // d | m, qh
         const float d = half_lo(hd.x), m = half_hi(hd.x);
-        const u32 hbits = hd.y >> (8 * c);
-        uint2 q = nib8(ld8_al(b + 8 + 8 * (c & 1)), (c >> 1) * 4);
-        q.x |= spread4(hbits);
-        q.y |= spread4(hbits >> 4);
         float f[8];
-        codes8(q, 0.0f, f);
+        q5_codes8(ld8_al(b + 8 + 8 * (c & 1)), c, hd.y >> (8 * c), 0.0f, f);
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = __fmaf_rn(d, f[k], m);
     }
@@ -292,8 +309,7 @@ struct Q5_K {  // d | dmin | scales[12] | qh[32] | qs[128];  bit 4 of value l of
         const int sh = (j & 1) * 4;
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-            const u32 code = ((byte_of(q, k) >> sh) & 15u) | (((byte_of(h, k) >> j) & 1u) << 4);
-            v[k] = __fsub_rn(__fmul_rn(dsc, code_f(code, 0.0f)), dmn);
+            v[k] = __fsub_rn(__fmul_rn(dsc, code_f(plane_code<4, 1>(q, h, k, sh, j), 0.0f)), dmn);
         }
     }
     // word-wise (Fast<Q5_K>): a block at a multiple of ALIGN bytes
@@ -324,8 +340,7 @@ struct Q6_K {  // ql[128] | qh[64] | scales[16] int8 | d (f16);  value e = 128 h
         const int sl = (r >> 6) * 4, shh = (r >> 5) * 2;
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-            const u32 code = ((byte_of(ql, k) >> sl) & 15u) | (((byte_of(qh, k) >> shh) & 3u) << 4);
-            v[k] = __fmul_rn(dsc, code_f(code, 32.0f));
+            v[k] = __fmul_rn(dsc, code_f(plane_code<4, 2>(ql, qh, k, sl, shh), 32.0f));
         }
     }
     // word-wise (Fast<Q6_K>): a block at a multiple of ALIGN bytes
@@ -399,8 +414,7 @@ struct Q3_K {  // hmask[32] | qs[64] | scales[12] | d;  value e = 32 g + l (g = 
         const int sh = 2 * (g & 3);
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-            const u32 code = ((byte_of(q, k) >> sh) & 3u) | (((byte_of(m, k) >> g) & 1u) << 2);
-            v[k] = __fmul_rn(dl, code_f(code, 4.0f));
+            v[k] = __fmul_rn(dl, code_f(plane_code<2, 1>(q, m, k, sh, g), 4.0f));
         }
     }
     // word-wise (Fast<Q3_K>): a block at a multiple of ALIGN bytes (TS 110 = 2 * 55). Every
@@ -493,11 +507,7 @@ __device__ __forceinline__ uint2 iq4_levels8(uint2 n) {
 struct IQ4_NL {  // d (f16) | qs[16], nibbles as Q4_0;  x = d * LEVELS[q]
     QUANT_SIZES(IQ4_NL);
     static __device__ __forceinline__ void dec8(const u8* b, int c, float* v) {
-        const float d = ld_f16(b);
-        const uint2 q = ld_8(b + 2 + 8 * (c & 1));
-        const int sh = (c >> 1) * 4;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(d, iq4_level((byte_of(q, k) >> sh) & 15u));
+        dec8_nibbles(b, c, v, [](u32 q) { return iq4_level(q); });
     }
     // word-wise (Fast<IQ4_NL>): a block at a multiple of ALIGN bytes
     static constexpr int ALIGN = 2;

@@ -10,31 +10,44 @@ constexpr int kNoIndex = 0x7fffffff;  // "no candidate yet": an all-NaN row ends
 // -inf without <math.h>'s INFINITY (NVRTC compiles this file without host headers).
 __device__ __forceinline__ float neg_inf() { return __int_as_float((int)0xff800000u); }
 
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+// (value, index) of an argmax candidate.
+struct Cand {
+    float v;
+    int i;
+};
 
 // The candidate (v, i) beats (bv, bi) when larger, or equal with a lower index. NaN never
 // compares true, so it never wins; -inf wins over "no candidate" (bv = -inf, bi = kNoIndex).
-__device__ __forceinline__ void take_better(float& bv, int& bi, float v, int i) {
-    if (v > bv || (v == bv && i < bi)) {
-        bv = v;
-        bi = i;
-    }
+__device__ __forceinline__ Cand better(Cand b, Cand c) {
+    return c.v > b.v || (c.v == b.v && c.i < b.i) ? c : b;
 }
 
-__device__ __forceinline__ void warp_argmax(float& v, int& i) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-        take_better(v, i, ov, oi);
+__device__ __forceinline__ float shfl_xor(float v, int o) {
+    return __shfl_xor_sync(0xffffffffu, v, o);
+}
+__device__ __forceinline__ double shfl_xor(double v, int o) {
+    return __shfl_xor_sync(0xffffffffu, v, o);
+}
+__device__ __forceinline__ Cand shfl_xor(Cand c, int o) {
+    return Cand{__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.i, o)};
+}
+
+// The block's join of one value per thread (max, sum, argmax): a shuffle butterfly within each
+// warp, then, with more than one warp, one hop through sh (32 slots) and a butterfly over the
+// warps' values; every thread ends with the block's. The first barrier lets the caller reuse sh
+// row after row.
+template <class T, class Join>
+__device__ __forceinline__ T block_join(T v, T* sh, T none, Join join) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = join(v, shfl_xor(v, o));
+    if (nw > 1) {
+        __syncthreads();
+        if (lane == 0) sh[warp] = v;
+        __syncthreads();
+        v = lane < nw ? sh[lane] : none;
+        for (int o = 16; o > 0; o >>= 1) v = join(v, shfl_xor(v, o));
     }
+    return v;
 }
 
 }  // namespace
@@ -44,27 +57,17 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 extern "C" __global__ void softmax_f32(const float* x, float* y, long long rows, long long n) {
     __shared__ float shm[32];
     __shared__ double shs[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const auto fmax = [](float a, float b) { return fmaxf(a, b); };
+    const auto add = [](double a, double b) { return a + b; };
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* xr = x + r * n;
         float* yr = y + r * n;
         float m = neg_inf();
         for (long long i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, xr[i]);
-        m = warp_max(m);
-        if (nw > 1) {
-            __syncthreads();  // the previous row is done with shm/shs
-            if (lane == 0) shm[warp] = m;
-            __syncthreads();
-            m = warp_max(lane < nw ? shm[lane] : neg_inf());
-        }
+        m = block_join(m, shm, neg_inf(), fmax);
         double s = 0.0;
         for (long long i = threadIdx.x; i < n; i += blockDim.x) s += (double)expf(xr[i] - m);
-        s = warp_sum(s);
-        if (nw > 1) {
-            if (lane == 0) shs[warp] = s;
-            __syncthreads();
-            s = warp_sum(lane < nw ? shs[lane] : 0.0);
-        }
+        s = block_join(s, shs, 0.0, add);
         const float s32 = (float)s;
         for (long long i = threadIdx.x; i < n; i += blockDim.x) yr[i] = expf(xr[i] - m) / s32;
     }
@@ -73,26 +76,13 @@ extern "C" __global__ void softmax_f32(const float* x, float* y, long long rows,
 // out[r] = the first index of row r's maximum, NaN ignored, 0 for an all-NaN row.
 // Reads 4 B per element, writes 4 B per row; 1 flop (a compare) per element.
 extern "C" __global__ void argmax_f32(const float* x, int* out, long long rows, long long n) {
-    __shared__ float shv[32];
-    __shared__ int shi[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __shared__ Cand shc[32];
+    const Cand none{neg_inf(), kNoIndex};
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* xr = x + r * n;
-        float bv = neg_inf();
-        int bi = kNoIndex;
-        for (long long i = threadIdx.x; i < n; i += blockDim.x) take_better(bv, bi, xr[i], (int)i);
-        warp_argmax(bv, bi);
-        if (nw > 1) {
-            __syncthreads();  // the previous row is done with shv/shi
-            if (lane == 0) {
-                shv[warp] = bv;
-                shi[warp] = bi;
-            }
-            __syncthreads();
-            bv = lane < nw ? shv[lane] : neg_inf();
-            bi = lane < nw ? shi[lane] : kNoIndex;
-            warp_argmax(bv, bi);
-        }
-        if (threadIdx.x == 0) out[r] = bi == kNoIndex ? 0 : bi;
+        Cand b = none;
+        for (long long i = threadIdx.x; i < n; i += blockDim.x) b = better(b, Cand{xr[i], (int)i});
+        b = block_join(b, shc, none, better);
+        if (threadIdx.x == 0) out[r] = b.i == kNoIndex ? 0 : b.i;
     }
 }

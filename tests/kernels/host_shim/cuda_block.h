@@ -139,3 +139,5 @@ inline void __threadfence() {}
 inline int atomicAdd(int* p, int v) { const int old = *p; *p = old + v; return old; }
 template <class T>
 inline T __ldcg(const T* p) { return *p; }
+inline int atomicOr(int* p, int v) { const int old = *p; *p = old | v; return old; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
