@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 6's GPU check, stages by name: scripts/gpu_check_s6.sh parity mvbench small prefill ncu
+# The GPU check (sessions 6-8), stages by name: scripts/gpu_check_s6.sh parity mvbench small prefill ncu
 # (each NAME or NAME:SECONDS; logs under $OUT). side (llama.cpp, ONE call, carry .llama): side:560.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -35,9 +35,11 @@ for spec in "$@"; do
       python3 scripts/trace_op_times.py "$OUT/prefill512.json" --kind prefill --kernels 16 ;;
     ncu) t ncu --kernel-name regex:mmvq --launch-skip 4 --launch-count 3 --section SpeedOfLight \
              --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
-             python3 scripts/bench_matvec.py --shapes 896x896,4864x896,14336x4096 --nt 1 --types Q4_0 \
+             python3 scripts/bench_matvec.py --shapes ${NCU_SHAPES:-896x896,4864x896,14336x4096} --nt 1 --types ${NCU_TYPES:-Q4_0} \
              > "$OUT/ncu.log" 2>&1
            grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$OUT/ncu.log" | head -60 ;;
+    bench) t python3 -m tracekit bench --backend cupy ${BENCH_ONLY:+--only "$BENCH_ONLY"} --json "$OUT/bench.json" \
+             2>&1 | tee "$OUT/bench.log" | tail -${BENCH_TAIL:-40} ;;
     hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \
                 | tee "$OUT/hostprof.log" | head -45 ;;
     attnbench) t python3 scripts/bench_attention.py --json "$OUT/attn.json" 2>&1 | tee "$OUT/attn.log" | tail -30 ;;
@@ -48,7 +50,7 @@ for spec in "$@"; do
              | tee "$OUT/bound.log" | tail -60 ;;
     replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/runner/test_replay_gpu.py \
                  tests/runner/test_stamps_gpu.py 2>&1 | tail -5 ;;
-    breakdown) t python3 scripts/decode_breakdown.py ${MODELS:-demo qwen2-0.5b} --steps 64 2>&1 \
+    breakdown) t python3 scripts/decode_breakdown.py ${MODELS:-demo qwen2-0.5b} --steps 64 --fuse ${FUSE:-on} 2>&1 \
                  | tee "$OUT/breakdown.log" | tail -8 ;;
     decode) for m in demo qwen2-0.5b; do
               t python3 scripts/decode_speed.py "$m" --backend cupy --matmul quant --replay graph --steps 64 2>&1 | tail -1
