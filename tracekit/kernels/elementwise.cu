@@ -90,6 +90,28 @@ __device__ __forceinline__ void store4(float4* p, float4 v) {
 #endif
 }
 
+// The vector walk the streaming kernels share: float4 work items j = tid, tid + stride, ... of
+// `total`, UNROLL of a thread's items loaded (load(j, v): v[0..NIN) its inputs' float4s)
+// before any is stored (store(j, v)), so their loads are in flight together.
+template <int NIN, class Load, class Store>
+__device__ __forceinline__ void walk4(long long total, Load load, Store store) {
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = tid; i < total; i += UNROLL * stride) {
+        float4 v[UNROLL][NIN];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const long long j = i + u * stride;
+            if (j < total) load(j, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const long long j = i + u * stride;
+            if (j < total) store(j, v[u]);
+        }
+    }
+}
+
 template <class Op>
 __device__ void binary(Op op, const float* x, const float* y, float* z, long long n, int vec) {
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -99,22 +121,9 @@ __device__ void binary(Op op, const float* x, const float* y, float* z, long lon
         const float4* x4 = reinterpret_cast<const float4*>(x);
         const float4* y4 = reinterpret_cast<const float4*>(y);
         float4* z4 = reinterpret_cast<float4*>(z);
-        for (long long i = tid; i < n4; i += UNROLL * stride) {
-            float4 a[UNROLL], b[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const long long j = i + u * stride;
-                if (j < n4) {
-                    a[u] = load4(x4 + j);
-                    b[u] = load4(y4 + j);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const long long j = i + u * stride;
-                if (j < n4) store4(z4 + j, map4(op, a[u], b[u]));
-            }
-        }
+        walk4<2>(
+            n4, [&](long long j, float4* v) { v[0] = load4(x4 + j), v[1] = load4(y4 + j); },
+            [&](long long j, const float4* v) { store4(z4 + j, map4(op, v[0], v[1])); });
         const long long t = (n4 << 2) + tid;  // the n % 4 tail: threads 0..2 of the grid
         if (t < n) z[t] = op(x[t], y[t]);
     } else {
@@ -130,19 +139,9 @@ __device__ void unary(Op op, const float* x, float* z, long long n, int vec) {
         const long long n4 = n >> 2;
         const float4* x4 = reinterpret_cast<const float4*>(x);
         float4* z4 = reinterpret_cast<float4*>(z);
-        for (long long i = tid; i < n4; i += UNROLL * stride) {
-            float4 a[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const long long j = i + u * stride;
-                if (j < n4) a[u] = load4(x4 + j);
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const long long j = i + u * stride;
-                if (j < n4) store4(z4 + j, map4(op, a[u]));
-            }
-        }
+        walk4<1>(
+            n4, [&](long long j, float4* v) { v[0] = load4(x4 + j); },
+            [&](long long j, const float4* v) { store4(z4 + j, map4(op, v[0])); });
         const long long t = (n4 << 2) + tid;
         if (t < n) z[t] = op(x[t]);
     } else {
@@ -167,24 +166,15 @@ __device__ void glu(Act act, const float* x, float* z, long long rows, long long
         const long long total = rows * n4;
         const float4* x4 = reinterpret_cast<const float4*>(x);
         float4* z4 = reinterpret_cast<float4*>(z);
-        for (long long i = tid; i < total; i += UNROLL * stride) {
-            float4 g[UNROLL], u[UNROLL];
-#pragma unroll
-            for (int k = 0; k < UNROLL; ++k) {
-                const long long j = i + k * stride;
-                if (j < total) {
-                    const long long t = j / n4;
-                    const long long gj = j + t * n4;  // t * 2 * n4 + (j - t * n4)
-                    g[k] = load4(x4 + gj);
-                    u[k] = load4(x4 + gj + n4);
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < UNROLL; ++k) {
-                const long long j = i + k * stride;
-                if (j < total) store4(z4 + j, map4(GluOf<Act>{act}, g[k], u[k]));
-            }
-        }
+        walk4<2>(
+            total,
+            [&](long long j, float4* v) {
+                const long long gj = j + (j / n4) * n4;  // row j / n4's gate: 2 n4 a row
+                v[0] = load4(x4 + gj), v[1] = load4(x4 + gj + n4);
+            },
+            [&](long long j, const float4* v) {
+                store4(z4 + j, map4(GluOf<Act>{act}, v[0], v[1]));
+            });
     } else {
         const long long total = rows * n;
         for (long long j = tid; j < total; j += stride) {

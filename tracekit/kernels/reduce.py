@@ -39,6 +39,14 @@ def _check(x: Any, op: str) -> tuple[int, int]:
     return rows, n
 
 
+def _record(name: str, geo: Geometry | None, x: Any, y: Any, **extra: Any) -> LaunchRecord:
+    """A row op's record (the reference's, geometry None, and the launch's): x [rows, n] read,
+    y written."""
+    rows, n = (int(v) for v in x.shape)
+    return LaunchRecord.of(name, geo, reads=(x,), writes=(y,), flops=flops(name, x.size),
+                           rows=rows, cols=n, **extra)  # fmt: skip
+
+
 def ref_softmax_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
     """Row-wise softmax of float32 [rows, n] (max-subtracted; NumPy reference).
 
@@ -50,15 +58,7 @@ def ref_softmax_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
         e = np.exp(x - x.max(axis=1, keepdims=True))
         s = e.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
         y = e / s
-    return y, LaunchRecord.of(
-        "softmax_f32",
-        None,
-        reads=(x,),
-        writes=(y,),
-        flops=flops("softmax_f32", x.size),
-        rows=rows,
-        cols=n,
-    )
+    return y, _record("softmax_f32", None, x, y)
 
 
 def ref_argmax_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
@@ -77,15 +77,7 @@ def ref_argmax_f32(x: np.ndarray) -> tuple[np.ndarray, LaunchRecord]:
     if low.any():
         idx[low] = np.argmax(~nan[low], axis=1)
     out = idx.astype(np.int32)
-    return out, LaunchRecord.of(
-        "argmax_f32",
-        None,
-        reads=(x,),
-        writes=(out,),
-        flops=flops("argmax_f32", x.size),
-        rows=rows,
-        cols=n,
-    )
+    return out, _record("argmax_f32", None, x, out)
 
 
 def block_for(n: int) -> int:
@@ -107,18 +99,9 @@ def _launch(name: str, x: Any, out: Any, out_shape: tuple[int, ...], out_dtype: 
     y = device_out(out, out_shape, out_dtype, f"{name} out")
     geo = geometry(rows, n)
     launch(kernel(FAMILY, name), geo.grid, geo.block, (x, y, np.int64(rows), np.int64(n)))
-    working = min(rows, geo.grid[0]) * min(geo.block[0], n)
-    rec = LaunchRecord.of(
-        name,
-        geo,
-        reads=(x,),
-        writes=(y,),
-        flops=flops(name, x.size),
-        threads_working=working,
-        rows=rows,
-        cols=n,
+    return y, _record(
+        name, geo, x, y, threads_working=min(rows, geo.grid[0]) * min(geo.block[0], n)
     )
-    return y, rec
 
 
 def launch_softmax_f32(x: Any, out: Any = None) -> tuple[Any, LaunchRecord]:
