@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             first = (n, k) == shapes[0]
             rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
-            qx0 = int(qt.mmvq.prequantize)
+            qx0 = int(matvec.prequantizes(qt, n, k))
             pf0 = int(matvec.MMVQ_PREFETCH)
             default = [(rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None)]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
-        dflt = (rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, int(qt.mmvq.prequantize),
+        dflt = (rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, int(matvec.prequantizes(qt, n, k)),
                 int(matvec.MMVQ_PREFETCH), None)  # fmt: skip
         key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch", "wpr")
         d = next(r for r in mine if tuple(r[c] for c in key) == dflt)

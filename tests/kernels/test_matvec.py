@@ -374,3 +374,26 @@ def test_mmvq_shared_memory_and_grid_cap() -> None:
     assert geo.strided
     geo, _ = matvec.mmvq_geometry(4, 896, 1, sms=132)  # few rows: no cap reached
     assert geo.grid == matvec.geometry(4, 896, matvec.MMVQ_ROWS_PER_BLOCK).grid
+
+
+def test_prequantize_only_for_large_weights() -> None:
+    """A type declared prequantize (Q4_1) takes the two-launch pair for weights of at least
+    PREQUANTIZE_MIN_VALUES values, the one fused launch below (a small decode matvec); a type
+    not declared so never; an explicit choice wins. The NumPy backend records what the GPU
+    launches."""
+    q41, q4k = quant_type("Q4_1"), quant_type("Q4_K")
+    big = matvec.PREQUANTIZE_MIN_VALUES
+    assert q41.mmvq.prequantize and not q4k.mmvq.prequantize
+    assert matvec.prequantizes(q41, big // 4096, 4096)
+    assert not matvec.prequantizes(q41, big // 4096 - 1, 4096)
+    assert not matvec.prequantizes(q41, 576, 576)  # SmolLM2's q
+    assert not matvec.prequantizes(q4k, 14336, 4096)
+    assert matvec.prequantizes(q41, 576, 576, prequantize=True)
+    be = get_backend("numpy", "quant")
+    for n, want in ((576, ["numpy_mmvq_q4_1"]), (4096, ["numpy_quantize_q8", "numpy_mmvq_q4_1"])):
+        k = 4096
+        raw, _ = weight(q41, n, k, seed=1)
+        w = be.matmul_weight(raw, q41, (n, k))
+        be.take_records()
+        be.matmul(random_x(1, k), w)
+        assert [r.kernel for r in be.take_records()] == want

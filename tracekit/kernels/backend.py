@@ -280,7 +280,8 @@ class NumpyBackend(Backend):
                 return mmq.ref_mmq(x, w.raw, w.quant, w.shape)
             out, rec = matvec.ref_mmvq(x, w.raw, w.quant, w.shape, bias=bias)
             # the GPU's launches: x quantized by its own launch, or in mmvq's prologue
-            return out, [matvec.ref_quantize_record(x), rec] if w.quant.mmvq.prequantize else [rec]
+            pair = matvec.prequantizes(w.quant, *w.shape)
+            return out, [matvec.ref_quantize_record(x), rec] if pair else [rec]
         # the f16 path as the GPU runs it: x rounded to f16, the f16 weight, f32 sums
         x16, rec_x = elementwise.ref_convert_f32_f16(x)
         recs = [rec_x]

@@ -377,6 +377,23 @@ def _device_limits() -> tuple[int, int]:
 #: per SM repeat that work, fewer leave the loads too few warps): quants.MmvqConfig.
 MMVQ_ROWS_PER_BLOCK = 8
 
+#: A type declared ``prequantize`` (x quantized by its own launch) takes that launch pair only
+#: for weights of at least this many values; smaller ones run the one fused launch. The pair
+#: won at 14336 x 4096 (H200 sweep, 2026-12-01 15:08 UTC: Q8_0 55.4 -> 58.3% of copy), where the
+#: per-block prologue it saves is repeated by ~400 blocks; a small decode matvec (SmolLM2's 576 x
+#: 576 Q4_1) is a few microseconds, about what the extra launch and its gap in the graph cost.
+#: 16M values: 4096 x 4096 and larger. A guess between the one measured size and the small
+#: shapes, to be set by ``bench_matvec.py --sweep-small`` (not yet run with it).
+PREQUANTIZE_MIN_VALUES = 1 << 24
+
+
+def prequantizes(qt: QuantType, n: int, k: int, prequantize: bool | None = None) -> bool:
+    """Whether mmvq runs as quantize_q8 + mmvq_qx_* (two launches) for an [n, k] weight of
+    ``qt``: ``prequantize`` when given, else the type's declaration for large weights only."""
+    if prequantize is not None:
+        return prequantize
+    return qt.mmvq.prequantize and n * k >= PREQUANTIZE_MIN_VALUES
+
 
 def mmvq_geometry(
     n: int,
@@ -470,7 +487,7 @@ def launch_matvec(
     cfg = qt.mmvq
     min_blocks = cfg.min_blocks if min_blocks is None else min_blocks
     warps_per_sm = cfg.warps_per_sm if warps_per_sm is None else warps_per_sm
-    if cfg.prequantize if prequantize is None else prequantize:
+    if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
             x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias
         )
