@@ -374,3 +374,16 @@ def test_mmvq_shared_memory_and_grid_cap() -> None:
     assert geo.strided
     geo, _ = matvec.mmvq_geometry(4, 896, 1, sms=132)  # few rows: no cap reached
     assert geo.grid == matvec.geometry(4, 896, matvec.MMVQ_ROWS_PER_BLOCK).grid
+
+
+@pytest.mark.parametrize("rpw", [1, 2, 4])
+def test_mmvq_geometry_counts_rows_per_warp(rpw: int) -> None:
+    """R rows a warp: the grid covers ceil(n / R) warps' rows (ceil-div, so the last warp may
+    hold fewer), capped as before; other counts are refused by name."""
+    for n in (1, 5, 37, 4099):
+        geo, _ = matvec.mmvq_geometry(n, 4096, 1, sms=132, rows_per_warp=rpw, warps_per_sm=24)
+        rows, threads = geo.block[2], geo.block[0] * geo.block[1] * geo.block[2]
+        assert geo.grid[0] == min(-(-n // (rows * rpw)), 132 * max(1, 24 * 32 // threads))
+        assert geo.grid[0] * rows * rpw >= n or geo.strided
+    with pytest.raises(ValueError, match="rows per warp 3 must be 1, 2 or 4"):
+        matvec.mmvq_geometry(64, 4096, 1, sms=132, rows_per_warp=3)
