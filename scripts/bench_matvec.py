@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sweep", default="", help="types (comma-separated) whose nt=1 row times every config"
     )
+    ap.add_argument(
+        "--sweep-shapes", default="first", choices=("first", "all"),
+        help="the shapes --sweep times every config on (default: the first)",
+    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument(
         "--sweep-small", action="store_true",
@@ -69,9 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [
-        (8, 1, w, m, 0, 1, None, r) for r in (1, 2, 4) for m in (2, 3, 4) for w in (16, 24, 32)
-    ]  # rows per warp: one read of x from shared memory serves r rows (L1 74% busy at r = 1)
+    # rows per warp: one read of x from shared memory serves r rows (ncu: L1 74% busy at r = 1);
+    # two items in flight a lane for long rows (k = 14336: 7 items a lane at r = 1); x
+    # quantized by its own launch (no prologue per block: 4096 x 14336 ran faster so)
+    sweep = (
+        [(8, 1, w, m, 0, 1, None, r) for r in (1, 2, 4) for m in (2, 3, 4) for w in (16, 24, 32)]
+        + [(8, 2, 24, m, 0, 1, None, r) for r in (1, 2) for m in (2, 3)]
+        + [(8, 1, 24, 3, 1, 1, None, r) for r in (1, 2, 4)]
+    )
     small = [
         (rpb, 1, None, None, qx, 1, wpr, 1)
         for rpb in (1, 2, 4, 8) for wpr in (1, 2, 4) if rpb * wpr <= 8 for qx in (0, 1)
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         for nt in nts:
             x = cp.random.standard_normal((nt, k), dtype=cp.float32)
             out = cp.empty((nt, n), cp.float32)
-            first = (n, k) == shapes[0]
+            first = args.sweep_shapes == "all" or (n, k) == shapes[0]
             rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
             qx0 = int(qt.mmvq.prequantize)
