@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sweep", default="", help="types (comma-separated) whose nt=1 row times every config"
     )
+    ap.add_argument(
+        "--sweep-shapes", default="first", choices=("first", "all"),
+        help="the shapes --sweep times every config on (default: the first)",
+    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument(
         "--sweep-small", action="store_true",
@@ -69,11 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [
-        (8, u, w, m, 0, 1, None) for u in (1, 2) for m in (3, 4, 5) for w in (24, 32, 48)
-    ]  # two items in flight per lane (unroll 2) too: the loads in flight now limit Q4_K, Q8_0
+    # rows per warp: one read of x from shared memory serves r rows (ncu: L1 74% busy at r = 1);
+    # two items in flight a lane for long rows (k = 14336: 7 items a lane at r = 1); x
+    # quantized by its own launch (no prologue per block: 4096 x 14336 ran faster so)
+    sweep = (
+        [(8, 1, w, m, 0, 1, None, r) for r in (1, 2, 4) for m in (2, 3, 4) for w in (16, 24, 32)]
+        + [(8, 2, 24, m, 0, 1, None, r) for r in (1, 2) for m in (2, 3)]
+        + [(8, 1, 24, 3, 1, 1, None, r) for r in (1, 2, 4)]
+    )
     small = [
-        (rpb, 1, None, None, qx, 1, wpr)
+        (rpb, 1, None, None, qx, 1, wpr, 1)
         for rpb in (1, 2, 4, 8) for wpr in (1, 2, 4) if rpb * wpr <= 8 for qx in (0, 1)
     ]  # fmt: skip
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
@@ -90,37 +99,39 @@ def main(argv: list[str] | None = None) -> int:
         for nt in nts:
             x = cp.random.standard_normal((nt, k), dtype=cp.float32)
             out = cp.empty((nt, n), cp.float32)
-            first = (n, k) == shapes[0]
+            first = args.sweep_shapes == "all" or (n, k) == shapes[0]
             rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
             u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
             qx0 = int(matvec.prequantizes(qt, n, k))
             pf0 = int(matvec.MMVQ_PREFETCH)
-            default = [(rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None)]
+            rpw0 = qt.mmvq.rows_per_warp
+            default = [(rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None, rpw0)]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
-                default.append((*default[0][:4], 1 - qx0, pf0, None))
+                default.append((*default[0][:4], 1 - qx0, pf0, None, rpw0))
             configs = default + (sweep if first and nt == 1 and qt.name in sweep_types else [])
             if args.sweep_small and qt.is_quantized:
                 configs = default + small
-            for rpb, unroll, wps, mb, qx, pf, wpr in configs:
+            for rpb, unroll, wps, mb, qx, pf, wpr, rpw in configs:
 
                 def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, wpr=wpr, x=x,
-                       out=out, raws=raws, qt=qt, shape=(n, k)):  # fmt: skip
+                       out=out, raws=raws, qt=qt, shape=(n, k), rpw=rpw):  # fmt: skip
                     w = raws[i % len(raws)]
                     return matvec.launch_matvec(
                         x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll, wpr=wpr,
                         warps_per_sm=wps, min_blocks=mb, prequantize=bool(qx), prefetch=bool(pf),
+                        rows_per_warp=rpw if qt.is_quantized else None,
                     )  # fmt: skip
 
                 s = timed(fn)
                 pct = 100 * nbytes / s / copy_bps
                 row = {
                     "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
-                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "wpr": wpr, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
+                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "wpr": wpr, "rpw": rpw, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
                     "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
                 }  # fmt: skip
                 rows.append(row)
                 print(
-                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf} wpr={wpr}: {s * 1e6:7.2f} us "
+                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf} wpr={wpr} rpw={rpw}: {s * 1e6:7.2f} us "
                     f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
                     flush=True,
                 )
@@ -129,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
     print(
-        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr) | met |"
+        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp) | met |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for (n, k), qt, nt in ((sh, qt, nt) for sh in shapes for qt in types for nt in nts):
@@ -137,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
         dflt = (rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, int(matvec.prequantizes(qt, n, k)),
-                int(matvec.MMVQ_PREFETCH), None)  # fmt: skip
-        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch", "wpr")
+                int(matvec.MMVQ_PREFETCH), None, qt.mmvq.rows_per_warp)  # fmt: skip
+        key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch", "wpr",
+               "rpw")  # fmt: skip
         d = next(r for r in mine if tuple(r[c] for c in key) == dflt)
         b = min(mine, key=lambda r: r["us"])
         met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"

@@ -61,6 +61,9 @@ class MmvqConfig(NamedTuple):
     min_blocks: int  #: resident 256-thread blocks per SM (the register cap: 64K / (256 x it))
     warps_per_sm: int  #: the fused kernel's grid, in warps per SM (each block quantizes x)
     prequantize: bool  #: x quantized by its own launch (quantize_q8 + mmvq_qx_*), not fused
+    #: consecutive rows a warp walks together (each activation read from shared memory serves
+    #: them all): 1, 2 or 4
+    rows_per_warp: int = 1
 
 
 #: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).

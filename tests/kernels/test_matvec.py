@@ -397,3 +397,16 @@ def test_prequantize_only_for_large_weights() -> None:
         be.take_records()
         be.matmul(random_x(1, k), w)
         assert [r.kernel for r in be.take_records()] == want
+
+
+@pytest.mark.parametrize("rpw", [1, 2, 4])
+def test_mmvq_geometry_counts_rows_per_warp(rpw: int) -> None:
+    """R rows a warp: the grid covers ceil(n / R) warps' rows (ceil-div, so the last warp may
+    hold fewer), capped as before; other counts are refused by name."""
+    for n in (1, 5, 37, 4099):
+        geo, _ = matvec.mmvq_geometry(n, 4096, 1, sms=132, rows_per_warp=rpw, warps_per_sm=24)
+        rows, threads = geo.block[2], geo.block[0] * geo.block[1] * geo.block[2]
+        assert geo.grid[0] == min(-(-n // (rows * rpw)), 132 * max(1, 24 * 32 // threads))
+        assert geo.grid[0] * rows * rpw >= n or geo.strided
+    with pytest.raises(ValueError, match="rows per warp 3 must be 1, 2 or 4"):
+        matvec.mmvq_geometry(64, 4096, 1, sms=132, rows_per_warp=3)

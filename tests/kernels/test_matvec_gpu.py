@@ -92,6 +92,36 @@ def test_mmvq_matches_its_reference(cp, qt: QuantType, n: int, nt: int, qx: bool
 
 
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
+@pytest.mark.parametrize("n, nt", [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1), (4099, 1)])
+@pytest.mark.parametrize("rpw", [2, 4])
+def test_mmvq_rows_per_warp_gives_the_same_bits(cp, qt: QuantType, n: int, nt: int, rpw: int):
+    """R rows a warp (one read of x from shared memory for R rows' items): each row's terms
+    are summed in the one-row kernel's order, so the outputs are its bits, for row counts that
+    leave a warp's last rows outside the matrix (n % R != 0), in both variants; poisoned."""
+    k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}.get(n, 512)
+    k = max(k // qt.block_size, 1) * qt.block_size
+    raw, _ = weight(qt, n, k, seed=n + nt + 1, tame=True)
+    x = cp.asarray(random_x(nt, k, seed=nt + 1))
+    w = cp.asarray(raw)
+    want, _, mag = matvec.ref_mmvq(cp.asnumpy(x), raw, qt, (n, k), bound=True)
+    for qx in (False, True):
+        one, _ = matvec.launch_matvec(
+            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, rows_per_warp=1
+        )
+        got, recs = matvec.launch_matvec(
+            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, rows_per_warp=rpw
+        )
+        assert cp.asnumpy(got).view(np.uint32).tolist() == cp.asnumpy(one).view(np.uint32).tolist()
+        assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
+        if not qx:
+            geo, _ = matvec.mmvq_geometry(
+                n, k, nt, matvec._device_limits()[0], rows_per_warp=rpw,
+                warps_per_sm=qt.mmvq.warps_per_sm,
+            )  # fmt: skip
+            assert recs[0].grid == geo.grid and recs[0].block == geo.block
+
+
+@pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 def test_mmvq_on_wild_blocks_and_poisoned_activations(cp, qt: QuantType):
     """Raw random bytes (NaN/Inf scales) and a NaN activation: NaN exactly where the
     reference has it, the rest within the bound."""

@@ -192,35 +192,43 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 // each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
 // group's term; only the order in which the terms are summed differs.
 
-template <class C, int NG>
-__device__ __forceinline__ float group_dots(const CodeItem<NG>& it, int vbase, const int* xr) {
-    float r = 0.0f;
+// One item position of R rows (a lane's item u of each of its warp's R rows: the same values
+// of x): each group's activations are read from shared memory once for the R rows, whose
+// items' terms add into sums[r] in the order the one-row loop adds them (each row's result is
+// the same bits whatever R is).
+template <class C, int NG, int R>
+__device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbase, const int* xr,
+                                           float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
 #pragma unroll
     for (int m = 0; m < NG / PER; ++m) {
         // vbase (a block's first value) is a multiple of 32 and it.v[g] (a multiple of 16) the
         // same for all of a lane's items: the run and half split so the compiler sees that
         const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
-        const int* run = xr + ((vbase >> 5) + (it.v[g] >> 5)) * RUN_INTS;
-        const int half = (it.v[g] >> 4) & 1;  // 0 when PER is 2
-        int s = 0;
+        const int* run = xr + ((vbase >> 5) + (it[0].v[g] >> 5)) * RUN_INTS;
+        const int half = (it[0].v[g] >> 4) & 1;  // 0 when PER is 2
+        int4 q[PER];
 #pragma unroll
-        for (int h = 0; h < PER; ++h) {
-            const int4 q = *reinterpret_cast<const int4*>(run + 4 * (half + h));
-            s = __dp4a((int)it.w[4 * (g + h)], q.x, s);
-            s = __dp4a((int)it.w[4 * (g + h) + 1], q.y, s);
-            s = __dp4a((int)it.w[4 * (g + h) + 2], q.z, s);
-            s = __dp4a((int)it.w[4 * (g + h) + 3], q.w, s);
-        }
+        for (int h = 0; h < PER; ++h) q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
         const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
         const int qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
-        if (C::OFF != 0) s += C::OFF * qs;
         const float dx = __int_as_float(meta.x);
-        float term = __fmul_rn(__fmul_rn(it.a[g], dx), (float)s);
-        if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it.b[g], dx), (float)qs));
-        r = m == 0 ? term : __fadd_rn(r, term);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            int s = 0;
+#pragma unroll
+            for (int h = 0; h < PER; ++h) {
+                s = __dp4a((int)it[r].w[4 * (g + h)], q[h].x, s);
+                s = __dp4a((int)it[r].w[4 * (g + h) + 1], q[h].y, s);
+                s = __dp4a((int)it[r].w[4 * (g + h) + 2], q[h].z, s);
+                s = __dp4a((int)it[r].w[4 * (g + h) + 3], q[h].w, s);
+            }
+            if (C::OFF != 0) s += C::OFF * qs;
+            float term = __fmul_rn(__fmul_rn(it[r].a[g], dx), (float)s);
+            if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it[r].b[g], dx), (float)qs));
+            sums[r] = m == 0 ? term : __fadd_rn(sums[r], term);
+        }
     }
-    return r;
 }
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
@@ -243,6 +251,14 @@ __device__ __forceinline__ void prefetch_row_l2(const u8* raw, i64 row_bytes, in
 #endif
 }
 
+// MMVQ_RPW: rows per warp. A warp's R rows (consecutive) are walked together, item by item:
+// each activation group read from shared memory serves R rows (the x reads cost as many
+// shared-memory wavefronts as the weight bytes they are used with, and more than those bytes
+// at R = 1), and R rows' loads are in flight at once.
+#ifndef MMVQ_RPW
+#define MMVQ_RPW 1
+#endif
+
 // QX: x arrives quantized (quantize_q8's xq / xd / xs in global memory, read through L1), so
 // the block has no prologue and the grid is not capped; else the block quantizes x itself.
 template <class T, int NT, bool QX>
@@ -251,7 +267,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                                      float* __restrict__ out, int n, int k, int ts, int qk,
                                      const float* __restrict__ bias) {
     using C = Codes<T>;
-    constexpr int NG = C::NG;
+    constexpr int NG = C::NG, R = MMVQ_RPW;
     __shared__ float part[MV_MAX_WARPS][NT];
     extern __shared__ int4 mmvq_smem[];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
@@ -265,18 +281,22 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     // depends on it alone (shifts, scale indices, x offsets) is computed once, not per item.
     const int first = threadIdx.y * 32 + lane;
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
-    // the first row's first items are loaded before x is quantized: their latency hides the
-    // prologue's
-    CodeItem<NG> it[MV_UNROLL];
-    int row = blockIdx.x * blockDim.z + threadIdx.z;
     const i64 row_bytes = (i64)nb * T::TS;
-    prefetch_row_l2(raw, row_bytes, row, n);
-    if (row < n) {
-        const u8* w = raw + (i64)row * nb * T::TS;
+    const int rows_per_step = gridDim.x * blockDim.z * R;  // rows a grid stride covers
+    // the first rows' first items are loaded before x is quantized: their latency hides the
+    // prologue's
+    CodeItem<NG> it[MV_UNROLL][R];
+    int row0 = (blockIdx.x * blockDim.z + threadIdx.z) * R;  // this warp's first row
+#pragma unroll
+    for (int r = 0; r < R; ++r) prefetch_row_l2(raw, row_bytes, row0 + r, n);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (row0 + r >= n) break;
+        const u8* w = raw + (i64)(row0 + r) * row_bytes;
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
             const int b = b0 + bstep * u;
-            if (b < nb) C::load(w + b * T::TS, sub, it[u]);
+            if (b < nb) C::load(w + b * T::TS, sub, it[u][r]);
         }
     }
     if (!QX) {
@@ -285,20 +305,29 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         __syncthreads();
     }
     bool loaded = true;
-    for (int base = blockIdx.x * blockDim.z; base < n; base += gridDim.x * blockDim.z) {
-        row = base + threadIdx.z;
-        prefetch_row_l2(raw, row_bytes, row + gridDim.x * blockDim.z, n);  // this warp's next
-        float acc[NT];
+    for (int base = blockIdx.x * blockDim.z * R; base < n; base += rows_per_step) {
+        row0 = base + threadIdx.z * R;
 #pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-        if (row < n) {
-            const u8* w = raw + (i64)row * nb * T::TS;
+        for (int r = 0; r < R; ++r)  // this warp's next rows
+            prefetch_row_l2(raw, row_bytes, row0 + r + rows_per_step, n);
+        const int live = min(R, n - row0);  // rows of this warp inside the matrix (warp-uniform)
+        float acc[R][NT];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+        if (live > 0) {
+            const u8* w = raw + (i64)row0 * row_bytes;
             for (int bi = b0; bi < nb; bi += bstep * MV_UNROLL) {
                 if (!loaded) {
 #pragma unroll
-                    for (int u = 0; u < MV_UNROLL; ++u) {
-                        const int b = bi + bstep * u;
-                        if (b < nb) C::load(w + b * T::TS, sub, it[u]);
+                    for (int r = 0; r < R; ++r) {
+                        if (r >= live) break;
+#pragma unroll
+                        for (int u = 0; u < MV_UNROLL; ++u) {
+                            const int b = bi + bstep * u;
+                            if (b < nb) C::load(w + r * row_bytes + b * T::TS, sub, it[u][r]);
+                        }
                     }
                 }
                 loaded = false;
@@ -308,13 +337,19 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                     if (b >= nb) break;
                     const int vbase = b * T::QK;
 #pragma unroll
-                    for (int t = 0; t < NT; ++t)
-                        acc[t] += group_dots<C, NG>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS);
+                    for (int t = 0; t < NT; ++t) {
+                        // rows past the matrix (r >= live) compute on stale items, never written
+                        float sums[R];
+                        group_dots<C, NG, R>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS, sums);
+#pragma unroll
+                        for (int r = 0; r < R; ++r) acc[r][t] += sums[r];
+                    }
                 }
             }
         }
         loaded = false;
-        write_row<NT>(acc, part, out, row, n, bias);
+#pragma unroll
+        for (int r = 0; r < R; ++r) write_row<NT>(acc[r], part, out, row0 + r, n, bias);
     }
 }
 

@@ -315,7 +315,9 @@ MMVQ_PREFETCH = True
 
 
 @functools.cache
-def _module(suffix: str, unroll: int, min_blocks: int, prefetch: bool = MMVQ_PREFETCH) -> Any:
+def _module(
+    suffix: str, unroll: int, min_blocks: int, prefetch: bool = MMVQ_PREFETCH, rpw: int = 1
+) -> Any:
     """matvec.cu with the kernels of one type (from the quant table), compiled once."""
     import cupy
 
@@ -329,7 +331,7 @@ def _module(suffix: str, unroll: int, min_blocks: int, prefetch: bool = MMVQ_PRE
         src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
     opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
             f"-DRUN_INTS={RUN_BYTES // 4}",
-            f"-DMMVQ_PREFETCH={int(prefetch)}")  # fmt: skip
+            f"-DMMVQ_PREFETCH={int(prefetch)}", f"-DMMVQ_RPW={rpw}")  # fmt: skip
     return cupy.RawModule(code=src, options=opts)
 
 
@@ -340,9 +342,10 @@ def _kernel(
     unroll: int,
     min_blocks: int,
     prefetch: bool = MMVQ_PREFETCH,
+    rpw: int = 1,
 ) -> Any:
     fn_name = kernel_name(quant_type(suffix), nt)
-    return _module(suffix, unroll, min_blocks, prefetch).get_function(fn_name)
+    return _module(suffix, unroll, min_blocks, prefetch, rpw).get_function(fn_name)
 
 
 #: Bytes of one quantized run of 32 activations as mmvq reads it (matvec.cu's RUN_INTS ints):
@@ -403,16 +406,23 @@ def mmvq_geometry(
     rows_per_block: int = MMVQ_ROWS_PER_BLOCK,
     wpr: int | None = None,
     warps_per_sm: int = MMVQ_DEFAULT.warps_per_sm,
+    rows_per_warp: int = MMVQ_DEFAULT.rows_per_warp,
 ) -> tuple[Geometry, int]:
-    """matvec's block shape; grid.x capped at ``warps_per_sm`` warps on each of ``sms`` SMs
-    (rows are grid-strided), since every block first quantizes x. Returns (geometry, shared
-    bytes)."""
-    geo = geometry(n, k, rows_per_block, wpr)
+    """matvec's block shape over the row groups (``rows_per_warp`` consecutive rows a warp);
+    grid.x capped at ``warps_per_sm`` warps on each of ``sms`` SMs (rows are grid-strided),
+    since every block first quantizes x. Returns (geometry, shared bytes)."""
+    geo = geometry(ceil_div(n, _check_rpw(rows_per_warp)), k, rows_per_block, wpr)
     smem = mmvq_shared_bytes(nt, k)
     threads = geo.block[0] * geo.block[1] * geo.block[2]
     per_sm = max(1, min(32 * warps_per_sm // threads, (228 * 1024) // (smem + 1024)))
     grid = min(geo.grid[0], sms * per_sm)
     return Geometry((grid, 1, 1), geo.block, geo.work_items), smem
+
+
+def _check_rpw(rpw: int) -> int:
+    if rpw not in (1, 2, 4):
+        raise ValueError(f"mmvq rows per warp {rpw} must be 1, 2 or 4")
+    return rpw
 
 
 def launch_matvec(
@@ -430,6 +440,7 @@ def launch_matvec(
     prequantize: bool | None = None,
     prefetch: bool = MMVQ_PREFETCH,
     bias: Any = None,
+    rows_per_warp: int | None = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -442,9 +453,10 @@ def launch_matvec(
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
         bias: optional CuPy f32 [n], added to every output row in the kernel's epilogue.
-        rows_per_block, unroll, wpr, warps_per_sm, min_blocks, prequantize: the kernel
-            configuration (the bench sweeps them; None: ROWS_PER_BLOCK / MMVQ_ROWS_PER_BLOCK,
-            wpr :func:`warps_per_row`, the others the type's ``mmvq`` (quants.MmvqConfig)).
+        rows_per_block, unroll, wpr, warps_per_sm, min_blocks, prequantize, rows_per_warp: the
+            kernel configuration (the bench sweeps them; None: ROWS_PER_BLOCK /
+            MMVQ_ROWS_PER_BLOCK, wpr :func:`warps_per_row`, the others the type's ``mmvq``
+            (quants.MmvqConfig)).
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -487,9 +499,10 @@ def launch_matvec(
     cfg = qt.mmvq
     min_blocks = cfg.min_blocks if min_blocks is None else min_blocks
     warps_per_sm = cfg.warps_per_sm if warps_per_sm is None else warps_per_sm
+    rpw = _check_rpw(cfg.rows_per_warp if rows_per_warp is None else rows_per_warp)
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
-            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias
+            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias, rpw
         )
     sms, smem_max = _device_limits()
     per_launch = max(1, min(nt, smem_max // mmvq_shared_bytes(1, k)))
@@ -503,9 +516,9 @@ def launch_matvec(
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
         geo, smem = mmvq_geometry(
-            n, k, t1 - t0, sms, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr, warps_per_sm
+            n, k, t1 - t0, sms, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr, warps_per_sm, rpw
         )
-        fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks, prefetch)
+        fn = _kernel(qt.suffix, t1 - t0, unroll or MMVQ_UNROLL, min_blocks, prefetch, rpw)
         cuda.allow_dynamic_shared(fn, smem)
         args = (
             raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b, cuda.NO_STAMP,
@@ -520,7 +533,7 @@ def launch_matvec(
 def _launch_qx(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any,
     rows_per_block: int | None, unroll: int | None, wpr: int | None, min_blocks: int,
-    prefetch: bool, bias: Any,
+    prefetch: bool, bias: Any, rpw: int = 1,
 ) -> list[LaunchRecord]:  # fmt: skip
     """quantize_q8_n<nt> (x -> 8 bits in global memory, one thread per run of 32) then
     mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches."""
@@ -530,12 +543,12 @@ def _launch_qx(
     n = int(shape[0])
     xr = cupy.empty((nt, k // 32, RUN_BYTES // 4), cupy.int32)  # the quantized runs
     qgeo = grid_1d(nt * (k // 32), 256)
-    mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch)
+    mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch, rpw)
     qfn = mod.get_function(f"quantize_q8_n{nt}")
     cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
     qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xr],
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
-    geo = geometry(n, k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
+    geo = geometry(ceil_div(n, rpw), k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
     fn = mod.get_function(qx_kernel_name(qt, nt))
     b = cuda.NULL if bias is None else bias

@@ -1,0 +1,132 @@
+"""matvec.cu's mmvq (the quant path's decode matvec) run on the CPU (tests/kernels/host_shim:
+each thread a fiber), compiled with g++ for each rows-per-warp count (MMVQ_RPW 1, 2, 4): both
+variants (x quantized by the block's prologue into shared memory, or beforehand into global
+memory), through the launcher's geometry with a clamped grid (rows grid-strided), against
+matvec.ref_mmvq within its bound, and every R bit for bit R = 1 (a row's terms are summed in
+one order whatever R is). The GPU tests (test_matvec_gpu.py) run the same kernels on the device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.kernels.host_build import KERNELS, aligned, build
+from tests.kernels.test_matvec import gamma, random_x, weight
+from tracekit.kernels import matvec
+from tracekit.quants import QUANTIZED_TYPES, QuantType
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+NTS = (1, 3)
+
+# The CUDA names matvec.cu and q8_runs.cuh use beyond cuda_block.h's and cuda_fp16.h's, as the
+# PTX ISA defines them; the dynamic shared array (extern __shared__, the shim drops the
+# qualifier) is one global array.
+PREAMBLE = """
+#include "cuda_block.h"
+#include <cstring>
+struct int4 { int x, y, z, w; };
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += (signed char)(a >> (8 * i)) * (signed char)(b >> (8 * i));
+    return c;
+}
+"""
+RUNNER = """
+int4 mmvq_smem[1 << 14];
+static const unsigned char* g_raw; static const float* g_x; static const int* g_xr;
+static float* g_out; static int g_n, g_k;
+#define RUN(suffix, T, NT, QX)                                                                 \\
+    extern "C" void run_##suffix##_n##NT##_##QX(const unsigned char* raw, const float* x,     \\
+                                                const int* xr, float* out, int n, int k,       \\
+                                                unsigned gx, unsigned by, unsigned bz) {       \\
+        g_raw = raw, g_x = x, g_xr = xr, g_out = out, g_n = n, g_k = k;                       \\
+        tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
+            mmvq<T, NT, QX>(g_raw, g_x, g_xr, g_out, g_n, g_k, T::TS, T::QK, nullptr);         \\
+        });                                                                                    \\
+    }
+extern "C" void run_quantize(const float* x, int nt, int k, int* xr) {
+    quantize_x(x, nt, k, xr, 0, 1);
+}
+"""
+
+
+@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda r: f"rpw{r}")
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    rpw = request.param
+    src = [PREAMBLE, (KERNELS / "matvec.cu").read_text(), RUNNER]
+    for t in QUANTIZED_TYPES:
+        for nt in NTS:
+            src += [
+                f"RUN({t.suffix}, {t.device}, {nt}, false)",
+                f"RUN({t.suffix}, {t.device}, {nt}, true)",
+            ]
+    flags = (
+        "-std=c++17",
+        f"-DMMVQ_RPW={rpw}",
+        "-DMV_UNROLL=1",
+        f"-DRUN_INTS={matvec.RUN_BYTES // 4}",
+    )
+    return rpw, build(
+        tmp_path_factory.mktemp(f"mmvq{rpw}"), f"mmvq{rpw}", "\n".join(src) + "\n", flags
+    )
+
+
+_OUTPUTS: dict[tuple, np.ndarray] = {}  # (type, n, nt, qx, rpw) -> output, across the R libraries
+
+
+def _run(lib, qt: QuantType, raw: np.ndarray, x: np.ndarray, n: int, qx: bool) -> np.ndarray:
+    rpw, so = lib
+    nt, k = x.shape
+    geo, smem = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=1, warps_per_sm=8, rows_per_warp=rpw)
+    assert geo.block[1] == 1 and smem <= 16 * (1 << 14)  # one warp a row (the shim's shuffles)
+    xr = np.zeros(nt * (k // 32) * matvec.RUN_BYTES // 4, np.int32)
+    ptr = ctypes.c_void_p
+    if qx:
+        so.run_quantize(ptr(x.ctypes.data), nt, k, ptr(xr.ctypes.data))
+    out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
+    fn = getattr(so, f"run_{qt.suffix}_n{nt}_{'true' if qx else 'false'}")
+    fn(ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(xr.ctypes.data), ptr(out.ctypes.data),
+       n, k, geo.grid[0], geo.block[1], geo.block[2])  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+@pytest.mark.parametrize("n, nt", [(1, 1), (13, 3), (70, 1)])
+@pytest.mark.parametrize("qx", [False, True], ids=["fused", "qx"])
+def test_mmvq_on_the_host_matches_its_reference_for_every_rows_per_warp(
+    lib, qt: QuantType, n: int, nt: int, qx: bool
+) -> None:
+    k = 3 * qt.block_size if qt.block_size > 32 else 160  # odd block counts
+    raw, _ = weight(qt, n, k, seed=n + nt, tame=True)
+    raw = aligned(raw)
+    x = random_x(nt, k, seed=nt)
+    got = _run(lib, qt, raw, x, n, qx)
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    err = np.abs(got - want)
+    assert np.all(err <= gamma(k // 16 + 40) * mag), (float(np.nanmax(err / mag)), lib[0])
+    _OUTPUTS[(qt.name, n, nt, qx, lib[0])] = got
+    one = _OUTPUTS.get((qt.name, n, nt, qx, 1))
+    assert lib[0] == 1 or one is not None  # R = 1's library runs first (the first parameter)
+    assert got.view(np.uint32).tolist() == one.view(np.uint32).tolist()
+
+
+def test_a_wrong_code_fails_the_host_comparison(lib) -> None:
+    """Negative control: one weight byte changed makes the kernel's output leave the bound of
+    the unchanged weight's reference."""
+    qt = next(t for t in QUANTIZED_TYPES if t.name == "Q4_0")
+    n, k = 4, 128
+    raw, _ = weight(qt, n, k, seed=5, tame=True)
+    raw = aligned(raw)
+    x = random_x(1, k, seed=2)
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    bad = raw.copy()
+    bad[2 + qt.type_size] ^= 0x11  # row 0, block 1's first code byte: two codes off
+    got = _run(lib, qt, bad, x, n, False)
+    assert not np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
