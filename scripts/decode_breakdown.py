@@ -3,10 +3,12 @@
 the host argmax, each the median over ``--steps`` greedy steps after a warm-up.
 
     python3 scripts/decode_breakdown.py [MODEL.gguf | qwen2-0.5b | llama3-8b] [--steps 64]
-        [--replay graph|plan] [--fuse on|off|both]
+        [--replay graph|plan] [--fuse on|off|both] [--pdl on|off|both]
 
 ``--fuse both`` runs each model unfused, then fused (q/k/v and gate/up as one matmul each,
 runner/graph.py ``fusion_plan``), and prints each line with its kernel launches per step.
+``--pdl both`` runs each graph without, then with programmatic dependent launches
+(``Session(pdl=True)``, graph replay only).
 
 The GPU is idle while the host reads the logits back, picks the next token and issues the next
 step, so ``wall - device span`` is what a decode loop loses to the host per token; llama-bench's
@@ -39,12 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--replay", default="graph", choices=("graph", "plan"))
     ap.add_argument("--fuse", default="on", choices=("on", "off", "both"))
+    ap.add_argument("--pdl", default="off", choices=("on", "off", "both"))
     args = ap.parse_args(argv)
     be = get_backend("cupy")
-    fuses = {"on": [True], "off": [False], "both": [False, True]}[args.fuse]
-    for name, fuse in ((n, f) for n in args.models for f in fuses):
+    both = {"on": [True], "off": [False], "both": [False, True]}
+    runs = [(n, f, p) for n in args.models for f in both[args.fuse] for p in both[args.pdl]]
+    for name, fuse, pdl in runs:
         model = load_model(resolve(name), fuse=fuse)
-        s = Session(model, be, n_ctx=2 * args.steps + 16, replay=args.replay)
+        s = Session(model, be, n_ctx=2 * args.steps + 16, replay=args.replay, pdl=pdl)
         tok = int(np.argmax(s.run_step([1])[-1]))
         s.generate([tok], 3, stop_at_eos=False)  # compiles, records the decode step
         s.reset()
@@ -79,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         launches = sum(len(r) for r in s.replay.records)  # the recorded decode step's
         print(
             f"{Path(name).name} ({args.replay}, fuse {'on' if fuse else 'off'}, "
+            f"pdl {'on' if pdl else 'off'}, "
             f"{len(model.graph.nodes)} nodes, {launches} launches): loop "
             f"{loop * 1e6:.0f} us/token ({1 / loop:.1f} tok/s) | per step, median us: wall "
             f"{med['wall']:.0f} = issue {med['issue']:.0f} + wait and read back "

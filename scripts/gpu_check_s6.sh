@@ -50,7 +50,7 @@ for spec in "$@"; do
              | tee "$OUT/bound.log" | tail -60 ;;
     replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/runner/test_replay_gpu.py \
                  tests/runner/test_stamps_gpu.py 2>&1 | tail -5 ;;
-    breakdown) t python3 scripts/decode_breakdown.py ${MODELS:-demo qwen2-0.5b} --steps 64 --fuse ${FUSE:-on} 2>&1 \
+    breakdown) t python3 scripts/decode_breakdown.py ${MODELS:-demo qwen2-0.5b} --steps 64 --fuse ${FUSE:-on} --pdl ${PDL:-off} 2>&1 \
                  | tee "$OUT/breakdown.log" | tail -8 ;;
     decode) for m in demo qwen2-0.5b; do
               t python3 scripts/decode_speed.py "$m" --backend cupy --matmul quant --replay graph --steps 64 2>&1 | tail -1
@@ -60,7 +60,7 @@ for spec in "$@"; do
         t bash scripts/build_llama_bench.sh .llama/llama-src.tar.xz /root/llama > "$OUT/build.log" 2>&1
       tail -2 "$OUT/build.log"
       t python3 scripts/vs_llama.py --llama-bench /root/llama/llama.cpp/build/bin/llama-bench \
-        ${MODELS:-qwen2-0.5b llama3-8b} 2>&1 | tee "$OUT/side.log" | tail -12 ;;
+        ${MODELS:-qwen2-0.5b llama3-8b} ${TK_ARG:+--tk-arg $TK_ARG} 2>&1 | tee "$OUT/side.log" | tail -12 ;;
     *) echo "unknown stage $stage" ;;
   esac
   echo "=== $stage done $(date -u +%FT%TZ)"

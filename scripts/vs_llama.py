@@ -13,7 +13,8 @@ position, recorded in the warm-up, as a CUDA graph) —, then, from an empty cac
 measured), STEPS decode steps as llama-bench's tg runs them (each step's logits read back to the
 host, the next token a random id) and STEPS greedy ones (plus the host's argmax). Prints the
 ratios tracekit ÷ llama.cpp.
-Extra ``--tk-arg KEY=VALUE`` pairs are passed to ``Session`` (e.g. ``replay=plan``).
+Extra ``--tk-arg KEY=VALUE`` pairs are passed to ``Session`` (e.g. ``replay=plan``,
+``pdl=on``: on/off are booleans).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def llama_bench(exe: str, path: Path, prefill: int, steps: int) -> dict[str, flo
     pp = next(r for r in rows if r["n_prompt"] == prefill and r["n_gen"] == 0)
     tg = next(r for r in rows if r["n_gen"] == steps and r["n_prompt"] == 0)
     return {"pp": float(pp["avg_ts"]), "tg": float(tg["avg_ts"])}
+
+
+def _value(v: str) -> object:
+    """A --tk-arg value: on/off/true/false as a bool (``pdl=on``), an integer, else the text."""
+    low = v.lower()
+    if low in ("on", "true", "yes", "off", "false", "no"):
+        return low in ("on", "true", "yes")
+    return int(v) if v.lstrip("-").isdigit() else v
 
 
 def tracekit_speed(path: Path, prefill: int, steps: int, session_kw: dict) -> dict[str, float]:
@@ -98,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=128)
     ap.add_argument("--tk-arg", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
-    kw = dict(a.split("=", 1) for a in args.tk_arg)
+    kw = {k: _value(v) for k, v in (a.split("=", 1) for a in args.tk_arg)}
     rows = []
     for m in args.models:
         path = resolve(m)

@@ -242,3 +242,12 @@ def test_tokenize_round_trip(models: dict[str, Model]) -> None:
 
 def test_path_is_kept(models: dict[str, Model]) -> None:
     assert isinstance(models["llama"].path, Path)
+
+
+def test_pdl_needs_graph_replay_on_the_gpu(models: dict[str, Model]) -> None:
+    """Programmatic dependent launches are a CUDA-graph decode feature (Session(pdl=True)):
+    asked of the NumPy backend it is refused by name, before anything runs."""
+    with pytest.raises(GenerationError, match="pdl.*needs replay 'graph' on the cupy backend, "
+                       "not replay 'off' on numpy"):  # fmt: skip
+        Session(models["llama"], "numpy", n_ctx=16, pdl=True)
+    assert Session(models["llama"], "numpy", n_ctx=16, pdl=False).pdl is False

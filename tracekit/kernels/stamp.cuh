@@ -16,6 +16,16 @@
 // Measured cost: scripts/capture_overhead.py (timing pass vs untraced).
 // A launch that cannot be stamped (a cuBLAS GEMM, an unstamped kernel) is timed by
 // `globaltimer_stamp` kernels queued either side of it (stamps.py documents their error).
+//
+// Programmatic dependent launch (sm_90; packed.py, Session(pdl=True)): a stamped kernel may be
+// launched before the kernel ahead of it in its stream has ended. The scope's first act,
+// before any thread reads memory, is griddepcontrol.wait: it returns once the grids this one
+// depends on have completed and their writes are visible. Then launch_dependents lets the
+// kernel after this one launch at once: its blocks get resident and wait in their own
+// griddepcontrol.wait while this grid runs (they launch only after every block of this grid
+// has started, so they never keep this grid's later blocks off the SMs). A start stamp is
+// taken after the wait: the time is the kernel's own. Launched without the attribute (every
+// launch but a pdl graph's), both instructions return at once.
 #pragma once
 
 #define STAMP_SLOT_WORDS 2
@@ -35,6 +45,10 @@ struct LaunchStamp {
     unsigned long long* slot;
 
     __device__ __forceinline__ explicit LaunchStamp(unsigned long long* s) : slot(s) {
+#if __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
         if (slot == nullptr) return;
         const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
         if (first) {

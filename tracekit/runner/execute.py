@@ -159,6 +159,24 @@ def _call(arm: Any, be: Backend, node: Node, st: StepContext, args: list[Any]) -
 PREFILL_REPLAYS = 2
 
 
+def check_pdl(replay: str, backend: Any) -> None:
+    """Programmatic dependent launches need graph replay on a device of compute capability
+    9.0 or newer (griddepcontrol); raises GenerationError naming what is missing."""
+    if replay != "graph" or backend.name != "cupy":
+        raise GenerationError(
+            f"programmatic dependent launch (pdl) needs replay 'graph' on the cupy backend, "
+            f"not replay {replay!r} on {backend.name}"
+        )
+    import cupy
+
+    cc = int(cupy.cuda.Device().compute_capability)
+    if cc < 90:
+        raise GenerationError(
+            f"programmatic dependent launch (pdl) needs compute capability 9.0 or newer; this "
+            f"device has {cc // 10}.{cc % 10}"
+        )
+
+
 class Session:
     """A model on a backend with its KV cache: run steps, or a whole generation.
 
@@ -175,6 +193,11 @@ class Session:
             recorded, a later one of the same count at the same position (other ids) replays
             it; at most :data:`PREFILL_REPLAYS` are kept (each holds its step's buffers). A
             traced step (a node hook) always runs the dispatch chain.
+        pdl: capture the decode graph's kernels as programmatic dependent launches
+            (``replay="graph"``, a device of compute capability 9.0 or newer): each stamped
+            kernel may launch while the one before it runs and waits on the device for it
+            (kernels/stamp.cuh), so the graph's per-launch gap shrinks; the same kernels, the
+            same bits.
 
     Raises:
         ValueError: ``n_ctx`` < 1 or longer than the model's context, or a replay mode the
@@ -188,6 +211,7 @@ class Session:
         n_ctx: int | None = None,
         replay: str = "auto",
         prefill_replay: bool = False,
+        pdl: bool = False,
     ) -> None:
         cfg = model.config
         if n_ctx is None:
@@ -209,8 +233,11 @@ class Session:
             )
         if prefill_replay and replay == "off":
             raise GenerationError("prefill replay needs replay 'plan' or 'graph', not 'off'")
+        if pdl:
+            check_pdl(replay, self.backend)
         self.replay_mode = replay
         self.prefill_replay = prefill_replay
+        self.pdl = pdl
         self._replay: StepReplay | None = None
         # recorded prefills by (tokens, position, logits rows), oldest first
         self._prefills: dict[tuple[int, int, int], StepReplay] = {}
@@ -316,6 +343,7 @@ class Session:
             out, self._replay = StepReplay.record(
                 be, self.graph.nodes, lambda hook: self._run_nodes(st, hook), dev, node_hook
             )
+            self._replay.pdl = self.pdl
         elif replay_prefill:
             while len(self._prefills) >= PREFILL_REPLAYS:
                 del self._prefills[next(iter(self._prefills))]

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit.kernels.attention import attention_record
-from tracekit.kernels.cuda import LaunchTape, recording, stamper
+from tracekit.kernels.cuda import STAMPED, LaunchTape, recording, stamper
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.kernels.packed import PackedLaunch, issue
 from tracekit.runner import stamps
@@ -105,10 +105,15 @@ class StepReplay:
         self._graph_keep: list[Any] = []  # the copies the full graph writes into
         self._snaps: dict[str, dict[int, Any]] = {}  # per graph kind: node -> its copy
         self.graph_launches = 0
+        #: capture the plain and timed graphs' stamped kernels as programmatic dependent
+        #: launches (packed.py; set by Session(pdl=True) before the first graph is captured)
+        self.pdl = False
 
-    def _pack(self, entry: Any, stream_ptr: int) -> Any:
+    def _pack(self, entry: Any, stream_ptr: int, pdl: bool = False) -> Any:
         if isinstance(entry, tuple):
-            packed = PackedLaunch(entry, stream_ptr)
+            # only a stamped kernel waits for the grid before it (stamp.cuh's LaunchStamp)
+            pdl = pdl and stamps.entry_name(entry) in STAMPED
+            packed = PackedLaunch(entry, stream_ptr, pdl)
             self._packed.append(packed)  # its parameter block must outlive every replay
             return packed.args
         bind = getattr(entry, "bind", None)  # a host call (a cuBLASLt GEMM), bound to the stream
@@ -328,7 +333,10 @@ class StepReplay:
                 for a, b in self._node_launches
             ]
             self._graph_plan = plan
-        entries = [[self._pack(e, stream.ptr) for e in node] for node in tape]
+        # programmatic dependent launches where asked, not in a full graph: its copies of
+        # outputs (memcpy nodes) sit between kernels
+        pdl = self.pdl and kind != "full"
+        entries = [[self._pack(e, stream.ptr, pdl) for e in node] for node in tape]
         self.be.synchronize()
         with stream:
             stream.begin_capture()
