@@ -183,3 +183,14 @@ def test_the_backend_has_no_hand_written_op_methods() -> None:
         src = inspect.getsource(cls)
         for name in KERNEL_OPS:
             assert f"def {name}(" not in src, f"{cls.__name__}.{name}"
+
+
+def test_the_trace_schema_lists_every_graph_op() -> None:
+    # a reader learns the ops of this version from the schema (its "examples"), in declaration
+    # order: an op declared without being listed there fails here
+    import json
+
+    from tracekit.trace.format import SCHEMA_PATH
+
+    node = json.loads(SCHEMA_PATH.read_text())["$defs"]["topology_node"]["properties"]["op"]
+    assert node["examples"] == list(OPS)

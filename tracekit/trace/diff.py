@@ -24,7 +24,8 @@ is told from error CARRIED from its inputs (:func:`_introduced`):
   |db|; mul: |b||da| + |a||db| + |da||db|; silu/gelu: 1.2 |dx|; scale: |s||dx|; glu, act(g) u
   of x = [g | u]: |g||du| + 1.2 |u||dg| + 1.2 |dg||du|; a bias is a weight: 0; slice_cols,
   a copy of some columns: |dx| there, so a slice of a fused row introduces nothing however
-  its own scale differs from the row's),
+  its own scale differs from the row's; plane, a view of one plane of an add_rms_norm output:
+  |dx| of that plane, likewise),
   and ``introduced`` = max(|d out| - that bound) / scale. These ops run in f32 on every path,
   so the tolerance is the path's ``introduced_rtol``.
 - Any other node (matmul, norm, rope, attention, gather) introduces error when
@@ -465,7 +466,9 @@ def _worst_stat(
 
 
 #: Elementwise ops, judged element by element (module docstring).
-_ELEMENTWISE = ("add", "add_bias", "mul", "silu", "gelu_tanh", "scale", "glu", "slice_cols")
+_ELEMENTWISE = (
+    "add", "add_bias", "mul", "silu", "gelu_tanh", "scale", "glu", "slice_cols", "plane",
+)  # fmt: skip
 
 
 def _explained(op: str, attrs: dict[str, Any], ins: list[tuple[np.ndarray, np.ndarray]]) -> Any:
@@ -499,6 +502,8 @@ def _explained(op: str, attrs: dict[str, Any], ins: list[tuple[np.ndarray, np.nd
     if op == "slice_cols":  # a copy of some columns (of [nt, ...] flattened): adds nothing
         start, width = int(attrs["start"]), int(attrs["width"])
         return d[0].reshape(d[0].shape[0], -1)[:, start : start + width]
+    if op == "plane":  # one plane of [planes, nt, e] (the sum or the norm of add_rms_norm)
+        return d[0][int(attrs["plane"])]
     raise AssertionError(op)
 
 
