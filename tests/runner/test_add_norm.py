@@ -173,6 +173,22 @@ def test_a_norm_of_two_inputs_or_of_heads_is_not_fused(files: dict[str, Path]) -
         assert len(out) == len(nodes) + sum(x.op == "add_rms_norm" for x in out)
 
 
+def test_no_in_place_writer_reads_a_plane_and_a_pair_with_one_stays_apart(
+    files: dict[str, Path],
+) -> None:
+    from dataclasses import replace
+
+    for name in ("qwen2", "llama3", "phi3", "gemma2", "demo"):
+        g = load_model(files[name]).graph
+        assert not any(x.attrs.get("inplace") and g[x.data_inputs[0]].op == "plane" for x in g)
+    plain = list(build_graph(load_model(files["demo"]).config, add_norm=False))
+    k = next(i for i, x in enumerate(plain) if x.data_inputs[:1] == ("blk.0.ffn_norm",))
+    writer = replace(plain[k], attrs={**plain[k].attrs, "inplace": True})
+    out = {x.name: x.op for x in fuse_add_norms([*plain[:k], writer, *plain[k + 1 :]])}
+    assert out["blk.0.attn_residual"] == "add" and out["blk.0.ffn_norm"] == "rms_norm"
+    assert out["blk.0.ffn_residual"] == "plane"  # the other pairs are fused still
+
+
 def test_an_in_place_write_into_a_plane_marks_the_fused_node(files: dict[str, Path]) -> None:
     from dataclasses import replace
 

@@ -142,7 +142,11 @@ def fuse_add_norms(nodes: Sequence[Node]) -> list[Node]:
             continue
         norm = next((r for r in readers.get(n.name, []) if r.op == "rms_norm"
                      and not r.attrs.get("heads") and r.data_inputs == (n.name,)), None)  # fmt: skip
-        if norm is not None and norm.shape == n.shape:
+        # a node writing the sum or the norm in place (attrs.inplace) would write into a plane
+        # the other plane's readers share a buffer with: such a pair stays apart
+        writes = [r for x in (n, norm) if x is not None for r in readers.get(x.name, [])
+                  if r.attrs.get("inplace") and r.data_inputs[:1] == (x.name,)]  # fmt: skip
+        if norm is not None and norm.shape == n.shape and not writes:
             fused[n.name] = norm
     if not fused:
         return list(nodes)
