@@ -8,7 +8,10 @@ The models are the synthetic llama (written by ``gguf.GGUFWriter``; 3 layers, n_
 - ``nan_embd``: a NaN in row 7 (column 5) of the F16 ``token_embd.weight``; the prompt holds
   token 7 once, so the prefill's ``token_embd`` output holds exactly one NaN;
 - ``inf_norm``: a +Inf in element 9 of the F32 ``blk.1.attn_norm.weight``: ``blk.1.attn_norm``
-  is the first bad node, one +/-Inf per token (column 9), and nothing before it is touched;
+  is the first bad node, one +/-Inf per token (column 9), and nothing before it is touched. The
+  graph computes that norm in the fused ``blk.0.ffn_residual_norm`` (add_rms_norm), whose plane
+  1 ``blk.1.attn_norm`` is a view: the fused node's record is the first that holds the Infs,
+  and the report names the view (the norm), as it does for the unfused graph (``--fuse off``);
 - ``nan_q8``: the f16 scale of the first Q8_0 block of row 11 of ``output.weight`` set to NaN:
   only logit 11 of the last position is NaN (the sampler and the logit summary must cope).
 
@@ -102,7 +105,22 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 "--backend", "numpy", "--no-progress", "--no-nvtx", "-o", str(path)]  # fmt: skip
         assert record_trace_main(argv) == 0, name
         out[name] = path
+    # the graph without the add_rms_norm fusion (nor any other), for the report's name
+    path = tmp / "inf_norm_unfused.json"
+    argv = [str(models["inf_norm"]), "--tokens", ",".join(map(str, PROMPT)), "--steps",
+            str(STEPS), "--backend", "numpy", "--no-progress", "--no-nvtx", "--fuse", "off",
+            "-o", str(path)]  # fmt: skip
+    assert record_trace_main(argv) == 0
+    out["inf_norm_unfused"] = path
     return out
+
+
+def _computed_at(t: dict[str, Any], node: str) -> int:
+    """The id of the node whose launch wrote ``node``'s values: the node itself, or the fused
+    node that a ``plane`` view reads."""
+    by_name = {n["name"]: n for n in t["nodes"]}
+    n = by_name[node]
+    return by_name[n["inputs"][0]]["id"] if n["op"] == "plane" else n["id"]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -126,7 +144,11 @@ def test_statistics_count_them_at_the_first_bad_node(case: str, traces: dict[str
     recs = t["steps"][j]["nodes"]
     s = recs[ids[node]]["stats"]
     assert (s["nan"], s["pos_inf"] + s["neg_inf"]) == (nan, inf)
-    assert all(d.nonfinite(r["stats"]) == 0 for r in recs[: ids[node]])
+    src = _computed_at(t, node)
+    assert all(d.nonfinite(r["stats"]) == 0 for r in recs[:src])
+    assert d.nonfinite(recs[src]["stats"]) == nan + inf  # a fused node's: in one plane only
+    if case == "inf_norm":  # computed by a fused node, named at its plane view
+        assert t["nodes"][src]["op"] == "add_rms_norm" and src < ids[node]
     assert d.first_nonfinite(t) == (j, ids[node])
     # the heatmap marks the cells that held them (code 255 -> NaN in the decoded grid)
     assert np.isnan(d.heatmap_grid(s)).any()
@@ -137,6 +159,37 @@ def test_statistics_count_them_at_the_first_bad_node(case: str, traces: dict[str
     if case == "nan_q8":  # the sampler and the logit summary cope with a NaN logit
         lg = t["steps"][j]["logits"]
         assert all(np.isfinite(x["prob"]) for x in lg["top_k"]) and np.isfinite(lg["entropy"])
+
+
+def _named(t: dict[str, Any]) -> tuple[str, str, int, int, int]:
+    at = d.first_nonfinite(t)
+    assert at is not None
+    j, i = at
+    s = t["steps"][j]["nodes"][i]["stats"]
+    return t["steps"][j]["name"], t["nodes"][i]["name"], s["nan"], s["pos_inf"], s["neg_inf"]
+
+
+def test_a_fused_node_is_named_at_its_plane_that_holds_them(traces: dict[str, Path]) -> None:
+    """The first NaN/Inf of an add_rms_norm is named at its plane view that holds them (the
+    norm's name here, as in the unfused graph's trace); the sum's view when both planes do (it
+    comes first, as the add did); the fused node itself when its views kept no statistics."""
+    node, step, nan, inf = CASES["inf_norm"]
+    t = load_trace(traces["inf_norm"])
+    unfused = load_trace(traces["inf_norm_unfused"])
+    assert "add_rms_norm" not in {n["op"] for n in unfused["nodes"]}
+    assert _named(t) == _named(unfused)
+    assert _named(t)[:3] == (step, node, nan)
+    by_name = {n["name"]: n for n in t["nodes"]}
+    fused = by_name[by_name[node]["inputs"][0]]
+    views = [n for n in t["nodes"] if n["op"] == "plane" and n["inputs"] == [fused["name"]]]
+    assert [v["attrs"]["plane"] for v in views] == [0, 1] and views[1]["name"] == node
+    j = [s["name"] for s in t["steps"]].index(step)
+    recs = t["steps"][j]["nodes"]
+    recs[views[0]["id"]]["stats"]["nan"] = 1  # the sum held one too
+    assert d.first_nonfinite(t) == (j, views[0]["id"])
+    for v in views:
+        recs[v["id"]]["stats"] = None  # no statistics on the views
+    assert d.first_nonfinite(t) == (j, fused["id"])
 
 
 def test_clean_trace_is_clean(traces: dict[str, Path]) -> None:

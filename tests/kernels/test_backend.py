@@ -55,6 +55,7 @@ SAMPLES: dict[str, Callable[[], tuple[tuple, dict, int]]] = {
     ),
     "gather_rows_f32": lambda: ((_f32(9, 65), np.array([8, 0, 0, 4], np.int32)), {}, 4 * 65),
     "rms_norm_f32": lambda: ((_f32(45, 65), _f32(65), 1e-6), {}, 45 * 65),
+    "add_rms_norm_f32": lambda: ((_f32(45, 65), _f32(45, 65), _f32(65), 1e-6), {}, 45 * 65),
     "rope_f32": lambda: (
         (_f32(5, 3, 64), np.arange(2, 7, dtype=np.int32), 1e4, True, 1.0, None),
         {},

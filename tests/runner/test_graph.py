@@ -23,15 +23,27 @@ def layer_names(graph, il: int) -> list[str]:
 
 def test_llama_layer_order(models) -> None:
     g = models["llama"].graph
+    # each residual add and the norm that reads it: one add_rms_norm node, then its two planes
+    # named as the add and the norm were (the norm's where it was: layer 1's attn_norm is a
+    # plane of layer 0's ffn_residual_norm)
     assert layer_names(g, 1) == [
         "attn_norm", "attn_q", "rope_q", "attn_k", "rope_k", "attn_v", "attn",
-        "attn_output", "attn_residual", "ffn_norm", "ffn_gate", "ffn_up", "ffn_act",
-        "ffn_mul", "ffn_down", "ffn_residual",
+        "attn_output", "attn_residual_norm", "attn_residual", "ffn_norm", "ffn_gate", "ffn_up",
+        "ffn_act", "ffn_mul", "ffn_down", "ffn_residual_norm", "ffn_residual",
     ]  # fmt: skip
+    assert layer_names(g, 2)[-2:] == ["ffn_down", "ffn_residual"]  # the last layer's: gathered
+    assert g["blk.1.attn_norm"].op == "plane" and g["blk.1.attn_norm"].attrs == {"plane": 1}
+    assert g["blk.1.attn_norm"].inputs == ("blk.0.ffn_residual_norm",)
     names = g.names()
     assert names[0] == "token_embd"
     assert names[-3:] == ["output_rows", "output_norm", "output"]
-    assert len(g) == 1 + 3 * 16 + 3
+    assert len(g) == 1 + 3 * 16 + 3 + 2 * 3 - 1
+    plain = build_graph(models["llama"].config, add_norm=False)
+    assert len(plain) == 1 + 3 * 16 + 3 and layer_names(plain, 1)[8:10] == [
+        "attn_residual", "ffn_norm"
+    ]  # fmt: skip
+    # the fused graph's names are the plain graph's and the add_rms_norm nodes'
+    assert [n for n in names if not n.endswith("_residual_norm")] == plain.names()
     assert g["output"].weight == "output.weight" and not g["output"].attrs["tied"]
     assert not g["blk.0.rope_q"].attrs["neox"]
 
@@ -60,9 +72,12 @@ def test_gemma3_nodes(models) -> None:
     assert g["token_embd.scale"].attrs["scale"] == pytest.approx(128**0.5)
     assert layer_names(g, 0) == [
         "attn_norm", "attn_q", "attn_q_norm", "rope_q", "attn_k", "attn_k_norm", "rope_k",
-        "attn_v", "attn", "attn_output", "post_attention_norm", "attn_residual", "ffn_norm",
-        "ffn_gate", "ffn_up", "ffn_act", "ffn_mul", "ffn_down", "post_ffw_norm", "ffn_residual",
+        "attn_v", "attn", "attn_output", "post_attention_norm", "attn_residual_norm",
+        "attn_residual", "ffn_norm", "ffn_gate", "ffn_up", "ffn_act", "ffn_mul", "ffn_down",
+        "post_ffw_norm", "ffn_residual_norm", "ffn_residual",
     ]  # fmt: skip
+    # the post norms read the matmuls, not an add: they stay rms_norm nodes
+    assert g["blk.0.post_attention_norm"].op == g["blk.0.post_ffw_norm"].op == "rms_norm"
     assert g["blk.0.ffn_act"].op == "gelu_tanh"
     qn = g["blk.0.attn_q_norm"]
     assert qn.attrs["heads"] == 2 and qn.shape == ("nt", 2, 256)
@@ -96,7 +111,9 @@ def test_graph_invariants(models, arch: str) -> None:
         assert extra == ([f"weight:{n.attrs['bias']}"] if n.attrs.get("bias") else []), n
     # the residual stream: each add reads the previous residual
     assert g.consumers("token_embd") == (
-        ["token_embd.scale"] if arch == "gemma3" else ["blk.0.attn_norm", "blk.0.attn_residual"]
+        ["token_embd.scale"]
+        if arch == "gemma3"
+        else ["blk.0.attn_norm", "blk.0.attn_residual_norm"]
     )
     assert g.consumers("output") == []
     assert g.output.name == "output"
@@ -146,12 +163,12 @@ def test_smollm2_graph_size() -> None:
     assert len(load_model(p, fuse=False).graph) == 1 + 30 * 16 + 3
     g = load_model(p).graph
     # fused: q/k/v are one matmul and three slices (+1 node); gate, up, act and mul are one
-    # matmul and one glu (-2)
+    # matmul and one glu (-2); each residual add read by a norm one more node (59 of 60)
     fused = {k.split(".")[2] for k in g.fused}
     assert fused == {"attn_qkv", "ffn_gate_up"}
-    assert len(g) == 1 + 30 * (16 + 1 - 2) + 3
+    assert len(g) == 1 + 30 * (16 + 1 - 2) + 3 + 59
     types = {n: t.qtype.name for n, t in load_model(p).tensors.items()}
-    assert len(build_graph(g.config, types, glu=False)) == 1 + 30 * (16 + 2) + 3
+    assert len(build_graph(g.config, types, glu=False, add_norm=False)) == 1 + 30 * (16 + 2) + 3
     assert len(g.fused) == 30 * len(fused)
     assert g["blk.29.ffn_down"].weight_type == "Q4_1"
     assert g["token_embd"].weight_type == "Q8_0" and g["output"].weight_type == "Q8_0"

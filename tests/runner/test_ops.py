@@ -35,6 +35,8 @@ SPEC = {
     "glu": ("elementwise", ("glu_f32",)),
     "slice_cols": ("elementwise", ("slice_cols_f32",)),
     "rms_norm": ("norm", ("rms_norm_f32",)),
+    "add_rms_norm": ("norm", ("add_rms_norm_f32",)),
+    "plane": ("norm", ()),  # a view of add_rms_norm's output: no backend op, no launch
     "rope": ("rope", ("rope_f32",)),
     "attention": ("attention", ("kv_store_f32", "attention_f32")),
     "matmul": ("matmul", ("matmul",)),
@@ -45,7 +47,7 @@ FLOPS = {
     "add_f32": 1, "add_bias_f32": 1, "mul_f32": 1, "silu_f32": 3, "gelu_tanh_f32": 9,
     "scale_f32": 1, "softcap_f32": 3, "glu_f32": None, "slice_cols_f32": 0, "f32_bits_to_i32": 0,
     "convert_f32_f16": 0, "dequantize_f16": 2, "embed_rows": 2, "gather_rows_f32": 0,
-    "rms_norm_f32": None, "rope_f32": 3, "kv_store_f32": 0, "attention_f32": None,
+    "rms_norm_f32": None, "add_rms_norm_f32": None, "rope_f32": 3, "kv_store_f32": 0, "attention_f32": None,
     "softmax_f32": 5, "argmax_f32": 1,
 }  # fmt: skip
 
@@ -82,7 +84,8 @@ def test_the_first_kernel_of_every_op_but_the_cublas_matmul_is_stamped() -> None
     # a timed CUDA-graph replay stamps a node's first kernel; an unstamped one needs stamp kernels
     for o in OPS.values():
         assert all(k.stamped for k in o.kernel_ops), o.name
-        assert bool(o.kernel_ops) == (o.name != "matmul")
+        assert bool(o.kernel_ops) == (o.name not in ("matmul", "plane"))
+        assert (o.view_of is not None) == (o.name == "plane") == (not o.calls)
 
 
 def test_declaring_an_op_needs_declared_backend_ops_and_a_new_name() -> None:
@@ -91,10 +94,13 @@ def test_declaring_an_op_needs_declared_backend_ops_and_a_new_name() -> None:
         ops.op("nope_f32")
     with pytest.raises(ValueError, match="at least one backend op"):
         ops.op()
+    with pytest.raises(ValueError, match=r"view op of 'norm' calls backend ops \('add_f32',\)"):
+        ops.op("add_f32", view_of="norm")
     with pytest.raises(ValueError, match="'add' is declared twice"):
         ops.op("add_f32")(ops.add)
     assert OPS == before
     assert Op("x", ops.add, ("matmul", "add_f32")).family == "matmul"
+    assert Op("v", ops.plane, (), "elementwise").family == "elementwise"
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +183,14 @@ def test_the_backend_has_no_hand_written_op_methods() -> None:
         src = inspect.getsource(cls)
         for name in KERNEL_OPS:
             assert f"def {name}(" not in src, f"{cls.__name__}.{name}"
+
+
+def test_the_trace_schema_lists_every_graph_op() -> None:
+    # a reader learns the ops of this version from the schema (its "examples"), in declaration
+    # order: an op declared without being listed there fails here
+    import json
+
+    from tracekit.trace.format import SCHEMA_PATH
+
+    node = json.loads(SCHEMA_PATH.read_text())["$defs"]["topology_node"]["properties"]["op"]
+    assert node["examples"] == list(OPS)

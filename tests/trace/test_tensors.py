@@ -180,16 +180,19 @@ def test_export_logits(demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     assert "no tensor sidecar" in capsys.readouterr().err
 
 
+#: case -> the F32 weight planted with +0.01, and the element
+PLANTS = {"bias": ("blk.1.attn_v.bias", 17), "norm": ("blk.2.ffn_norm.weight", 40)}
+
+
 @pytest.fixture(scope="module")
 def planted(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Dumped CPU recordings of the demo model and of copies with +0.01 on one weight element."""
     d = tmp_path_factory.mktemp("planted")
     out = {}
     models = {"base": demo}
-    models["bias"] = d / "bias.gguf"
-    plant(demo, models["bias"], "blk.1.attn_v.bias", 17, 0.01)
-    models["norm"] = d / "norm.gguf"
-    plant(demo, models["norm"], "blk.2.ffn_norm.weight", 40, 0.01)
+    for case, (tensor, index) in PLANTS.items():
+        models[case] = d / f"{case}.gguf"
+        plant(demo, models[case], tensor, index, 0.01)
     for k, m in models.items():
         out[k] = d / f"{k}.json"
         assert record(m, out[k], "--dump", ".*", "--save-logits", steps=4) == 0
@@ -210,17 +213,27 @@ def test_identical_runs_with_dumps(planted: dict[str, Path]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "node", "element"),
-    [("bias", "blk.1.attn_v", [0, 17]), ("norm", "blk.2.ffn_norm", [0, 40])],
+    ("case", "node", "plane"),
+    [
+        ("bias", "blk.1.attn_v", None),
+        # blk.2.ffn_norm is plane 1 of the add_rms_norm blk.2.attn_residual_norm ([2, nt, e]):
+        # the fused node computes it, the view (a copy) introduces nothing
+        ("norm", "blk.2.attn_residual_norm", 1),
+    ],
 )
 def test_plus_0_01_on_one_weight_element_is_localized(
-    planted: dict[str, Path], case: str, node: str, element: list[int]
+    planted: dict[str, Path], case: str, node: str, plane: int | None
 ) -> None:
+    tensor, element = PLANTS[case]
+    nodes = load_trace(planted[case])["nodes"]
+    assert [n["name"] for n in nodes if f"weight:{tensor}" in n["inputs"]] == [node]
     r = _diff(planted["base"], planted[case])
     fi = r.tensors.first_introduced
     assert r.diverged and fi is not None
     assert (fi.step, fi.node) == ("prefill", node)
-    assert fi.peak[-1] == element[-1] and fi.carried == 0.0 and fi.verdict == "introduced"
+    assert fi.peak[-1] == element and fi.carried == 0.0 and fi.verdict == "introduced"
+    if plane is not None:  # the peak's leading index is the plane: the norm's, not the sum's
+        assert len(fi.peak) == 3 and fi.peak[0] == plane
     assert f"first node introducing error above tolerance: prefill / {node}" in r.text()
     # downstream nodes carry it: none of them is blamed first, and the largest is named
     assert r.tensors.above_tolerance > 10 and r.tensors.largest is not None

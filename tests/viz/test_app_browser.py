@@ -147,19 +147,29 @@ def test_node_click_shows_its_detail_and_navigates_to_inputs(
         and d.consumer_ids(demo_trace, n["id"])
     )
     name = demo_trace["nodes"][target]["name"]
-    _click_cell_until(dash_duo, *lay.cell[target], "#detail-name", name)
-    rec = demo_trace["steps"][0]["nodes"][target]
-    bound = rec["perf"]["bound"]
-    dash_duo.wait_for_contains_text("#detail-bound", f"{bound}-bound", timeout=TIMEOUT)
-    assert rec["perf"]["reason"] in dash_duo.find_element("#detail-bound").text
-    if rec["launches"]:
-        assert rec["launches"][0]["kernel"] in dash_duo.find_element("#detail-launches").text
-    # navigate to its first input through the link in the detail panel
     first_in = d.input_ids(demo_trace, target)[0]
+    recs = demo_trace["steps"][0]["nodes"]
+    # here a plane view (no launch: its badge says so) of the add_rms_norm it reads (launched):
+    # the panel shows both kinds of node
+    assert [bool(recs[i]["launches"]) for i in (target, first_in)] == [False, True], name
+
+    def shows_its_perf(i: int) -> None:
+        rec = recs[i]
+        bound = rec["perf"]["bound"]
+        badge = f"{bound}-bound" if rec["launches"] else "no launch"
+        dash_duo.wait_for_contains_text("#detail-bound", badge, timeout=TIMEOUT)
+        assert rec["perf"]["reason"] in dash_duo.find_element("#detail-bound").text
+        if rec["launches"]:
+            assert rec["launches"][0]["kernel"] in dash_duo.find_element("#detail-launches").text
+
+    _click_cell_until(dash_duo, *lay.cell[target], "#detail-name", name)
+    shows_its_perf(target)
+    # navigate to its first input through the link in the detail panel
     dash_duo.find_element("#detail-inputs .tk-link").click()
     dash_duo.wait_for_text_to_equal(
         "#detail-name", demo_trace["nodes"][first_in]["name"], timeout=TIMEOUT
     )
+    shows_its_perf(first_in)
     assert dash_duo.get_logs() == []
 
 

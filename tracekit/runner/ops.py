@@ -8,7 +8,8 @@ and V, attend (two launches in one node).
 
 An op is declared by decorating its arm with :func:`op`, naming the backend ops it calls; its
 family, reference, launcher, flops and stamping are those backend ops' declarations
-(``tracekit/kernels/registry.py``), so nothing about an op is typed twice.
+(``tracekit/kernels/registry.py``), so nothing about an op is typed twice. A view op (``plane``)
+calls none: it names its family instead, and its nodes never launch.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ class Op:
     name: str
     arm: Arm
     calls: tuple[str, ...]
+    #: a view op's family (it calls no backend op); None for the others
+    view_of: str | None = None
 
     @property
     def family(self) -> str:
-        """The node's kernel family: that of the backend op it calls first."""
-        return family_of(self.calls[0])
+        """The node's kernel family: that of the backend op it calls first (a view's own)."""
+        return self.view_of if self.view_of is not None else family_of(self.calls[0])
 
     @property
     def kernel_ops(self) -> tuple[KernelOp, ...]:
@@ -52,22 +55,27 @@ class Op:
 OPS: dict[str, Op] = {}
 
 
-def op(*calls: str) -> Callable[[Arm], Arm]:
-    """Declare the decorated arm as the graph op of its name, calling backend ops ``calls``.
+def op(*calls: str, view_of: str | None = None) -> Callable[[Arm], Arm]:
+    """Declare the decorated arm as the graph op of its name, calling backend ops ``calls``;
+    or, with ``view_of`` (a kernel family) and no calls, a view op: its arm returns a view of
+    its input, and its nodes never launch.
 
     Raises:
-        ValueError: no backend op is named, or the op is declared twice.
+        ValueError: no backend op is named and no view family, both, or the op is declared
+            twice.
         KeyError: a named backend op is not declared.
     """
-    if not calls:
-        raise ValueError("a graph op calls at least one backend op")
+    if not calls and view_of is None:
+        raise ValueError("a graph op calls at least one backend op (or is a view: view_of=)")
+    if calls and view_of is not None:
+        raise ValueError(f"view op of {view_of!r} calls backend ops {calls}: a view launches none")
     for c in calls:
         family_of(c)  # raises for an undeclared backend op
 
     def register(arm: Arm) -> Arm:
         if arm.__name__ in OPS:
             raise ValueError(f"graph op {arm.__name__!r} is declared twice")
-        OPS[arm.__name__] = Op(arm.__name__, arm, tuple(calls))
+        OPS[arm.__name__] = Op(arm.__name__, arm, tuple(calls), view_of)
         return arm
 
     return register
@@ -200,6 +208,29 @@ def rms_norm(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
     elif int(x.shape[-1]) != int(w.shape[0]):
         raise _fail(node, f"input {tuple(x.shape)} does not match weight {tuple(w.shape)}")
     return be.rms_norm_f32(x, w, float(node.attrs["eps"]))
+
+
+@op("add_rms_norm_f32")
+def add_rms_norm(be: Backend, node: Node, st: StepContext, x: Any, y: Any) -> Any:
+    # a residual add and the rms_norm that reads it (runner/graph.py): [2, nt, e], plane 0 the
+    # sum, plane 1 its norm, each bit for bit what the add and rms_norm nodes computed
+    w = st.weights.vectors[node.weight]
+    if tuple(x.shape) != tuple(y.shape):
+        raise _fail(node, f"inputs have shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.ndim != 2 or int(x.shape[-1]) != int(w.shape[0]):
+        raise _fail(node, f"input {tuple(x.shape)} is not [nt, {int(w.shape[0])}] (the weight's)")
+    return be.add_rms_norm_f32(x, y, w, float(node.attrs["eps"]))
+
+
+@op(view_of="norm")
+def plane(be: Backend, node: Node, st: StepContext, x: Any) -> Any:
+    # one plane of an add_rms_norm output [2, nt, e]: a view, never a launch on any step (a
+    # plane of a C-contiguous array is one contiguous block). A write into it is one into x
+    # too (graph.overwritten_in_place).
+    p = int(node.attrs["plane"])
+    if x.ndim != 3 or not 0 <= p < int(x.shape[0]):
+        raise _fail(node, f"input {tuple(x.shape)} has no plane {p} (expected [planes, nt, e])")
+    return x[p]
 
 
 @op("rope_f32")

@@ -184,6 +184,8 @@ def heatmap_axes(node: Node) -> tuple[str, str]:
     """Names of the heatmap's axes, from the node's symbolic output shape."""
     shape = node.shape
     first = "rows" if shape and shape[0] == "nr" else "tokens"
+    if node.op == "add_rms_norm":  # [2, nt, e]: the sum's rows, then its norm's
+        return f"planes×{first}", "features"
     if len(shape) == 3:
         return f"{first}×heads", "head_dim"
     if node.name == "output":

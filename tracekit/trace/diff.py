@@ -24,7 +24,8 @@ is told from error CARRIED from its inputs (:func:`_introduced`):
   |db|; mul: |b||da| + |a||db| + |da||db|; silu/gelu: 1.2 |dx|; scale: |s||dx|; glu, act(g) u
   of x = [g | u]: |g||du| + 1.2 |u||dg| + 1.2 |dg||du|; a bias is a weight: 0; slice_cols,
   a copy of some columns: |dx| there, so a slice of a fused row introduces nothing however
-  its own scale differs from the row's),
+  its own scale differs from the row's; plane, a view of one plane of an add_rms_norm output:
+  |dx| of that plane, likewise),
   and ``introduced`` = max(|d out| - that bound) / scale. These ops run in f32 on every path,
   so the tolerance is the path's ``introduced_rtol``.
 - Any other node (matmul, norm, rope, attention, gather) introduces error when
@@ -38,6 +39,7 @@ is reported as such (origin unknown).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -367,33 +369,55 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _first_nonfinite(trace: dict[str, Any]) -> NonFinite | None:
+def first_nonfinite_at(trace: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(step position, node id) of the first node, in execution order, whose output held a NaN
+    or an Inf; None when every output was finite (or no statistics were kept).
+
+    An ``add_rms_norm`` node is stood for by the first of its ``plane`` views that holds one:
+    its output is the sum and the norm that the unfused graph's add and rms_norm nodes wrote,
+    and the views carry those nodes' names, so an Inf that only the norm plane holds is named
+    at the norm (``blk.1.attn_norm``), as in a trace of the unfused graph, not at
+    ``blk.0.ffn_residual_norm``. Views without statistics leave the fused node named.
+    """
     nodes = trace["nodes"]
+    index = {n["name"]: n["id"] for n in nodes}
+    views: dict[int, list[int]] = {}
+    for n in nodes:
+        if n["op"] == "plane" and n["inputs"] and n["inputs"][0] in index:
+            views.setdefault(index[n["inputs"][0]], []).append(n["id"])
     for j, step in enumerate(trace["steps"]):
-        for i, rec in enumerate(step["nodes"]):
-            s = rec.get("stats")
-            if not s or not _bad(s):
-                continue
-            later = step["nodes"][i + 1 :]
-            later_steps = sum(
-                any(r.get("stats") and _bad(r["stats"]) for r in st["nodes"])
-                for st in trace["steps"][j + 1 :]
-            )
-            return NonFinite(
-                step=step["name"],
-                node=nodes[rec["id"]]["name"],
-                nan=s["nan"],
-                pos_inf=s["pos_inf"],
-                neg_inf=s["neg_inf"],
-                later_in_step=sum(1 for r in later if r.get("stats") and _bad(r["stats"])),
-                nodes_after_in_step=len(later),
-                later_steps_affected=later_steps,
-            )
+        recs = step["nodes"]
+        for rec in recs:
+            if _bad(rec.get("stats")):
+                i = rec["id"]
+                return j, next((v for v in views.get(i, []) if _bad(recs[v].get("stats"))), i)
     return None
 
 
-def _bad(s: dict[str, Any]) -> bool:
-    return bool(s["nan"] or s["pos_inf"] or s["neg_inf"])
+def _first_nonfinite(trace: dict[str, Any]) -> NonFinite | None:
+    at = first_nonfinite_at(trace)
+    if at is None:
+        return None
+    j, i = at
+    step = trace["steps"][j]
+    s = step["nodes"][i]["stats"]
+    later = step["nodes"][i + 1 :]
+    return NonFinite(
+        step=step["name"],
+        node=trace["nodes"][i]["name"],
+        nan=s["nan"],
+        pos_inf=s["pos_inf"],
+        neg_inf=s["neg_inf"],
+        later_in_step=sum(1 for r in later if _bad(r.get("stats"))),
+        nodes_after_in_step=len(later),
+        later_steps_affected=sum(
+            any(_bad(r.get("stats")) for r in st["nodes"]) for st in trace["steps"][j + 1 :]
+        ),
+    )
+
+
+def _bad(s: dict[str, Any] | None) -> bool:
+    return bool(s and (s["nan"] or s["pos_inf"] or s["neg_inf"]))
 
 
 def _compare_stats(
@@ -465,7 +489,9 @@ def _worst_stat(
 
 
 #: Elementwise ops, judged element by element (module docstring).
-_ELEMENTWISE = ("add", "add_bias", "mul", "silu", "gelu_tanh", "scale", "glu", "slice_cols")
+_ELEMENTWISE = (
+    "add", "add_bias", "mul", "silu", "gelu_tanh", "scale", "glu", "slice_cols", "plane",
+)  # fmt: skip
 
 
 def _explained(op: str, attrs: dict[str, Any], ins: list[tuple[np.ndarray, np.ndarray]]) -> Any:
@@ -499,6 +525,8 @@ def _explained(op: str, attrs: dict[str, Any], ins: list[tuple[np.ndarray, np.nd
     if op == "slice_cols":  # a copy of some columns (of [nt, ...] flattened): adds nothing
         start, width = int(attrs["start"]), int(attrs["width"])
         return d[0].reshape(d[0].shape[0], -1)[:, start : start + width]
+    if op == "plane":  # one plane of [planes, nt, e] (the sum or the norm of add_rms_norm)
+        return d[0][int(attrs["plane"])]
     raise AssertionError(op)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
+from tracekit.trace.diff import first_nonfinite_at
 
 Trace = Mapping[str, Any]
 
@@ -235,13 +236,11 @@ def has_stats(trace: Trace) -> bool:
 
 
 def first_nonfinite(trace: Trace) -> tuple[int, int] | None:
-    """(step position, node id) of the first node record, in execution order, whose output
-    held a NaN or an Inf; None when every output was finite (or no statistics were kept)."""
-    for j, step in enumerate(trace["steps"]):
-        for rec in step["nodes"]:
-            if nonfinite(rec["stats"]):
-                return j, rec["id"]
-    return None
+    """(step position, node id) of the first node, in execution order, whose output held a NaN
+    or an Inf; None when every output was finite (or no statistics were kept). The node that
+    ``tracekit diff`` names (:func:`tracekit.trace.diff.first_nonfinite_at`: a fused
+    add_rms_norm is named by its plane view that holds them)."""
+    return first_nonfinite_at(trace)
 
 
 def heatmap_grid(stats: Mapping[str, Any] | None) -> np.ndarray | None:
