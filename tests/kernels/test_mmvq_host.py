@@ -24,10 +24,13 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 NTS = (1, 3)
 
 # The CUDA names matvec.cu and q8_runs.cuh use beyond cuda_block.h's and cuda_fp16.h's, as the
-# PTX ISA defines them; the dynamic shared array (extern __shared__, the shim drops the
-# qualifier) is one global array.
+# PTX ISA defines them. Shared memory: the dynamic array (extern __shared__) is one global
+# array, and a static __shared__ one (write_row's partials when warps share a row) a
+# function-local static: one block runs at a time, all its fibers on one OS thread.
 PREAMBLE = """
 #include "cuda_block.h"
+#undef __shared__
+#define __shared__ static
 #include <cstring>
 struct int4 { int x, y, z, w; };
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
@@ -60,7 +63,10 @@ extern "C" void run_quantize(const float* x, int nt, int k, int* xr) {
 @pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda r: f"rpw{r}")
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     rpw = request.param
-    src = [PREAMBLE, (KERNELS / "matvec.cu").read_text(), RUNNER]
+    kernel = (KERNELS / "matvec.cu").read_text()
+    dynamic = "extern __shared__ int4 mmvq_smem[];"
+    assert dynamic in kernel  # (extern and static do not combine: the global array below)
+    src = [PREAMBLE, kernel.replace(dynamic, "extern int4 mmvq_smem[];"), RUNNER]
     for t in QUANTIZED_TYPES:
         for nt in NTS:
             src += [
@@ -81,11 +87,13 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 _OUTPUTS: dict[tuple, np.ndarray] = {}  # (type, n, nt, qx, rpw) -> output, across the R libraries
 
 
-def _run(lib, qt: QuantType, raw: np.ndarray, x: np.ndarray, n: int, qx: bool) -> np.ndarray:
+def _run(
+    lib, qt: QuantType, raw: np.ndarray, x: np.ndarray, n: int, qx: bool, wpr: int = 1
+) -> np.ndarray:
     rpw, so = lib
     nt, k = x.shape
-    geo, smem = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=1, warps_per_sm=8, rows_per_warp=rpw)
-    assert geo.block[1] == 1 and smem <= 16 * (1 << 14)  # one warp a row (the shim's shuffles)
+    geo, smem = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=wpr, warps_per_sm=8, rows_per_warp=rpw)
+    assert geo.block[1] == wpr and smem <= 16 * (1 << 14)
     xr = np.zeros(nt * (k // 32) * matvec.RUN_BYTES // 4, np.int32)
     ptr = ctypes.c_void_p
     if qx:
@@ -114,6 +122,25 @@ def test_mmvq_on_the_host_matches_its_reference_for_every_rows_per_warp(
     _OUTPUTS[(qt.name, n, nt, qx, lib[0])] = got
     one = _OUTPUTS.get((qt.name, n, nt, qx, 1))
     assert lib[0] == 1 or one is not None  # R = 1's library runs first (the first parameter)
+    assert got.view(np.uint32).tolist() == one.view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("qt", [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q6_K")],
+                         ids=lambda t: t.name)  # fmt: skip
+@pytest.mark.parametrize("wpr", [2, 4, 8])
+def test_warps_sharing_a_row_on_a_strided_grid(lib, qt: QuantType, wpr: int) -> None:
+    """WPR warps a row (their sums meet in shared memory in a fixed order) over more rows
+    than the clamped grid holds (rows grid-strided): within the bound, and one row's value
+    does not depend on how many rows a warp walks (R). (Without the block's shared partials,
+    the shim's __shared__ as a per-thread local, 9 of these 27 fail.)"""
+    n, k = 45, 8 * qt.block_size if qt.block_size > 32 else 512
+    raw = aligned(weight(qt, n, k, seed=3, tame=True)[0])
+    x = random_x(3, k, seed=4)  # NTS has 1 and 3
+    got = _run(lib, qt, raw, x, n, False, wpr)
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag), lib[0]
+    _OUTPUTS[(qt.name, "wpr", wpr, lib[0])] = got
+    one = _OUTPUTS[(qt.name, "wpr", wpr, 1)]
     assert got.view(np.uint32).tolist() == one.view(np.uint32).tolist()
 
 
