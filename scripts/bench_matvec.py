@@ -69,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     types = (
         [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANT_TABLE.values())
     )
-    sweep = [
-        (8, u, w, m, 0, 1, None) for u in (1, 2) for m in (3, 4, 5) for w in (24, 32, 48)
-    ]  # two items in flight per lane (unroll 2) too: the loads in flight now limit Q4_K, Q8_0
+    sweep = [(8, u, w, m, 0, 1, None) for u in (1, 2) for m in (3, 4, 5) for w in (24, 32, 48)] + [
+        (8, 1, w, m, 0, 1, 1) for m in (3, 4) for w in (24, 32)
+    ]  # unroll 2 too (the loads in flight limit Q4_K, Q8_0); wpr 1: before balanced_wpr
     small = [
         (rpb, 1, None, None, qx, 1, wpr)
         for rpb in (1, 2, 4, 8) for wpr in (1, 2, 4) if rpb * wpr <= 8 for qx in (0, 1)
