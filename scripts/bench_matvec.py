@@ -75,11 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     # rows per warp: one read of x from shared memory serves r rows (ncu: L1 74% busy at r = 1);
     # two items in flight a lane for long rows (k = 14336: 7 items a lane at r = 1); x
-    # quantized by its own launch (no prologue per block: 4096 x 14336 ran faster so)
+    # quantized by its own launch (no prologue per block: 4096 x 14336 ran faster so); wpr 1:
+    # one warp a row, as before balanced_wpr
     sweep = (
         [(8, 1, w, m, 0, 1, None, r) for r in (1, 2, 4) for m in (2, 3, 4) for w in (16, 24, 32)]
         + [(8, 2, 24, m, 0, 1, None, r) for r in (1, 2) for m in (2, 3)]
         + [(8, 1, 24, 3, 1, 1, None, r) for r in (1, 2, 4)]
+        + [(8, 1, w, 3, 0, 1, 1, r) for r in (1, 2) for w in (24, 32)]
     )
     small = [
         (rpb, 1, None, None, qx, 1, wpr, 1)

@@ -410,3 +410,23 @@ def test_mmvq_geometry_counts_rows_per_warp(rpw: int) -> None:
         assert geo.grid[0] * rows * rpw >= n or geo.strided
     with pytest.raises(ValueError, match="rows per warp 3 must be 1, 2 or 4"):
         matvec.mmvq_geometry(64, 4096, 1, sms=132, rows_per_warp=3)
+
+
+def test_balanced_warps_per_row_evens_the_last_round() -> None:
+    """mmvq's grid is capped (rows grid-strided): 4096 rows on 396 blocks of 8 warps (K-quants,
+    24 warps an SM, 132 SMs) are 2 rows for 928 warps and 1 for the rest at one warp a row;
+    two warps a row make it at most 3 half rows (1.5). Where rows divide evenly (14336 rows:
+    5 either way) or few rows fill no round, the count is warps_per_row's."""
+    cap = 132 * 3 * 8
+    assert matvec.balanced_wpr(4096, 4096, cap) == 2
+    assert matvec.balanced_wpr(4096, 14336, cap) == 2
+    assert matvec.balanced_wpr(28672, 4096, cap) == 2  # 10 rounds -> 9.5
+    assert matvec.balanced_wpr(14336, 4096, cap) == 1
+    assert matvec.balanced_wpr(6144, 4096, cap) == 1
+    for n, k in ((896, 896), (896, 4864), (151936, 896), (576, 576)):
+        assert matvec.balanced_wpr(n, k, cap) == matvec.warps_per_row(n, k)
+    assert matvec.balanced_wpr(4096, 2048, cap) == 1  # 2 warps would leave lanes no chunk
+    geo, _ = matvec.mmvq_geometry(4096, 4096, 1, sms=132, warps_per_sm=24)
+    assert geo.block == (32, 2, 4) and geo.grid == (396, 1, 1)
+    old, _ = matvec.mmvq_geometry(4096, 4096, 1, sms=132, wpr=1, warps_per_sm=24)
+    assert old.block == (32, 1, 8) and old.grid == (396, 1, 1)  # an explicit count is kept

@@ -410,11 +410,18 @@ def mmvq_geometry(
 ) -> tuple[Geometry, int]:
     """matvec's block shape over the row groups (``rows_per_warp`` consecutive rows a warp);
     grid.x capped at ``warps_per_sm`` warps on each of ``sms`` SMs (rows are grid-strided),
-    since every block first quantizes x. Returns (geometry, shared bytes)."""
-    geo = geometry(ceil_div(n, _check_rpw(rows_per_warp)), k, rows_per_block, wpr)
+    since every block first quantizes x; ``wpr`` None: the :func:`balanced_wpr` of the row
+    groups for that cap. Returns (geometry, shared bytes)."""
+    groups = ceil_div(n, _check_rpw(rows_per_warp))
     smem = mmvq_shared_bytes(nt, k)
-    threads = geo.block[0] * geo.block[1] * geo.block[2]
-    per_sm = max(1, min(32 * warps_per_sm // threads, (228 * 1024) // (smem + 1024)))
+
+    def blocks_per_sm(threads: int) -> int:
+        return max(1, min(32 * warps_per_sm // threads, (228 * 1024) // (smem + 1024)))
+
+    if wpr is None and rows_per_block == MMVQ_ROWS_PER_BLOCK:  # 8 warps a block, any wpr
+        wpr = balanced_wpr(groups, k, sms * blocks_per_sm(256) * 8)
+    geo = geometry(groups, k, rows_per_block, wpr)
+    per_sm = blocks_per_sm(geo.block[0] * geo.block[1] * geo.block[2])
     grid = min(geo.grid[0], sms * per_sm)
     return Geometry((grid, 1, 1), geo.block, geo.work_items), smem
 
@@ -423,6 +430,23 @@ def _check_rpw(rpw: int) -> int:
     if rpw not in (1, 2, 4):
         raise ValueError(f"mmvq rows per warp {rpw} must be 1, 2 or 4")
     return rpw
+
+
+def balanced_wpr(n: int, k: int, capacity: int) -> int:
+    """Warps a row for a grid of ``capacity`` warps (rows grid-strided): the warp with the most
+    row shares sets the launch's time, so from :func:`warps_per_row`'s count, more warps a row
+    where that evens the last round out: the cost ceil(n w / capacity) / w (in rows a warp)
+    falls, e.g. 4096 rows on 3168 warps: 2 rows a warp at w = 1, 1.5 at w = 2. Each lane keeps
+    at least one 64-value chunk of its row share (2048 w <= k); ties keep fewer warps."""
+    best = warps_per_row(n, k)
+    cost = -(-n * best // capacity) / best
+    w = 2 * best
+    while w <= 8 and 2048 * w <= k:
+        c = -(-n * w // capacity) / w
+        if c < cost:
+            best, cost = w, c
+        w *= 2
+    return best
 
 
 def launch_matvec(
