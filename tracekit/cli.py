@@ -258,6 +258,11 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         " launch; the trace's notes say which); off: one matmul node per projection",
     )
     p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
+    p.add_argument(
+        "--pdl", action="store_true",
+        help="with --cuda-graph: each kernel of the decode graph may launch while the one before "
+        "it runs and waits for it on the device (programmatic dependent launch, sm_90)",
+    )  # fmt: skip
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument(
         "--temperature",
@@ -400,6 +405,7 @@ def _record(args: argparse.Namespace) -> int:
         output=args.output,
         nvtx=not args.no_nvtx,
         cuda_graph=args.cuda_graph,
+        pdl=getattr(args, "pdl", False),
         progress=not args.no_progress,
         sampling=sampling,
         remeasure=args.remeasure,

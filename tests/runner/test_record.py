@@ -12,7 +12,7 @@ import pytest
 from tracekit.kernels.backend import NumpyBackend
 from tracekit.kernels.stats import tensor_stats
 from tracekit.runner import record as record_mod
-from tracekit.runner.execute import Session, load_model
+from tracekit.runner.execute import GenerationError, Session, load_model
 from tracekit.runner.record import (
     CUDA_GRAPH_NOTE,
     RecordInterrupted,
@@ -514,6 +514,21 @@ def test_cuda_graph_on_numpy_is_refused_before_anything_runs(demo: Any, tmp_path
         _record(demo, out, capture="timing", cuda_graph=True, steps=1)
     assert not out.exists()
     assert "CUDA graph" in CUDA_GRAPH_NOTE
+
+
+def test_pdl_needs_a_cuda_graph_and_is_recorded(demo: Any, tmp_path: Path, capsys) -> None:
+    """--pdl without --cuda-graph is refused by name before anything runs (on any backend);
+    a trace says whether its decode graph was made of programmatic dependent launches."""
+    from tracekit.cli import main
+
+    out = tmp_path / "t.json"
+    with pytest.raises(GenerationError, match="--pdl needs --cuda-graph"):
+        _record(demo, out, capture="timing", pdl=True, steps=1)
+    assert not out.exists()
+    assert main(["record-trace", str(demo.path), "--backend", "numpy", "--pdl", "--steps", "1",
+                 "--no-progress", "-o", str(out)]) != 0  # fmt: skip
+    assert "--pdl needs --cuda-graph" in capsys.readouterr().err and not out.exists()
+    assert _record(demo, out, capture="timing", steps=1)["run"]["pdl"] is False
 
 
 def test_sampling_is_seeded_and_recorded(demo: Any, tmp_path: Path) -> None:

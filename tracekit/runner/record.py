@@ -529,6 +529,7 @@ def record_trace(
     matmul: str | None = None,
     w16_cache: str = "auto",
     fuse: bool | None = None,
+    pdl: bool = False,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -561,6 +562,9 @@ def record_trace(
         dump_limit: refuse (:class:`~tracekit.trace.tensors.DumpLimitError`, before any
             kernel runs) when the sidecar's estimated size exceeds this many bytes.
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
+        pdl: with ``cuda_graph``, capture the decode graph's kernels as programmatic dependent
+            launches (``Session(pdl=True)``; the trace's ``run.pdl``); the full pass's graph
+            keeps plain launches (its copies of outputs sit between kernels).
         fuse: fuse q/k/v and gate/up into one matmul each where their weights share a type
             (``runner.graph.fusion_plan``; the trace's ``run.fuse`` and a note say which); False
             keeps one matmul node per projection. None: True for a path, a Model's own setting.
@@ -602,6 +606,11 @@ def record_trace(
             f"the prompt of {len(ids)} tokens + {steps} decode steps need {len(ids) + steps} "
             f"positions, more than the model's context of {cfg.n_ctx}"
         )
+    if pdl and not cuda_graph:
+        raise GenerationError(
+            "--pdl needs --cuda-graph: programmatic dependent launches are made in the decode "
+            "step's CUDA graph"
+        )
     if steps + 1 > MAX_TRACE_STEPS:  # the trace could not be loaded again: say so now
         raise GenerationError(
             f"steps {steps} + the prefill make more than the {MAX_TRACE_STEPS:,} steps a trace "
@@ -626,7 +635,9 @@ def record_trace(
         _status(progress, f"{cfg.name or cfg.arch} [{be.name}]: device ceilings (cached) ...")
     measured = measure_ceilings(be, force=remeasure) if ceilings is None else ceilings
     ceil = _ceilings_json(measured)
-    session = Session(model, be, n_ctx=len(ids) + steps, replay="graph" if cuda_graph else "auto")
+    session = Session(
+        model, be, n_ctx=len(ids) + steps, replay="graph" if cuda_graph else "auto", pdl=pdl
+    )
     if warmup:
         _status(
             progress, f"{cfg.name or cfg.arch} [{be.name}]: warm-up (untraced prefill + step) ..."
@@ -673,6 +684,7 @@ def record_trace(
             "capture": capture,
             "cuda_graph": bool(cuda_graph),
             "cuda_graph_requested": bool(cuda_graph),
+            "pdl": bool(pdl),
             "replay": session.replay_mode,
             "warmup": bool(warmup),
             "nvtx": bool(nvtx),
