@@ -19,10 +19,16 @@ for spec in "$@"; do
              tests/runner/test_matmul_paths_gpu.py tests/runner/test_archs_gpu.py tests/runner/test_bound_gpu.py \
              "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 | tee "$OUT/fixes.log" \
              | grep -E "peaks|passed|failed|FAILED|Error" | tail -20 ;;
+    newgpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 \
+              tests/kernels/test_matvec_gpu.py tests/kernels/test_norm_gpu.py \
+              tests/runner/test_add_norm_gpu.py tests/runner/test_pdl_gpu.py \
+              tests/runner/test_rope_qk_gpu.py tests/trace/test_tensors_gpu.py \
+              tests/runner/test_bound_gpu.py 2>&1 | tee "$OUT/newgpu.log" \
+              | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
     suite) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 --ignore=tests/viz tests \
              2>&1 | tee "$OUT/suite.log" | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
-    mvbench) t python3 scripts/bench_matvec.py --shapes 14336x4096 --nt 1 --json "$OUT/bm.json" \
-               --sweep "${SWEEP:-}" \
+    mvbench) t python3 scripts/bench_matvec.py --shapes ${MV_SHAPES:-14336x4096} --nt 1 --json "$OUT/bm.json" \
+               --sweep "${SWEEP:-}" --sweep-shapes all ${MV_TYPES:+--types $MV_TYPES} \
                > "$OUT/bm.log" 2>&1; sed -n '/^summary/,$p' "$OUT/bm.log" ;;
     small) t python3 scripts/bench_matvec.py --shapes 896x896,128x896,4864x896,896x4864 --nt 1,8 \
              --types Q4_0,Q8_0,Q4_K,Q6_K --sweep-small --json "$OUT/small.json" > "$OUT/small.log" 2>&1
