@@ -78,4 +78,10 @@ def test_graph_and_stream_node_times_agree(traces: dict) -> None:
         for i, (x, y) in enumerate(zip(a, b, strict=True))
         if abs(x / y - 1) > 0.15
     ]
-    assert not bad, bad
+
+    def samples(t: dict, name: str) -> list[float]:  # µs, each replayed decode step's
+        steps = [s for s in t["steps"] if s["kind"] == "decode"][1:]
+        i = names.index(name)
+        return [round(s["nodes"][i]["time_s"] * 1e6, 2) for s in steps]
+
+    assert not bad, [(n, q, samples(traces[False], n), samples(traces[True], n)) for n, q in bad]
