@@ -30,8 +30,8 @@ for spec in "$@"; do
     mvbench) t python3 scripts/bench_matvec.py --shapes ${MV_SHAPES:-14336x4096} --nt 1 --json "$OUT/bm.json" \
                --sweep "${SWEEP:-}" --sweep-shapes all ${MV_TYPES:+--types $MV_TYPES} \
                > "$OUT/bm.log" 2>&1; sed -n '/^summary/,$p' "$OUT/bm.log" ;;
-    small) t python3 scripts/bench_matvec.py --shapes 896x896,128x896,4864x896,896x4864 --nt 1,8 \
-             --types Q4_0,Q8_0,Q4_K,Q6_K --sweep-small --json "$OUT/small.json" > "$OUT/small.log" 2>&1
+    small) t python3 scripts/bench_matvec.py --shapes ${SMALL_SHAPES:-960x576,576x576,3072x576,576x1536,1152x896,896x896,9728x896,896x4864} --nt 1 \
+             --types ${SMALL_TYPES:-Q4_1,Q8_0,Q4_0,Q4_K} --sweep-small --json "$OUT/small.json" > "$OUT/small.log" 2>&1
            sed -n '/^summary/,$p' "$OUT/small.log" ;;
     prefill) m=$(model qwen2-0.5b)
       ids=$(python3 -c "import numpy as np; print(','.join(map(str, np.random.default_rng(0).integers(0, 151936, 512))))")
