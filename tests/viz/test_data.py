@@ -106,6 +106,9 @@ def test_capture_summary(small_trace):
     assert cap["host_ratio"] == pytest.approx(want)
     timing = d.capture_summary(make_trace(capture="timing"))
     assert timing["median_cost"] is None and timing["host_ratio"] is None
+    assert cap["pdl"] is False  # a trace without run.pdl: plain launches
+    pdl = {**small_trace, "run": {**small_trace["run"], "pdl": True}}  # (a session fixture)
+    assert d.capture_summary(pdl)["pdl"] is True
 
 
 def test_generated_text_through_a_step(small_trace):

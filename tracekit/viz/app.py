@@ -209,7 +209,8 @@ def _overview(trace: Trace, path: Path) -> html.Div:
         (
             "capture",
             f"{cap['capture']} · CUDA graph {'on' if cap['cuda_graph'] else 'off'}"
-            f" · NVTX {'on' if cap['nvtx'] else 'off'}",
+            + (" (programmatic dependent launches)" if cap["pdl"] else "")
+            + f" · NVTX {'on' if cap['nvtx'] else 'off'}",
         ),
         (
             "capture cost per node",

@@ -657,6 +657,7 @@ def capture_summary(trace: Trace) -> dict[str, Any]:
     return {
         "capture": run["capture"],
         "cuda_graph": run["cuda_graph"],
+        "pdl": bool(run.get("pdl")),  # absent in traces before programmatic dependent launch
         "nvtx": run["nvtx"],
         "median_cost": float(np.median(costs)) if costs else None,
         "worst_cost": worst if costs else None,
