@@ -399,3 +399,100 @@ def test_tiled_kernel_on_host_window_hides_old_nan_rows(host_tiled):
     got = run_tiled_on_host(host_tiled, q, k, v, 90, 0.125, window=5)
     assert np.isfinite(want).all()
     np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
+
+
+# -- the decode kernel attention_f32 with its split-K merge, run on the CPU ---------------------
+# Its static shared arrays (the query, the warps' partial sums) become function-local statics,
+# the block's shared memory since the shim runs one block at a time on one OS thread; blocks
+# of a (token, head) run one after another, so the last to arrive merges, as on the device.
+# Its warps walk their keys independently (a warp with no key skips the loop and its
+# shuffles), which cuda_block.h's round-based barriers do not allow: it is built with the
+# shim's counted barriers (TK_HOST_COUNTED_BARRIERS).
+_F32_RUNNER = """
+static const float *g_q, *g_k, *g_v;
+static float *g_out, *g_part;
+static int g_i[5], *g_count;
+static float g_scale, g_softcap;
+static const int* g_past;
+float4 tile_smem4[1];
+static void body_f32() {
+    attention_f32(g_q, g_k, g_v, g_out, g_i[0], g_i[1], g_i[2], g_i[3], g_i[4], g_scale,
+                  g_softcap, g_past, g_part, g_count, nullptr);
+}
+extern "C" void run_f32(const float* q, const float* k, const float* v, float* out,
+                        const int* i, float scale, float softcap, const int* past, float* part,
+                        int* count, unsigned gx, unsigned gy, unsigned gz, unsigned bx) {
+    g_q = q; g_k = k; g_v = v; g_out = out; g_scale = scale; g_softcap = softcap;
+    g_past = past; g_part = part; g_count = count;
+    for (int j = 0; j < 5; ++j) g_i[j] = i[j];
+    tk_host::run_grid(dim3{gx, gy, gz}, dim3{bx, 1, 1}, body_f32);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def host_f32(tmp_path_factory):
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    defines = [o[2:].split("=", 1) for o in cuda.options("attention") if o.startswith("-DATT")]
+    dynamic = "extern __shared__ float4 tile_smem4[];"
+    kernels = cuda.source("attention")
+    assert dynamic in kernels  # (extern and static do not combine: the global array above)
+    src = ["#define TK_HOST_COUNTED_BARRIERS", '#include "cuda_block.h"', "#undef __shared__"]
+    src += ["#define __shared__ static", *(f"#define {k} {v}" for k, v in defines)]
+    src += [kernels.replace(dynamic, "extern float4 tile_smem4[];"), _F32_RUNNER]
+    return build(tmp_path_factory.mktemp("attention_f32"), "attention_f32", "\n".join(src))
+
+
+def run_f32_on_host(lib, q, k, v, n_past, scale, splits, window=0, softcap=0.0):
+    """attention_f32 on grid (nt, n_head, splits) with its split-K scratch; returns (out, the
+    arrival counts after the launch). Output poisoned first."""
+    from tracekit.kernels.attention import ATT_THREADS, attention_geometry
+
+    nt, n_head, hd = q.shape
+    geo = attention_geometry(nt, n_head, splits)
+    assert geo.block == (ATT_THREADS, 1, 1)
+    out = np.full((nt, n_head * hd), np.nan, np.float32)
+    part = np.full(nt * n_head * splits * (hd + 2), np.nan, np.float32)
+    count = np.zeros(nt * n_head, np.int32)
+    ints = np.array([n_head, k.shape[1], hd, n_past, window], np.int32)
+    ptr = ctypes.c_void_p
+    lib.run_f32(
+        *(ptr(a.ctypes.data) for a in (q, k, v, out, ints)),
+        ctypes.c_float(scale), ctypes.c_float(softcap), ptr(None),
+        ptr(part.ctypes.data if splits > 1 else None), ptr(count.ctypes.data if splits > 1 else None),
+        *(ctypes.c_uint(x) for x in (*geo.grid, geo.block[0])),
+    )  # fmt: skip
+    return out, count
+
+
+@pytest.mark.parametrize(
+    "nt,n_past,n_head,n_kv,hd,window,softcap,splits",
+    [
+        (1, 0, 4, 2, 64, 0, 0.0, 1),  # the first token, one block a head
+        (1, 600, 2, 1, 64, 0, 0.0, 32),  # a long cache over the most splits
+        (1, 40, 14, 2, 64, 0, 0.0, 32),  # fewer keys than splits x 16: the ranges left idle
+        (1, 300, 4, 4, 128, 50, 0.0, 8),  # a window over split ranges
+        (3, 97, 8, 2, 256, 0, 30.0, 4),  # head_dim 256, soft cap, 3 queries
+        (2, 17, 2, 2, 80, 0, 0.0, 2),  # head_dim 80 (lanes past it idle)
+    ],
+)
+def test_decode_kernel_on_host_matches_reference(
+    host_f32, nt, n_past, n_head, n_kv, hd, window, softcap, splits
+):
+    q, k, v = make_unfilled(nt, n_head, n_kv, hd, n_past, seed=n_past + hd)
+    scale = 1.0 / np.sqrt(hd)
+    got, count = run_f32_on_host(host_f32, q, k, v, n_past, scale, splits, window, softcap)
+    want, _ = ref_attention_f32(q, k, v, n_past, scale, window, softcap)
+    np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
+    assert not count.any()  # the merging block reset its count: a replay starts from zero
+
+
+def test_decode_kernel_on_host_nan_key_poisons_its_range_merge(host_f32):
+    """A NaN key row in one split's range makes the merged output NaN for the heads that read
+    it (the split's max carries it), and only those."""
+    q, k, v = make_unfilled(1, 4, 2, 64, 200, seed=5)
+    k[37, 1] = np.nan  # kv head 1: query heads 2, 3
+    got, _ = run_f32_on_host(host_f32, q, k, v, 200, 0.125, splits=8)
+    rows = got.reshape(4, 64)
+    assert np.isnan(rows[2:]).all() and np.isfinite(rows[:2]).all()

@@ -13,6 +13,12 @@
 // __syncthreads and others finished, or some at a __syncwarp or shuffle and others of their warp
 // finished, which is that rule broken.
 //
+// With TK_HOST_COUNTED_BARRIERS defined before this header, barriers count arrivals instead: a
+// __syncthreads waits for every live thread of the block, a __syncwarp or shuffle for the live
+// lanes of its warp (a thread that has returned no longer counts, as on sm_70+), so warps may
+// take different paths between barriers (attention_f32's key loops); a round in which no
+// thread moves is a deadlock, reported and aborted.
+//
 // __shared__ is dropped: a kernel's dynamic shared array (extern __shared__) becomes one global
 // array the test defines; static __shared__ variables would become per-thread locals, so only
 // kernels that keep all shared data in the dynamic array run right. stamp.cuh is this folder's
@@ -61,9 +67,38 @@ inline void (*body)() = nullptr;
 
 inline void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
 
+// Counted barriers (TK_HOST_COUNTED_BARRIERS): per block and per warp, arrivals and a
+// generation that the last live arrival advances.
+inline int block_arrived = 0, block_gen = 0, warp_arrived[32] = {}, warp_gen[32] = {};
+inline bool progress = false;  // a thread finished, released or left a barrier this round
+inline int live(int first, int count) {
+    int k = 0;
+    for (int i = first; i < first + count && i < (int)fibers.size(); ++i) k += !fibers[i].done;
+    return k;
+}
+inline void meet(int& arrived, int& gen, int n_live) {
+    const int g = gen;
+    if (++arrived >= n_live) {
+        arrived = 0, ++gen, progress = true;
+        return;
+    }
+    while (gen == g) yield();
+    progress = true;
+}
+inline void release_for_the_finished(int i) {  // a returned thread no longer counts
+    if (block_arrived > 0 && block_arrived >= live(0, (int)fibers.size()))
+        block_arrived = 0, ++block_gen;
+    const int w = i >> 5;
+    if (warp_arrived[w] > 0 && warp_arrived[w] >= live(w * 32, 32)) warp_arrived[w] = 0, ++warp_gen[w];
+}
+
 inline void entry() {
     body();
     fibers[current].done = true;  // uc_link returns to the scheduler
+#ifdef TK_HOST_COUNTED_BARRIERS
+    progress = true;
+    release_for_the_finished(current);
+#endif
 }
 
 inline void set_thread_index(int i) {
@@ -94,8 +129,11 @@ inline void run_grid(dim3 grid, dim3 block, void (*fn)()) {
                     f.ctx.uc_link = &scheduler;
                     makecontext(&f.ctx, entry, 0);
                 }
+                block_arrived = 0;
+                for (int w = 0; w < 32; ++w) warp_arrived[w] = 0;
                 for (;;) {  // one round: every thread up to its next barrier (or its end)
                     int finished = 0;
+                    progress = false;
                     for (int i = 0; i < n; ++i) {
                         current = i;
                         set_thread_index(i);
@@ -103,6 +141,15 @@ inline void run_grid(dim3 grid, dim3 block, void (*fn)()) {
                         finished += fibers[i].done;
                     }
                     if (finished == n) break;
+#ifdef TK_HOST_COUNTED_BARRIERS
+                    if (!progress) {
+                        std::fprintf(stderr, "block (%u,%u,%u): deadlock, %d of %d threads "
+                                     "finished and the rest wait at barriers\n", bx, by, bz,
+                                     finished, n);
+                        std::abort();
+                    }
+                    continue;
+#endif
                     for (int i = 0; finished != 0 && i < n; ++i) {
                         bool bad = !fibers[i].done && fibers[i].at_block_barrier;
                         for (int j = i & ~31; !fibers[i].done && j < (i | 31) + 1 && j < n; ++j)
@@ -120,6 +167,25 @@ inline void run_grid(dim3 grid, dim3 block, void (*fn)()) {
 }
 }  // namespace tk_host
 
+#ifdef TK_HOST_COUNTED_BARRIERS
+inline void __syncthreads() {
+    tk_host::meet(tk_host::block_arrived, tk_host::block_gen,
+                  tk_host::live(0, (int)tk_host::fibers.size()));
+}
+inline void tk_host_warp_meet() {
+    const int w = tk_host::current >> 5;
+    tk_host::meet(tk_host::warp_arrived[w], tk_host::warp_gen[w], tk_host::live(w * 32, 32));
+}
+inline void __syncwarp(unsigned int = 0xffffffffu) { tk_host_warp_meet(); }
+inline float __shfl_xor_sync(unsigned int, float v, int lane_mask) {
+    const int me = tk_host::current;
+    tk_host::shfl_slots[me] = v;
+    tk_host_warp_meet();
+    const float r = tk_host::shfl_slots[(me & ~31) | ((me & 31) ^ lane_mask)];
+    tk_host_warp_meet();
+    return r;
+}
+#else
 inline void __syncthreads() {
     tk_host::fibers[tk_host::current].at_block_barrier = true;
     tk_host::yield();
@@ -134,6 +200,7 @@ inline float __shfl_xor_sync(unsigned int, float v, int lane_mask) {
     tk_host::yield();
     return r;
 }
+#endif
 // One OS thread runs every fiber: a fence orders nothing more, an atomic is a plain update.
 inline void __threadfence() {}
 inline int atomicAdd(int* p, int v) { const int old = *p; *p = old + v; return old; }
