@@ -105,6 +105,7 @@ class StepReplay:
         self._graph_keep: list[Any] = []  # the copies the full graph writes into
         self._snaps: dict[str, dict[int, Any]] = {}  # per graph kind: node -> its copy
         self.graph_launches = 0
+        self._overwritten = overwritten_in_place(nodes)  # per node, for output_of
 
     def _pack(self, entry: Any, stream_ptr: int) -> Any:
         if isinstance(entry, tuple):
@@ -394,7 +395,7 @@ class StepReplay:
         snaps = self._snaps.get(kind, {})
         if i in snaps:
             return snaps[i]
-        if overwritten_in_place(self.nodes)[i]:
+        if self._overwritten[i]:
             raise ValueError(
                 f"node {self.nodes[i].name}: a later node overwrites its output in place and "
                 f"a {kind} graph keeps no copy of it (record with --capture full)"
