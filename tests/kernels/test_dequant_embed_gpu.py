@@ -68,10 +68,10 @@ def dequant_shape(qt: QuantType, rows: int, bpr: int) -> tuple[int, int]:
     return (rows, bpr * qt.block_size if qt.is_quantized else 13 * bpr)
 
 
-@pytest.mark.parametrize("case", list(DEQUANT_CASES))
-@pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)
-def test_dequant_f16_equals_reference(cp, qt: QuantType, case: str) -> None:
-    rows, bpr, max_grid, offset = DEQUANT_CASES[case]
+def dequant_case(cp, qt: QuantType, case: tuple[int, int, int, int], what: str):
+    """One (rows, blocks a row, max grid, raw offset) case: the launch on poisoned output,
+    checked bit for bit against the reference; returns (shape, the launch record)."""
+    rows, bpr, max_grid, offset = case
     shape = dequant_shape(qt, rows, bpr)
     raw = finite_raw(qt, qt.nbytes(shape) // qt.type_size)
     want, _ = dequant.ref_dequantize_f16(raw, qt, shape)
@@ -80,7 +80,15 @@ def test_dequant_f16_equals_reference(cp, qt: QuantType, case: str) -> None:
         on_device_at(cp, raw, offset), qt, shape, out=out, max_grid=max_grid
     )
     assert got is out
-    assert_bits_equal(got.get(), want, qt, f"dequant {qt.name} {case}")
+    assert_bits_equal(got.get(), want, qt, what)
+    return shape, rec
+
+
+@pytest.mark.parametrize("case", list(DEQUANT_CASES))
+@pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)
+def test_dequant_f16_equals_reference(cp, qt: QuantType, case: str) -> None:
+    max_grid = DEQUANT_CASES[case][2]
+    shape, rec = dequant_case(cp, qt, DEQUANT_CASES[case], f"dequant {qt.name} {case}")
     n = math.prod(shape)
     geo = dequant.geometry(qt, n, max_grid)
     assert rec.kernel == f"dequant_{qt.suffix}_f16"
@@ -93,7 +101,7 @@ def test_dequant_f16_equals_reference(cp, qt: QuantType, case: str) -> None:
     assert cfg.chunks == 1 or qt.is_quantized
     per = dequant.chunks_per_thread(qt)  # cfg.chunks, x WARP_STEPS for the warp variant
     assert geo == grid_1d(math.ceil(math.ceil(n / 8) / per), cfg.block, max_grid)
-    assert rec.bytes_read == raw.nbytes and rec.bytes_written == 2 * n and rec.flops == 2 * n
+    assert rec.bytes_read == qt.nbytes(shape) and rec.bytes_written == 2 * n and rec.flops == 2 * n
 
 
 @pytest.mark.parametrize("qt", TYPES, ids=TYPE_IDS)

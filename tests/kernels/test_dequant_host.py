@@ -168,56 +168,41 @@ CASE_IDS = [f"off{o}_grid{'max' if g == MAX_GRID_X else g}" for o, g in CASES]
 WARP_CASES = [(*b, *c) for b in WARP_BUILDS for c in CASES if b[0] == "Q3_K" or c[1] == MAX_GRID_X]
 
 
-@pytest.mark.parametrize(
-    ("name", "chunks", "steps", "offset", "max_grid"),
-    WARP_CASES,
-    ids=[
-        f"{t}_c{c}_s{s}_off{o}_grid{'max' if g == MAX_GRID_X else g}"
-        for t, c, s, o, g in WARP_CASES
-    ],
-)
-def test_warp_variant_equals_gguf(
-    lib: ctypes.CDLL,
-    name: str,
-    chunks: int,
-    steps: int,
-    offset: int,
-    max_grid: int,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _case_ids(cases: list[tuple[str, int, int, int, int]]) -> list[str]:
+    return [
+        f"{t}_c{c}_s{s}_off{o}_grid{'max' if g == MAX_GRID_X else g}" for t, c, s, o, g in cases
+    ]
+
+
+def _check_warp_kind(
+    lib: ctypes.CDLL, variant: int, blocks_: tuple[int, ...], seed: int,
+    case: tuple[str, int, int, int, int], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """One case of a warp-run variant, each of ``blocks_`` threads a block, against gguf-py."""
+    name, chunks, steps, offset, max_grid = case
     qt = quant_type(name)
-    raw = at_offset(blocks(qt, N_BLOCKS if name == "Q3_K" else 257, 7), offset)
-    for block in (128, 64):  # 4 and 2 warps a block: runs of a block's warps end unevenly
-        cfg = dequant.KernelConfig(WARP, block, chunks)
+    raw = at_offset(blocks(qt, N_BLOCKS if name == "Q3_K" else 257, seed), offset)
+    for block in blocks_:
+        cfg = dequant.KernelConfig(variant, block, chunks)
         got = run(lib, qt, cfg, steps, raw, max_grid, monkeypatch)
-        assert_same(qt, raw, got, f"warp variant {cfg} steps {steps} at +{offset}")
+        what = dequant.VARIANTS[variant]
+        assert_same(qt, raw, got, f"{what} variant {cfg} steps {steps} at +{offset}")
+
+
+@pytest.mark.parametrize("case", WARP_CASES, ids=_case_ids(WARP_CASES))
+def test_warp_variant_equals_gguf(lib: ctypes.CDLL, case, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 4 and 2 warps a block: runs of a block's warps end unevenly
+    _check_warp_kind(lib, WARP, (128, 64), 7, case, monkeypatch)
 
 
 OCC_CASES = [(*b, *c) for b in OCC_BUILDS for c in CASES if b[0] == "Q3_K" or c[1] == MAX_GRID_X]
 
 
-@pytest.mark.parametrize(
-    ("name", "chunks", "steps", "offset", "max_grid"),
-    OCC_CASES,
-    ids=[
-        f"{t}_c{c}_s{s}_off{o}_grid{'max' if g == MAX_GRID_X else g}" for t, c, s, o, g in OCC_CASES
-    ],
-)
+@pytest.mark.parametrize("case", OCC_CASES, ids=_case_ids(OCC_CASES))
 def test_warp_occ_variant_equals_gguf(
-    lib: ctypes.CDLL,
-    name: str,
-    chunks: int,
-    steps: int,
-    offset: int,
-    max_grid: int,
-    monkeypatch: pytest.MonkeyPatch,
+    lib: ctypes.CDLL, case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    qt = quant_type(name)
-    raw = at_offset(blocks(qt, N_BLOCKS if name == "Q3_K" else 257, 9), offset)
-    for block in (256, 96):  # warp_occ's largest block, and 3 warps
-        cfg = dequant.KernelConfig(OCC, block, chunks)
-        got = run(lib, qt, cfg, steps, raw, max_grid, monkeypatch)
-        assert_same(qt, raw, got, f"warp_occ variant {cfg} steps {steps} at +{offset}")
+    _check_warp_kind(lib, OCC, (256, 96), 9, case, monkeypatch)  # its largest block, 3 warps
 
 
 def test_warp_occ_block_over_its_launch_bounds_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

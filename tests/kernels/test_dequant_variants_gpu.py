@@ -14,14 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.kernels.test_dequant import assert_bits_equal
-from tests.kernels.test_dequant_embed_gpu import (
-    DEQUANT_CASES,
-    dequant_shape,
-    finite_raw,
-    on_device_at,
-    poisoned,
-)
+from tests.kernels.test_dequant_embed_gpu import DEQUANT_CASES, dequant_case
 from tracekit.kernels import cuda, dequant
 from tracekit.kernels.launch import MAX_GRID_X
 from tracekit.quants import QUANTIZED_TYPES, QuantType
@@ -65,15 +58,7 @@ def build(cp, request: pytest.FixtureRequest) -> Iterator[tuple[str, int, int, i
 def test_variant_equals_reference(
     cp, build: tuple[str, int, int, int], qt: QuantType, case: str
 ) -> None:
-    rows, bpr, max_grid, offset = CASES[case]
-    shape = dequant_shape(qt, rows, bpr)
-    raw = finite_raw(qt, qt.nbytes(shape) // qt.type_size)
-    want, _ = dequant.ref_dequantize_f16(raw, qt, shape)
-    out = poisoned(cp, shape, cp.float16)
-    got, rec = dequant.launch_dequantize_f16(
-        on_device_at(cp, raw, offset), qt, shape, out=out, max_grid=max_grid
-    )
-    assert got is out and dequant.VARIANTS[dequant.config(qt).variant] == build[0]
-    geo = dequant.geometry(qt, want.size, max_grid)
+    shape, rec = dequant_case(cp, qt, CASES[case], f"dequant {qt.name} {build} {case}")
+    assert dequant.VARIANTS[dequant.config(qt).variant] == build[0]
+    geo = dequant.geometry(qt, shape[0] * shape[1], CASES[case][2])
     assert (rec.grid, rec.block) == (geo.grid, geo.block) and geo.block == (build[3], 1, 1)
-    assert_bits_equal(got.get(), want, qt, f"dequant {qt.name} {build} {case}")

@@ -140,14 +140,18 @@ def _record(
     out: Any,
     math: str,
     bias: Any = None,
+    x_read: Any = None,
     **extra: Any,
 ) -> LaunchRecord:
+    """A matvec launch's record; x gives the shape, ``x_read`` (default x) the activation bytes
+    read (mmvq_qx reads x's quantized runs)."""
     nt, k = (int(s) for s in x.shape)
     n = int(out.shape[1])
     if bias is not None:  # the epilogue's add: one more read stream, one flop an output
         extra["epilogue"] = "bias"
+    xr = x if x_read is None else x_read
     return LaunchRecord.of(
-        name, geo, reads=[raw, x] + ([bias] if bias is not None else []), writes=[out],
+        name, geo, reads=[raw, xr] + ([bias] if bias is not None else []), writes=[out],
         flops=2 * nt * n * k + (nt * n if bias is not None else 0), path=PATH, math_path=math,
         **extra,
     )  # fmt: skip
@@ -578,12 +582,7 @@ def _launch_qx(
     b = cuda.NULL if bias is None else bias
     args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b, cuda.NO_STAMP)
     cuda.launch(fn, geo.grid, geo.block, args)
-    extra = {"epilogue": "bias"} if bias is not None else {}
-    rec = LaunchRecord.of(
-        qx_kernel_name(qt, nt), geo, reads=[raw, xr] + ([bias] if extra else []), writes=[o],
-        flops=2 * nt * n * k + (nt * n if extra else 0), path=PATH, math_path=MATH_MMVQ, **extra,
-    )  # fmt: skip
-    return [qrec, rec]
+    return [qrec, _record(qx_kernel_name(qt, nt), geo, raw, x, o, MATH_MMVQ, bias, x_read=xr)]
 
 
 def ref_quantize_record(x: np.ndarray) -> LaunchRecord:

@@ -108,6 +108,7 @@ class StepReplay:
         #: capture the plain and timed graphs' stamped kernels as programmatic dependent
         #: launches (packed.py; set by Session(pdl=True) before the first graph is captured)
         self.pdl = False
+        self._overwritten = overwritten_in_place(nodes)  # per node, for output_of
 
     def _pack(self, entry: Any, stream_ptr: int, pdl: bool = False) -> Any:
         if isinstance(entry, tuple):
@@ -402,7 +403,7 @@ class StepReplay:
         snaps = self._snaps.get(kind, {})
         if i in snaps:
             return snaps[i]
-        if overwritten_in_place(self.nodes)[i]:
+        if self._overwritten[i]:
             raise ValueError(
                 f"node {self.nodes[i].name}: a later node overwrites its output in place and "
                 f"a {kind} graph keeps no copy of it (record with --capture full)"

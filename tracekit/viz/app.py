@@ -405,18 +405,7 @@ def _detail(a: Trace, lv: Trace | None, step: int, node_id: int) -> tuple[list[A
             "kernel", "grid", "block", "threads", "read", "written", "flops", "path", "notes",
             "time",
         )  # fmt: skip
-        heads = (
-            "kernel",
-            "grid",
-            "block",
-            "threads working of launched",
-            "read",
-            "written",
-            "flops",
-            "path",
-            "notes",
-            "time",
-        )
+        heads = tuple("threads working of launched" if c == "threads" else c for c in cols)
         body.append(
             md_table(
                 [[r[k] for k in cols] for r in launches],
