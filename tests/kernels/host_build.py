@@ -5,6 +5,7 @@ stands in for the few CUDA names they use), for the tests that run device code o
 from __future__ import annotations
 
 import ctypes
+import re
 import subprocess
 from pathlib import Path
 
@@ -30,6 +31,15 @@ def build(
     cmd += ["-o", str(folder / f"{name}.so"), str(folder / f"{name}.cpp")]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(folder / f"{name}.so"))
+
+
+def with_static_shared(source: str) -> str:
+    """``source`` (after ``#include "cuda_block.h"``, which drops ``__shared__``) with its static
+    ``__shared__`` arrays as function-local statics, the block's shared memory since the shim
+    runs one block at a time on one OS thread, and each ``extern __shared__`` array a plain
+    extern (static and extern do not combine: the test defines the global array)."""
+    body = re.sub(r"extern\s+__shared__\s+", "extern ", source)
+    return "#undef __shared__\n#define __shared__ static\n" + body
 
 
 def aligned(raw: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.kernels.host_build import build
+from tests.kernels.host_build import build, with_static_shared
 from tracekit.kernels import cuda
 from tracekit.kernels.attention import (
     MAX_BLOCK_SHARED_BYTES,
@@ -438,9 +438,8 @@ def host_f32(tmp_path_factory):
     dynamic = "extern __shared__ float4 tile_smem4[];"
     kernels = cuda.source("attention")
     assert dynamic in kernels  # (extern and static do not combine: the global array above)
-    src = ["#define TK_HOST_COUNTED_BARRIERS", '#include "cuda_block.h"', "#undef __shared__"]
-    src += ["#define __shared__ static", *(f"#define {k} {v}" for k, v in defines)]
-    src += [kernels.replace(dynamic, "extern float4 tile_smem4[];"), _F32_RUNNER]
+    src = ["#define TK_HOST_COUNTED_BARRIERS", '#include "cuda_block.h"']
+    src += [*(f"#define {k} {v}" for k, v in defines), with_static_shared(kernels), _F32_RUNNER]
     return build(tmp_path_factory.mktemp("attention_f32"), "attention_f32", "\n".join(src))
 
 
