@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.kernels.host_build import KERNELS, aligned, build
+from tests.kernels.host_build import KERNELS, aligned, build, with_static_shared
 from tests.kernels.test_matvec import gamma, random_x, weight
 from tracekit.kernels import matvec
 from tracekit.quants import QUANTIZED_TYPES, QuantType
@@ -29,8 +29,6 @@ NTS = (1, 3)
 # function-local static: one block runs at a time, all its fibers on one OS thread.
 PREAMBLE = """
 #include "cuda_block.h"
-#undef __shared__
-#define __shared__ static
 #include <cstring>
 struct int4 { int x, y, z, w; };
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
@@ -66,7 +64,7 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     kernel = (KERNELS / "matvec.cu").read_text()
     dynamic = "extern __shared__ int4 mmvq_smem[];"
     assert dynamic in kernel  # (extern and static do not combine: the global array below)
-    src = [PREAMBLE, kernel.replace(dynamic, "extern int4 mmvq_smem[];"), RUNNER]
+    src = [PREAMBLE, with_static_shared(kernel), RUNNER]
     for t in QUANTIZED_TYPES:
         for nt in NTS:
             src += [

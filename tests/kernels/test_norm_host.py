@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.kernels.host_build import KERNELS, build
+from tests.kernels.host_build import KERNELS, build, with_static_shared
 from tracekit.kernels import norm
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -23,8 +23,6 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 # block runs at a time, all its fibers on one OS thread), and the warp shuffle takes doubles.
 PREAMBLE = """
 #include "cuda_block.h"
-#undef __shared__
-#define __shared__ static
 namespace tk_host { inline double shfl_dslots[1024]; }
 inline double __shfl_xor_sync(unsigned int, double v, int lane_mask) {
     const int me = tk_host::current;
@@ -56,7 +54,7 @@ extern "C" void run_add(const float* a, const float* b, const float* w, float* o
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    src = PREAMBLE + (KERNELS / "norm.cu").read_text() + RUNNER
+    src = PREAMBLE + with_static_shared((KERNELS / "norm.cu").read_text()) + RUNNER
     flags = ("-std=c++17", *norm.kernel_defines())
     return build(tmp_path_factory.mktemp("norm_host"), "norm_host", src, flags)
 
