@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep-small", action="store_true",
         help="every shape, type and nt also times rows per block x warps per row x both variants",
     )  # fmt: skip
+    ap.add_argument(
+        "--sweep-rpw", action="store_true",
+        help="every quantized type and shape also times rows per warp 1, 2, 4 (nt=1), else default",
+    )  # fmt: skip
     args = ap.parse_args(argv)
 
     import cupy as cp
@@ -113,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             configs = default + (sweep if first and nt == 1 and qt.name in sweep_types else [])
             if args.sweep_small and qt.is_quantized:
                 configs = default + small
+            if args.sweep_rpw and qt.is_quantized and nt == 1:
+                configs = default + [
+                    (*default[0][:7], r) for r in (1, 2, 4) if r != rpw0
+                ] + [(*default[0][:6], 1, r) for r in (1, 2)]  # wpr 1: before balanced_wpr
             for rpb, unroll, wps, mb, qx, pf, wpr, rpw in configs:
 
                 def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, wpr=wpr, x=x,
