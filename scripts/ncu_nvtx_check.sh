@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves tracekit's NVTX ranges are real (run on a GPU host with Nsight Compute, e.g. the H200):
-# for each node name given (default: blk.0.ffn_up blk.0.attn_residual), profile a record-trace
+# for each node name given (default: blk.0.ffn_up blk.0.attn_residual_norm, the fused add + norm), profile a record-trace
 # run with `ncu --nvtx --nvtx-include "tracekit@<node>/"` and check that exactly that node's
 # kernels were profiled:
 #   1. every profiled kernel ran inside the push/pop range <node> of domain tracekit (innermost);
@@ -19,7 +19,7 @@ NCU=${NCU:-ncu}
 MODEL_ARGS=()
 [ -n "${MODEL:-}" ] && MODEL_ARGS=("$MODEL")
 NODES=("$@")
-[ ${#NODES[@]} -eq 0 ] && NODES=(blk.0.ffn_up blk.0.attn_residual)
+[ ${#NODES[@]} -eq 0 ] && NODES=(blk.0.ffn_up blk.0.attn_residual_norm)
 command -v "$NCU" >/dev/null || { echo "error: $NCU (Nsight Compute CLI) not found" >&2; exit 2; }
 
 status=0

@@ -39,6 +39,10 @@ def test_stamps_are_monotone_and_inside_their_step(traces: dict, graph: bool) ->
         assert s["launch_mode"] == want
         prev = 0
         for rec in s["nodes"]:
+            if not rec["launches"]:  # a plane view of add_rms_norm: no launch, no time
+                assert t["nodes"][rec["id"]]["op"] == "plane" and rec["time_s"] == 0, rec
+                assert prev <= rec["start_ns"] == rec["end_ns"] <= s["span_ns"], (s["name"], rec)
+                continue
             assert prev <= rec["start_ns"] < rec["end_ns"] <= s["span_ns"], (s["name"], rec)
             assert rec["time_s"] > 0
             prev = rec["start_ns"] if want == "graph" else rec["end_ns"]
@@ -73,11 +77,13 @@ def test_graph_and_stream_node_times_agree(traces: dict) -> None:
     a, b = medians(traces[False]), medians(traces[True])
     t = traces[False]
     names = [t["nodes"][n["id"]]["name"] for n in t["steps"][-1]["nodes"]]
+    views = {i for i, n in enumerate(t["steps"][-1]["nodes"]) if not n["launches"]}
     bad = [
         (names[i], x / y)
         for i, (x, y) in enumerate(zip(a, b, strict=True))
-        if abs(x / y - 1) > 0.15
+        if i not in views and abs(x / y - 1) > 0.15
     ]
+    assert all(a[i] == b[i] == 0 for i in views)
 
     def samples(t: dict, name: str) -> list[float]:  # µs, each replayed decode step's
         steps = [s for s in t["steps"] if s["kind"] == "decode"][1:]

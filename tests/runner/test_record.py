@@ -588,7 +588,12 @@ def test_record_on_cupy(demo: Any, tmp_path: Path) -> None:
               f"({s['timing_wall_s'] * 1e3:.2f} ms); statistics {s['stats_s'] * 1e3:.2f} ms, "
               f"formatting after the pass {s['stats_format_s'] * 1e3:.2f} ms")  # fmt: skip
         for rec in s["nodes"]:
-            assert rec["time_s"] > 0 and rec["full_time_s"] > 0 and rec["stats"] is not None
+            assert rec["stats"] is not None
+            if not rec["launches"]:  # a plane view of add_rms_norm launches nothing
+                assert t["nodes"][rec["id"]]["op"] == "plane"
+                assert rec["time_s"] == rec["full_time_s"] == 0
+                continue
+            assert rec["time_s"] > 0 and rec["full_time_s"] > 0
             assert all(la["grid"] is None or len(la["grid"]) == 3 for la in rec["launches"])
     timing = _record(demo, tmp_path / "gpu-t.json", backend="cupy", ceilings=None, steps=4,
                      capture="timing")  # fmt: skip

@@ -161,7 +161,8 @@ def test_record_trace_with_cuda_graph(demo, tmp_path, capture, host_cap, monkeyp
             assert all(r["time_s"] > 0 for r in ng["launches"] + np_["launches"]), ng
             if capture == "full":  # the same kernels on the same outputs: the same statistics
                 assert ng["stats"] == np_["stats"], ng
-                assert sg["full_wall_s"] > 0 and ng["full_time_s"] > 0
+                assert sg["full_wall_s"] > 0
+                assert (ng["full_time_s"] > 0) is bool(ng["launches"])
     # attention's bytes follow the position in graph steps too
     attn = next(n["id"] for n in g["nodes"] if n["name"] == "blk.0.attn")
     a1 = g["steps"][1]["nodes"][attn]["launches"][-1]["bytes_read"]

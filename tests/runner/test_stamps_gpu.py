@@ -35,7 +35,11 @@ def test_every_launch_is_timed_and_the_node_is_their_sum(traces: dict, graph: bo
     for s in traces[graph]["steps"]:
         for rec in s["nodes"]:
             las = rec["launches"]
-            assert las and all(la["time_s"] > 0 for la in las), (s["name"], rec["id"], las)
+            if not las:  # a plane view of add_rms_norm launches nothing
+                assert traces[graph]["nodes"][rec["id"]]["op"] == "plane"
+                assert rec["time_s"] == 0
+                continue
+            assert all(la["time_s"] > 0 for la in las), (s["name"], rec["id"], las)
             total = sum(la["end_ns"] - la["start_ns"] for la in las) * 1e-9
             assert rec["time_s"] == pytest.approx(total, rel=1e-4, abs=2e-9)
             assert rec["start_ns"] == las[0]["start_ns"] and rec["end_ns"] == las[-1]["end_ns"]
@@ -65,6 +69,6 @@ def test_launch_stamps_are_monotone_and_inside_their_step(traces: dict, graph: b
 def test_full_and_timing_passes_agree_on_kernel_times(traces: dict) -> None:
     # the statistics work sits outside every launch: a GEMM's time is the same in both passes
     for s in traces[True]["steps"][1:]:
-        t = np.array([r["time_s"] for r in s["nodes"]])
-        f = np.array([r["full_time_s"] for r in s["nodes"]])
+        t = np.array([r["time_s"] for r in s["nodes"] if r["launches"]])
+        f = np.array([r["full_time_s"] for r in s["nodes"] if r["launches"]])
         assert np.median(np.abs(f / t - 1)) < 0.15

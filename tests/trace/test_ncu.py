@@ -148,7 +148,7 @@ def test_ncu_nvtx_filter_profiles_exactly_one_nodes_kernels(tmp_path: Path) -> N
     root = Path(__file__).resolve().parents[2]
     env = {**__import__("os").environ, "PYTHON": sys.executable, "STEPS": "1", "OUT": str(tmp_path)}
     r = subprocess.run(
-        ["bash", str(root / "scripts" / "ncu_nvtx_check.sh"), "blk.0.ffn_up", "blk.0.attn_residual"],
+        ["bash", str(root / "scripts" / "ncu_nvtx_check.sh"), "blk.0.ffn_up", "blk.0.attn_residual_norm"],
         capture_output=True, text=True, env=env, timeout=1200,
     )  # fmt: skip
     print(r.stdout, r.stderr)
