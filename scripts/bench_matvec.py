@@ -118,9 +118,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.sweep_small and qt.is_quantized:
                 configs = default + small
             if args.sweep_rpw and qt.is_quantized and nt == 1:
-                configs = default + [
-                    (*default[0][:7], r) for r in (1, 2, 4) if r != rpw0
-                ] + [(*default[0][:6], 1, r) for r in (1, 2)]  # wpr 1: before balanced_wpr
+                configs = (
+                    default
+                    + [(*default[0][:7], r) for r in (1, 2, 4) if r != rpw0]
+                    + [(*default[0][:6], 1, r) for r in (1, 2)]
+                )  # wpr 1: before balanced_wpr
             for rpb, unroll, wps, mb, qx, pf, wpr, rpw in configs:
 
                 def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, wpr=wpr, x=x,

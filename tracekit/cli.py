@@ -259,9 +259,10 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cuda-graph", action="store_true", help="replay decode steps as CUDA graphs")
     p.add_argument(
-        "--pdl", action="store_true",
+        "--pdl", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
         help="with --cuda-graph: each kernel of the decode graph may launch while the one before "
-        "it runs and waits for it on the device (programmatic dependent launch, sm_90)",
+        "it runs and waits for it on the device (programmatic dependent launch, sm_90); auto "
+        "(default): on where the device can, off otherwise; --pdl alone: on",
     )  # fmt: skip
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument(
@@ -405,7 +406,7 @@ def _record(args: argparse.Namespace) -> int:
         output=args.output,
         nvtx=not args.no_nvtx,
         cuda_graph=args.cuda_graph,
-        pdl=getattr(args, "pdl", False),
+        pdl={"auto": None, "on": True, "off": False}[getattr(args, "pdl", "auto")],
         progress=not args.no_progress,
         sampling=sampling,
         remeasure=args.remeasure,

@@ -254,3 +254,5 @@ def test_pdl_needs_graph_replay_on_the_gpu(models: dict[str, Model]) -> None:
                        "not replay 'off' on numpy"):  # fmt: skip
         Session(models["llama"], "numpy", n_ctx=16, pdl=True)
     assert Session(models["llama"], "numpy", n_ctx=16, pdl=False).pdl is False
+    # the default (None) takes them where they can be made: never on numpy, never off graph
+    assert Session(models["llama"], "numpy", n_ctx=16).pdl is False

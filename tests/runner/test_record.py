@@ -528,6 +528,11 @@ def test_pdl_needs_a_cuda_graph_and_is_recorded(demo: Any, tmp_path: Path, capsy
     assert main(["record-trace", str(demo.path), "--backend", "numpy", "--pdl", "--steps", "1",
                  "--no-progress", "-o", str(out)]) != 0  # fmt: skip
     assert "--pdl needs --cuda-graph" in capsys.readouterr().err and not out.exists()
+    for flag in ("on", "off", "auto"):  # --pdl alone is on; auto (the default) off numpy's way
+        argv = ["record-trace", str(demo.path), "--backend", "numpy", "--pdl", flag, "--steps",
+                "1", "--capture", "timing", "--no-progress", "-o", str(out)]  # fmt: skip
+        assert (main(argv) != 0) is (flag == "on")
+    assert load_trace(out)["run"]["pdl"] is False
     assert _record(demo, out, capture="timing", steps=1)["run"]["pdl"] is False
 
 

@@ -159,6 +159,16 @@ def _call(arm: Any, be: Backend, node: Node, st: StepContext, args: list[Any]) -
 PREFILL_REPLAYS = 2
 
 
+def pdl_possible(replay: str, backend: Any) -> bool:
+    """Whether programmatic dependent launches can be made: graph replay on the cupy backend,
+    on a device of compute capability 9.0 or newer (griddepcontrol)."""
+    if replay != "graph" or backend.name != "cupy":
+        return False
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability) >= 90
+
+
 def check_pdl(replay: str, backend: Any) -> None:
     """Programmatic dependent launches need graph replay on a device of compute capability
     9.0 or newer (griddepcontrol); raises GenerationError naming what is missing."""
@@ -197,7 +207,8 @@ class Session:
             (``replay="graph"``, a device of compute capability 9.0 or newer): each stamped
             kernel may launch while the one before it runs and waits on the device for it
             (kernels/stamp.cuh), so the graph's per-launch gap shrinks; the same kernels, the
-            same bits.
+            same bits. ``None`` (the default): on wherever it can be (:func:`pdl_possible`),
+            else off; ``True`` where it cannot be raises. ``self.pdl`` is what was chosen.
 
     Raises:
         ValueError: ``n_ctx`` < 1 or longer than the model's context, or a replay mode the
@@ -211,7 +222,7 @@ class Session:
         n_ctx: int | None = None,
         replay: str = "auto",
         prefill_replay: bool = False,
-        pdl: bool = False,
+        pdl: bool | None = None,
     ) -> None:
         cfg = model.config
         if n_ctx is None:
@@ -237,7 +248,7 @@ class Session:
             check_pdl(replay, self.backend)
         self.replay_mode = replay
         self.prefill_replay = prefill_replay
-        self.pdl = pdl
+        self.pdl = pdl_possible(replay, self.backend) if pdl is None else bool(pdl)
         self._replay: StepReplay | None = None
         # recorded prefills by (tokens, position, logits rows), oldest first
         self._prefills: dict[tuple[int, int, int], StepReplay] = {}

@@ -529,7 +529,7 @@ def record_trace(
     matmul: str | None = None,
     w16_cache: str = "auto",
     fuse: bool | None = None,
-    pdl: bool = False,
+    pdl: bool | None = None,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -564,7 +564,9 @@ def record_trace(
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
         pdl: with ``cuda_graph``, capture the decode graph's kernels as programmatic dependent
             launches (``Session(pdl=True)``; the trace's ``run.pdl``); the full pass's graph
-            keeps plain launches (its copies of outputs sit between kernels).
+            keeps plain launches (its copies of outputs sit between kernels). None (the
+            default): on where the device can (sm_90 and ``cuda_graph``), else off; True
+            without ``cuda_graph`` is refused.
         fuse: fuse q/k/v and gate/up into one matmul each where their weights share a type
             (``runner.graph.fusion_plan``; the trace's ``run.fuse`` and a note say which); False
             keeps one matmul node per projection. None: True for a path, a Model's own setting.
@@ -684,7 +686,7 @@ def record_trace(
             "capture": capture,
             "cuda_graph": bool(cuda_graph),
             "cuda_graph_requested": bool(cuda_graph),
-            "pdl": bool(pdl),
+            "pdl": bool(session.pdl),
             "replay": session.replay_mode,
             "warmup": bool(warmup),
             "nvtx": bool(nvtx),
