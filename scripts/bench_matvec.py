@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
     rows = []
-    for (n, k), qt in ((sh, qt) for sh in shapes for qt in types):
+    # a K-quant's rows are whole 256-value blocks: SmolLM2's k = 576 has none of that type
+    fits = [(sh, qt) for sh in shapes for qt in types if sh[1] % qt.block_size == 0]
+    for sh, qt in ((sh, qt) for sh in shapes for qt in types if (sh, qt) not in fits):
+        print(f"{qt.name} {sh[0]}x{sh[1]}: skipped (k is not a multiple of {qt.block_size})")
+    for (n, k), qt in fits:
         nbytes = qt.nbytes((n, k))
         sets = max(1, min(16, -(-3 * l2 // nbytes)))
         # random bytes: the speed does not depend on the values (no data-dependent branches)
@@ -155,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp) | met |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for (n, k), qt, nt in ((sh, qt, nt) for sh in shapes for qt in types for nt in nts):
+    for (n, k), qt, nt in ((sh, qt, nt) for sh, qt in fits for nt in nts):
         mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
