@@ -67,6 +67,14 @@ for spec in "$@"; do
       tail -2 "$OUT/build.log"
       t python3 scripts/vs_llama.py --llama-bench /root/llama/llama.cpp/build/bin/llama-bench \
         ${MODELS:-qwen2-0.5b llama3-8b} ${TK_ARG:+--tk-arg $TK_ARG} 2>&1 | tee "$OUT/side.log" | tail -12 ;;
+    traces)  # the shipped traces/ (README): demo stream + graph (full), the 0.5B shape (timing)
+      rt() { t python3 -m tracekit record-trace --backend cupy --no-progress "$@" 2>&1 | tail -1; }
+      rt --prompt "The kernel reads" --steps 6 -o "$OUT/demo-h200.json"
+      rt --prompt "The kernel reads" --steps 6 --cuda-graph -o "$OUT/demo-h200-graph.json"
+      q=$(model qwen2-0.5b)
+      rt "$q" --tokens 1,2,3,4,5,6,7,8 --steps 4 --capture timing -o "$OUT/qwen2-0.5b-h200.json"
+      rt "$q" --tokens 1,2,3,4,5,6,7,8 --steps 4 --capture timing --cuda-graph \
+        -o "$OUT/qwen2-0.5b-h200-graph.json" ;;
     *) echo "unknown stage $stage" ;;
   esac
   echo "=== $stage done $(date -u +%FT%TZ)"
