@@ -75,6 +75,7 @@ for spec in "$@"; do
       rt "$q" --tokens 1,2,3,4,5,6,7,8 --steps 4 --capture timing -o "$OUT/qwen2-0.5b-h200.json"
       rt "$q" --tokens 1,2,3,4,5,6,7,8 --steps 4 --capture timing --cuda-graph \
         -o "$OUT/qwen2-0.5b-h200-graph.json" ;;
+    modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;
   esac
   echo "=== $stage done $(date -u +%FT%TZ)"
