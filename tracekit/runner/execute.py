@@ -159,21 +159,12 @@ def _call(arm: Any, be: Backend, node: Node, st: StepContext, args: list[Any]) -
 PREFILL_REPLAYS = 2
 
 
-def pdl_possible(replay: str, backend: Any) -> bool:
-    """Whether programmatic dependent launches can be made: graph replay on the cupy backend,
-    on a device of compute capability 9.0 or newer (griddepcontrol)."""
+def pdl_missing(replay: str, backend: Any) -> str | None:
+    """What programmatic dependent launches lack here, in words, or None when they can be
+    made: graph replay on the cupy backend, on a device of compute capability 9.0 or newer
+    (griddepcontrol)."""
     if replay != "graph" or backend.name != "cupy":
-        return False
-    import cupy
-
-    return int(cupy.cuda.Device().compute_capability) >= 90
-
-
-def check_pdl(replay: str, backend: Any) -> None:
-    """Programmatic dependent launches need graph replay on a device of compute capability
-    9.0 or newer (griddepcontrol); raises GenerationError naming what is missing."""
-    if replay != "graph" or backend.name != "cupy":
-        raise GenerationError(
+        return (
             f"programmatic dependent launch (pdl) needs replay 'graph' on the cupy backend, "
             f"not replay {replay!r} on {backend.name}"
         )
@@ -181,10 +172,19 @@ def check_pdl(replay: str, backend: Any) -> None:
 
     cc = int(cupy.cuda.Device().compute_capability)
     if cc < 90:
-        raise GenerationError(
+        return (
             f"programmatic dependent launch (pdl) needs compute capability 9.0 or newer; this "
             f"device has {cc // 10}.{cc % 10}"
         )
+    return None
+
+
+def check_pdl(replay: str, backend: Any) -> None:
+    """Raises GenerationError naming what programmatic dependent launches lack here
+    (:func:`pdl_missing`)."""
+    missing = pdl_missing(replay, backend)
+    if missing is not None:
+        raise GenerationError(missing)
 
 
 class Session:
@@ -207,7 +207,7 @@ class Session:
             (``replay="graph"``, a device of compute capability 9.0 or newer): each stamped
             kernel may launch while the one before it runs and waits on the device for it
             (kernels/stamp.cuh), so the graph's per-launch gap shrinks; the same kernels, the
-            same bits. ``None`` (the default): on wherever it can be (:func:`pdl_possible`),
+            same bits. ``None`` (the default): on wherever it can be (:func:`pdl_missing`),
             else off; ``True`` where it cannot be raises. ``self.pdl`` is what was chosen.
 
     Raises:
@@ -248,7 +248,7 @@ class Session:
             check_pdl(replay, self.backend)
         self.replay_mode = replay
         self.prefill_replay = prefill_replay
-        self.pdl = pdl_possible(replay, self.backend) if pdl is None else bool(pdl)
+        self.pdl = pdl_missing(replay, self.backend) is None if pdl is None else bool(pdl)
         self._replay: StepReplay | None = None
         # recorded prefills by (tokens, position, logits rows), oldest first
         self._prefills: dict[tuple[int, int, int], StepReplay] = {}
