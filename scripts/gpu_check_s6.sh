@@ -41,9 +41,13 @@ for spec in "$@"; do
       python3 scripts/trace_op_times.py "$OUT/prefill512.json" --kind prefill --kernels 16 ;;
     ncu) t ncu --kernel-name regex:mmvq --launch-skip 4 --launch-count 3 --section SpeedOfLight \
              --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+             --section MemoryWorkloadAnalysis_Tables --section InstructionStats \
+             --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio,smsp__average_warp_latency_issue_stalled_lg_throttle.ratio,smsp__average_warp_latency_issue_stalled_mio_throttle.ratio \
              python3 scripts/bench_matvec.py --shapes ${NCU_SHAPES:-896x896,4864x896,14336x4096} --nt 1 --types ${NCU_TYPES:-Q4_0} \
-             > "$OUT/ncu.log" 2>&1
-           grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit" "$OUT/ncu.log" | head -60 ;;
+               ${NCU_ARGS:-} > "$OUT/ncu.log" 2>&1
+           # sectors / requests of the global loads: ~4 for coalesced 16-byte loads, far more when
+           # a warp's 4-byte loads stride over 34-byte blocks (Q8_0); shared wavefronts: x's reads
+           grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit|l1tex__|smsp__average" "$OUT/ncu.log" | head -80 ;;
     bench) t python3 -m tracekit bench --backend cupy ${BENCH_ONLY:+--only "$BENCH_ONLY"} --json "$OUT/bench.json" \
              2>&1 | tee "$OUT/bench.log" | tail -${BENCH_TAIL:-40} ;;
     hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \
