@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-from tests.runner.test_fusion import PROMPT, ROLES, _file
+from tests.runner.test_fusion import PROMPT, ROLES, _file, logged_steps
 from tracekit.model.demo import write_demo_model
 from tracekit.runner.execute import Session, load_model
 from tracekit.runner.graph import build_graph, fuse_add_norms, overwritten_in_place
@@ -29,38 +29,16 @@ def without_add_norm(m: Any) -> Any:
     return m
 
 
-def ptr(x: Any) -> int:
-    """The address of ``x``'s first element (a cupy array, or a NumPy one)."""
-    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.__array_interface__["data"][0])
-
-
 def run(
     m: Any, matmul: str, backend: str = "numpy"
 ) -> tuple[np.ndarray, list[dict[str, list[str]]], list[dict[str, int]]]:
     """Logits of the prefill (every position) and STEPS greedy decode steps through the dispatch
     chain on ``backend``'s ``matmul`` path, each step's kernels per node and each step's output
     pointer per node."""
-    be = m.backend(backend, matmul)
-    s = Session(m, be, n_ctx=len(PROMPT) + STEPS, replay="off")
-    launched: list[dict[str, list[str]]] = []
+    s = Session(m, m.backend(backend, matmul), n_ctx=len(PROMPT) + STEPS, replay="off")
     ptrs: list[dict[str, int]] = []
-
-    def hook(node: Any, thunk: Any) -> Any:
-        be.take_records()
-        out = thunk()
-        launched[-1][node.name] = [r.kernel for r in be.take_records()]
-        ptrs[-1][node.name] = ptr(out)
-        return out
-
-    rows = []
-    for step in range(STEPS + 1):
-        launched.append({})
-        ptrs.append({})
-        if step == 0:
-            rows.append(s.run_step(PROMPT, hook, all_logits=True))
-        else:
-            rows.append(s.run_step([int(np.argmax(rows[-1][-1]))], hook))
-    return np.concatenate(rows), launched, ptrs
+    logits, launched = logged_steps(s, STEPS, ptrs)
+    return logits, launched, ptrs
 
 
 def check(path: Path, matmul: str, backend: str) -> None:

@@ -262,25 +262,44 @@ def _without_glu(m: Any) -> Any:
     return m
 
 
-def _run(m: Any, matmul: str, steps: int = 4) -> tuple[np.ndarray, list[dict[str, list[str]]]]:
-    """The prefill's logits at every position and ``steps`` greedy decode steps' (as
-    :func:`_decode_logits`), with each step's kernels per node."""
-    be = m.backend("numpy", matmul)
-    s = Session(m, be, n_ctx=len(PROMPT) + steps)
+def ptr(x: Any) -> int:
+    """The address of ``x``'s first element (a cupy array, or a NumPy one)."""
+    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.__array_interface__["data"][0])
+
+
+def logged_steps(
+    s: Session, steps: int, ptrs: list[dict[str, Any]] | None = None
+) -> tuple[np.ndarray, list[dict[str, list[str]]]]:
+    """The prefill's logits at every position and ``steps`` greedy decode steps' through ``s``,
+    with each step's kernels per node; given ``ptrs``, each step's output pointer per node is
+    appended to it too (a dict a step, there before the step runs)."""
+    be = s.backend
     launched: list[dict[str, list[str]]] = []
 
     def hook(node: Any, thunk: Any) -> Any:
         be.take_records()
         out = thunk()
         launched[-1][node.name] = [r.kernel for r in be.take_records()]
+        if ptrs is not None:
+            ptrs[-1][node.name] = ptr(out)
         return out
 
-    launched.append({})
-    rows = [s.run_step(PROMPT, hook, all_logits=True)]
-    for _ in range(steps):
+    rows = []
+    for step in range(steps + 1):
         launched.append({})
-        rows.append(s.run_step([int(np.argmax(rows[-1][-1]))], hook))
+        if ptrs is not None:
+            ptrs.append({})
+        if step == 0:
+            rows.append(s.run_step(PROMPT, hook, all_logits=True))
+        else:
+            rows.append(s.run_step([int(np.argmax(rows[-1][-1]))], hook))
     return np.concatenate(rows), launched
+
+
+def _run(m: Any, matmul: str, steps: int = 4) -> tuple[np.ndarray, list[dict[str, list[str]]]]:
+    """The prefill's logits at every position and ``steps`` greedy decode steps' (as
+    :func:`_decode_logits`), with each step's kernels per node."""
+    return logged_steps(Session(m, m.backend("numpy", matmul), n_ctx=len(PROMPT) + steps), steps)
 
 
 def _glu_models(files: dict[str, Path]) -> dict[str, Path]:

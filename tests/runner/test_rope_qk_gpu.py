@@ -17,18 +17,13 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-from tests.runner.test_fusion import PROMPT, ROLES, _file, _two_ropes
+from tests.runner.test_fusion import PROMPT, ROLES, _file, _two_ropes, logged_steps, ptr
 from tracekit.runner.execute import Session, load_model
 
 pytestmark = pytest.mark.gpu
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "archs"
 STEPS = 4
-
-
-def _ptr(x: Any) -> int:
-    """The address of ``x``'s first element (a cupy array, or a NumPy one)."""
-    return int(x.data.ptr) if hasattr(x.data, "ptr") else int(x.__array_interface__["data"][0])
 
 
 def _run(
@@ -40,35 +35,19 @@ def _run(
     be = m.backend(backend, matmul)
     # the dispatch chain on every step (cupy's default replays decode steps: no op runs there)
     s = Session(m, be, n_ctx=len(PROMPT) + STEPS, replay="off")
-    launched: list[dict[str, list[str]]] = []
     ptrs: list[dict[str, Any]] = []
     rope = be.rope_f32
 
     def rope_seen(x: Any, *a: Any, **k: Any) -> Any:
-        ptrs[-1].setdefault("rope_in", []).append(_ptr(x))
+        ptrs[-1].setdefault("rope_in", []).append(ptr(x))
         return rope(x, *a, **k)
 
     be.rope_f32 = rope_seen  # the instance's, for this run
-
-    def hook(node: Any, thunk: Any) -> Any:
-        be.take_records()
-        out = thunk()
-        launched[-1][node.name] = [r.kernel for r in be.take_records()]
-        ptrs[-1][node.name] = _ptr(out)
-        return out
-
     try:
-        rows = []
-        for step in range(STEPS + 1):
-            launched.append({})
-            ptrs.append({})
-            if step == 0:
-                rows.append(s.run_step(PROMPT, hook, all_logits=True))
-            else:
-                rows.append(s.run_step([int(np.argmax(rows[-1][-1]))], hook))
+        logits, launched = logged_steps(s, STEPS, ptrs)
     finally:
         del be.rope_f32
-    return np.concatenate(rows), launched, ptrs
+    return logits, launched, ptrs
 
 
 def _models(tmp: Path) -> dict[str, Path]:
