@@ -194,32 +194,28 @@ def geometry(rows: int, d: int) -> Geometry:
 
 def launch_rms_norm_f32(x: Any, w: Any, eps: float, out: Any = None) -> tuple[Any, LaunchRecord]:
     """RMS norm on the device: one block per row, warp-shuffle reductions (see module doc)."""
-    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
-
     rows, d = _check(x, w, eps)
     require_device(x, "rms_norm x")
     if w is not None:
         require_device(w, "rms_norm weight")
     y = device_out(out, tuple(x.shape), np.float32, "rms_norm out")
-    geo = geometry(rows, d)
-    w_arg = w if w is not None else x  # never read when has_w == 0
-    launch(
-        kernel(FAMILY, KERNEL),
-        geo.grid,
-        geo.block,
-        (
-            x,
-            w_arg,
-            y,
-            np.int64(rows),
-            np.int32(d),
-            np.float64(eps),
-            np.int32(w is not None),
-            NO_STAMP,
-        ),  # fmt: skip
-    )
-    working = min(rows, geo.grid[0]) * min(geo.block[0], d)
+    geo, working = _launch_rows(KERNEL, (x,), w, y, rows, d, eps)
     return y, _record(geo, x, w, y, rows, d, threads_working=working)
+
+
+def _launch_rows(
+    name: str, inputs: tuple[Any, ...], w: Any, y: Any, rows: int, d: int, eps: float
+) -> tuple[Any, int]:
+    """Launch ``name`` (rms_norm_f32 or add_rms_norm_f32: the inputs, the weight, y, then the
+    same scalars) with one block per row; returns (its geometry, the threads working)."""
+    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
+
+    geo = geometry(rows, d)
+    w_arg = w if w is not None else inputs[0]  # never read when has_w == 0
+    args = (*inputs, w_arg, y, np.int64(rows), np.int32(d), np.float64(eps),
+            np.int32(w is not None), NO_STAMP)  # fmt: skip
+    launch(kernel(FAMILY, name), geo.grid, geo.block, args)
+    return geo, min(rows, geo.grid[0]) * min(geo.block[0], d)
 
 
 def _span(x: Any) -> tuple[int, int]:
@@ -238,8 +234,6 @@ def launch_add_rms_norm_f32(
             out of the wrong shape or dtype, or overlapping a, b or w (a row's sum would be
             written over values other blocks have yet to read).
     """
-    from tracekit.kernels.cuda import NO_STAMP, kernel, launch
-
     rows, d = _check_add(a, b, w, eps)
     require_device(a, "add_rms_norm a")
     require_device(b, "add_rms_norm b")
@@ -255,25 +249,7 @@ def launch_add_rms_norm_f32(
             raise KernelInputError(
                 f"add_rms_norm out [{y0:#x}, {y1:#x}) overlaps {what} [{x0:#x}, {x1:#x})"
             )
-    geo = geometry(rows, d)
-    w_arg = w if w is not None else a  # never read when has_w == 0
-    launch(
-        kernel(FAMILY, ADD_KERNEL),
-        geo.grid,
-        geo.block,
-        (
-            a,
-            b,
-            w_arg,
-            y,
-            np.int64(rows),
-            np.int32(d),
-            np.float64(eps),
-            np.int32(w is not None),
-            NO_STAMP,
-        ),  # fmt: skip
-    )
-    working = min(rows, geo.grid[0]) * min(geo.block[0], d)
+    geo, working = _launch_rows(ADD_KERNEL, (a, b), w, y, rows, d, eps)
     return y, _add_record(geo, a, b, w, y, rows, d, threads_working=working)
 
 
