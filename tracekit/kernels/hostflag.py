@@ -52,13 +52,16 @@ HOST_ALLOC_MAPPED = 0x02
 #: sequence numbers are cuuint32_t
 SEQ_MASK = 0xFFFFFFFF
 
-#: The driver entry points used, as (cuda.h parameter types, their ctypes); restype CUresult.
+#: What every driver entry point returns: CUresult, an enum whose values are all >= 0, which
+#: the C compiler makes an unsigned int.
+RESULT = ("CUresult", ctypes.c_uint)
+#: The driver entry points used, as (cuda.h parameter types, their ctypes), returning RESULT.
 #: The C names are compiled against cuda.h in the tests (a wrong one fails to compile).
 WAIT_VALUE_32 = "cuStreamWaitValue32_v2"
 PROTOTYPES: dict[str, list[tuple[str, Any]]] = {
     WAIT_VALUE_32: [("CUstream", ctypes.c_void_p), ("CUdeviceptr", ctypes.c_uint64),
                     ("cuuint32_t", ctypes.c_uint32), ("unsigned int", ctypes.c_uint)],
-    "cuGetErrorName": [("CUresult", ctypes.c_int), ("const char **", ctypes.POINTER(ctypes.c_char_p))],
+    "cuGetErrorName": [RESULT, ("const char **", ctypes.POINTER(ctypes.c_char_p))],
 }  # fmt: skip
 
 
@@ -67,7 +70,7 @@ def declare(lib: Any) -> Any:
     for name, params in PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.argtypes = [t for _, t in params]
-        fn.restype = ctypes.c_int  # CUresult, an enum
+        fn.restype = RESULT[1]
     return lib
 
 
