@@ -708,6 +708,9 @@ def record_trace(
     if load is not None:  # the w16 cache's warm-up (issue 13): a node per weight
         trace["load"] = load
     tracer = Tracer(be, nodes, Ranges(nvtx, nvtx_domain))
+    gate_note = getattr(tracer.timer, "gate_note", None)  # stamps.StampTimer: no gate here
+    if gate_note is not None:
+        notes.append(gate_note)
     dumps = None
     if plan is not None:
         dumps = Dumps(dump, [n.id for n in plan.nodes], save_logits)

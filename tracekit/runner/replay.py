@@ -188,13 +188,13 @@ class StepReplay:
         """Node i's packed launches timed in ``stream`` mode into ``st``'s buffer (packed once
         per buffer and slot: a node takes the same slots at every step)."""
         k = st.reserve(self._node_plan[i])
-        key = (i, k, int(st.buf.data.ptr))
+        key = (i, k, int(st.buf.data.ptr), id(st.gate))
         got = self._timed.get(key)
         if got is None:
             got = self._timed[key] = [
                 self._pack(e, self.stream_ptr)
                 for j, entry in enumerate(self._node_tape[i])
-                for e in stamps.timed_entries(entry, k + j, st.buf, self._node_plan[i][j])
+                for e in stamps.timed_entries(entry, k + j, st.buf, self._node_plan[i][j], st.gate)
             ]
         return got
 

@@ -11,9 +11,18 @@ chain, the plan replay (``stream`` mode: launched into the stream one by one) an
 - any other launch (a cuBLAS GEMM, an unstamped kernel), in ``stream`` mode, has a
   ``globaltimer_stamp`` kernel queued right before it (its start) and one right after (its
   end): ``stamp``. The after-stamp runs once the launch has finished (stream order), so the
-  end is late by at most the stamp kernel's start latency; the before-stamp is early by the
-  time the host took to issue the launch after it when the GPU had run dry (behind queued work
-  it is exact); both errors are documented in docs/trace-format.md;
+  end is late by at most the stamp kernel's start latency. The before-stamp is held back by a
+  **gate** (tracekit/kernels/hostflag.py): the stream first waits on a flag in host memory
+  (``cuStreamWaitValue32``), and the host opens it once the launch and the after-stamp are
+  queued, so even when the GPU had run dry the before-stamp runs with the launch already
+  queued behind it: the host's issue time (one cuBLASLt call) falls before the start, in the
+  GPU's wait for the host, not in the launch's time. What remains is the device's own gap from
+  the before-stamp to the launch's first kernel (the stamp kernel's run and the launch's start
+  latency), the same as behind queued work. Order per gated launch:
+  hold(seq), before-stamp, launch, after-stamp, open (``seq`` written into the flag;
+  :func:`timed_entries`). A device that cannot wait on host memory (hostflag.unsupported) is
+  timed as before, the before-stamp early by the host's issue time when the GPU had run dry,
+  and the trace says so in ``run.notes`` (:func:`gate_note`); docs/trace-format.md;
 - in ``graph`` mode no stamp kernel is added next to a launch (they cost ~0.65 µs of GPU time
   each): an unstamped launch starts at the previous launch's in-kernel end (``prev_end``; the
   matmul's convert before its GEMM) and ends at the next launch's start (``next_start``; every
@@ -30,6 +39,7 @@ the first launch's start (``graph``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.kernels.elementwise import SLOT_WORDS
+from tracekit.kernels.hostflag import Gate
 from tracekit.kernels.packed import PackedLaunch, issue
 from tracekit.trace.format import sig
 
@@ -184,11 +195,70 @@ def entry_name(entry: Any) -> str | None:
     return getattr(entry[0], "name", None) if isinstance(entry, tuple) else None
 
 
-def timed_entries(entry: Any, k: int, buf: Any, how: tuple[str, str]) -> list[Any]:
+def gate_note(reason: str) -> str:
+    """The ``run.notes`` line of a trace whose stream-mode passes time cuBLAS launches ungated
+    (``reason``: hostflag.unsupported's)."""
+    return (
+        "cuBLAS launch starts may include host issue time: this device has no stream "
+        f"wait-value ({reason}), so a before-stamp runs as soon as it is queued when the GPU "
+        "has run dry"
+    )
+
+
+@functools.cache
+def device_gate(device: int) -> tuple[Gate | None, str | None]:
+    """The gate of ``device``'s stream-mode passes (one per process and device: a 4-byte
+    pinned flag), or (None, the :func:`gate_note`) where the device has no stream wait-value."""
+    from tracekit.kernels import hostflag
+
+    reason = hostflag.unsupported(device=device)
+    if reason is not None:
+        return None, gate_note(reason)
+    return Gate(hostflag.HostFlag()), None
+
+
+class GateHold:
+    """A host entry (called with the stream pointer, as a cuBLAS call is): queue ``gate``'s
+    wait for its next sequence number on the stream."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    def __call__(self, stream_ptr: int) -> None:
+        self.gate.hold(stream_ptr)
+
+
+class GateOpen:
+    """A host entry: open ``gate`` (write its last sequence number into the flag)."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    def __call__(self, stream_ptr: int) -> None:
+        self.gate.open()
+
+
+def timed_entries(
+    entry: Any, k: int, buf: Any, how: tuple[str, str], gate: Gate | None = None
+) -> list[Any]:
     """Launch k of a step, as the tape entries that time it by its plan ``how``: a stamped
-    kernel given its slot, or the launch between stamp kernels (module docstring)."""
+    kernel given its slot, or the launch between stamp kernels (module docstring). With a
+    ``gate`` (``stream`` mode), a launch between stamps is [hold, before-stamp, launch,
+    after-stamp, open]: the GPU runs the before-stamp only once the host has issued the launch."""
     src, dst = how
+    gated = gate is not None and src == "stamp"
+    if gated and dst != "stamp":
+        raise ValueError(
+            f"launch {k}: a gate holds a stamp that the launch's own end follows (stream "
+            f"mode's plan ('stamp', 'stamp')), not plan {how!r}"
+        )
     out: list[Any] = []
+    if gated:
+        out.append(GateHold(gate))
     if src == "stamp":
         out.append(stamp_entry(buf, SLOT_WORDS * k))
     if src == "kernel":
@@ -205,6 +275,8 @@ def timed_entries(entry: Any, k: int, buf: Any, how: tuple[str, str]) -> list[An
         out.append(entry)
     if dst == "stamp":
         out.append(stamp_entry(buf, SLOT_WORDS * k + 1))
+    if gated:
+        out.append(GateOpen(gate))
     return out
 
 
@@ -215,14 +287,22 @@ class StampTimer:
 
     While a node runs (between :meth:`start` and :meth:`stop`) it is the active stamper of
     ``tracekit.kernels.cuda``: ``cuda.launch`` and ``cuda.host_launch`` hand it each launch
-    (:meth:`issue`), and a plan replay reserves its node's slots (:meth:`reserve`)."""
+    (:meth:`issue`), and a plan replay reserves its node's slots (:meth:`reserve`) and times
+    them with :attr:`gate`.
+
+    Args:
+        n: the step's node count.
+        gated: hold each before-stamp behind the host's gate (:func:`device_gate`); False
+            times as without one (a test's baseline). ``gate`` is None and ``gate_note`` the
+            trace's note where the device cannot.
+    """
 
     launch_mode = "stream"
     #: slots per node the buffer holds (a node launches 1-3 kernels today; a step that needs
     #: more raises, it never writes past the buffer)
     LAUNCHES_PER_NODE = 8
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, gated: bool = True) -> None:
         import cupy
 
         from tracekit.kernels.cuda import STAMPED
@@ -241,6 +321,10 @@ class StampTimer:
         self._timing: StepTiming | None = None
         self._stamps: dict[int, Any] = {}  # word -> packed stamp launch
         self.stream = 0
+        self.gate: Gate | None = None
+        self.gate_note: str | None = None
+        if gated:
+            self.gate, self.gate_note = device_gate(cupy.cuda.Device().id)
 
     # -- issuing ---------------------------------------------------------------------------
     def _stamp(self, word: int) -> None:
@@ -264,7 +348,7 @@ class StampTimer:
         """Launch one tape entry (a kernel tuple, or a host call taking the stream) timed."""
         (how,) = launch_plan([entry_name(entry)], "stream", self._stamped)
         k = self.reserve([how])
-        for e in timed_entries(entry, k, self.buf, how):
+        for e in timed_entries(entry, k, self.buf, how, self.gate):
             if isinstance(e, tuple):
                 fn, grid, block, args, smem = e
                 fn(grid, block, args, shared_mem=smem)
@@ -305,11 +389,19 @@ class StampTimer:
         from tracekit.kernels import cuda
 
         cuda.set_stamper(None)  # after an error inside a node
+        self._open()
         self._stamp(self.lay["end"])
+
+    def _open(self) -> None:
+        # a launch that raised between its hold and its open leaves the stream waiting: open
+        # it before anything waits on the stream
+        if self.gate is not None:
+            self.gate.open()
 
     def timing(self, ran: int) -> StepTiming:
         """The step's timing (one device-to-host copy of the stamps, after the step)."""
         if self._timing is None:
+            self._open()
             self._cupy.cuda.runtime.streamSynchronize(self.stream)  # the step's stream
             words = self.buf.get()
             n = self.lay
