@@ -39,10 +39,11 @@ for spec in "$@"; do
         --no-progress --no-nvtx -o "$OUT/prefill512.json" > "$OUT/prefill.log" 2>&1
       tail -3 "$OUT/prefill.log"
       python3 scripts/trace_op_times.py "$OUT/prefill512.json" --kind prefill --kernels 16 ;;
-    ncu) t ncu --kernel-name regex:mmvq --launch-skip 4 --launch-count 3 --section SpeedOfLight \
+    ncu) kill=""; ncu --help 2>&1 | grep -q -- "--kill" && kill="--kill yes"  # report, then stop the app
+      t ncu $kill --kernel-name regex:${NCU_KERNEL:-mmvq} --launch-skip 4 --launch-count ${NCU_COUNT:-3} --section SpeedOfLight \
              --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
-             --section MemoryWorkloadAnalysis_Tables --section InstructionStats \
-             --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio,smsp__average_warp_latency_issue_stalled_lg_throttle.ratio,smsp__average_warp_latency_issue_stalled_mio_throttle.ratio \
+             --section MemoryWorkloadAnalysis_Tables --section InstructionStats --section SchedulerStats \
+             --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,regex:smsp__average_warp_latency_issue_stalled_.*\\.ratio \
              python3 scripts/bench_matvec.py --shapes ${NCU_SHAPES:-896x896,4864x896,14336x4096} --nt 1 --types ${NCU_TYPES:-Q4_0} \
                ${NCU_ARGS:-} > "$OUT/ncu.log" 2>&1
            # sectors / requests of the global loads: ~4 for coalesced 16-byte loads, far more when
