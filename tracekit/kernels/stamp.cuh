@@ -30,6 +30,20 @@
 
 #define STAMP_SLOT_WORDS 2
 
+// Measurement knobs of scripts/stamp_cost.py (defaults: the layout above). STAMP_END_WORDS:
+// the blocks' end atomics spread over that many words, slot[1 + STAMP_END_STRIDE j] taking
+// the blocks with linear index = j mod STAMP_END_WORDS (the end is their max), so fewer
+// atomics queue on one address. STAMP_PROBE 1: start stamp only (no entry barrier, no end).
+#ifndef STAMP_END_WORDS
+#define STAMP_END_WORDS 1
+#endif
+#ifndef STAMP_END_STRIDE
+#define STAMP_END_STRIDE 1
+#endif
+#ifndef STAMP_PROBE
+#define STAMP_PROBE 0
+#endif
+
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
     unsigned long long g;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
@@ -50,6 +64,12 @@ struct LaunchStamp {
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
         if (slot == nullptr) return;
+        if (STAMP_PROBE == 1) {
+            if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 &&
+                threadIdx.y == 0 && threadIdx.z == 0)
+                slot[0] = globaltimer_ns();
+            return;
+        }
         const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
         if (first) {
             launch_stamp_exited() = 0;
@@ -59,7 +79,7 @@ struct LaunchStamp {
     }
 
     __device__ __forceinline__ ~LaunchStamp() {
-        if (slot == nullptr) return;
+        if (slot == nullptr || STAMP_PROBE == 1) return;
         // warp-aggregated: the threads leaving together count themselves once
         const unsigned int group = __activemask();
         const unsigned int lane = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -69,7 +89,9 @@ struct LaunchStamp {
         if (atomicAdd(&launch_stamp_exited(), n) + n != block_threads) return;
         // no __threadfence: the end is when the last block has issued its work (its stores
         // may still drain), and a fence would lengthen every timed block by its latency
-        atomicMax(&slot[1], globaltimer_ns());  // this block's end; the grid's is the max
+        const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)],
+                  globaltimer_ns());  // this block's end; the grid's is the max
     }
 };
 
