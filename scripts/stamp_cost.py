@@ -33,9 +33,14 @@ extern "C" __global__ void __launch_bounds__(256)
 """
 VARIANTS = {
     "one end word (main)": (),
-    "8 end words": ("-DSTAMP_END_WORDS=8",),
     "8 end words, 32 B apart": ("-DSTAMP_END_WORDS=8", "-DSTAMP_END_STRIDE=4"),
     "32 end words, 128 B apart": ("-DSTAMP_END_WORDS=32", "-DSTAMP_END_STRIDE=16"),
+    "exit barrier (no entry barrier, no shared atomics)": ("-DSTAMP_EXIT_BARRIER=1",),
+    "exit barrier, 32 end words 128 B apart": (
+        "-DSTAMP_EXIT_BARRIER=1",
+        "-DSTAMP_END_WORDS=32",
+        "-DSTAMP_END_STRIDE=16",
+    ),
     "start only (no end)": ("-DSTAMP_PROBE=1",),
 }
 SLOT = 1 + 16 * 32 + 7  # words per launch: room for the widest variant

@@ -43,6 +43,14 @@
 #ifndef STAMP_PROBE
 #define STAMP_PROBE 0
 #endif
+// STAMP_EXIT_BARRIER 1: no entry barrier and no per-warp shared atomics; the block meets at a
+// barrier in the scope's destructor (every thread passes it once: the scope ends every return
+// path) and thread 0 folds the block's end in. Sound where no thread of a block that returned
+// early is awaited by a __syncthreads in the body (every stamped kernel: a partial return is
+// the body's last barrier-free stretch).
+#ifndef STAMP_EXIT_BARRIER
+#define STAMP_EXIT_BARRIER 0
+#endif
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
     unsigned long long g;
@@ -64,7 +72,7 @@ struct LaunchStamp {
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
         if (slot == nullptr) return;
-        if (STAMP_PROBE == 1) {
+        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER) {
             if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 &&
                 threadIdx.y == 0 && threadIdx.z == 0)
                 slot[0] = globaltimer_ns();
@@ -80,6 +88,13 @@ struct LaunchStamp {
 
     __device__ __forceinline__ ~LaunchStamp() {
         if (slot == nullptr || STAMP_PROBE == 1) return;
+        const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        if (STAMP_EXIT_BARRIER) {
+            __syncthreads();
+            if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+                atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)], globaltimer_ns());
+            return;
+        }
         // warp-aggregated: the threads leaving together count themselves once
         const unsigned int group = __activemask();
         const unsigned int lane = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -89,7 +104,6 @@ struct LaunchStamp {
         if (atomicAdd(&launch_stamp_exited(), n) + n != block_threads) return;
         // no __threadfence: the end is when the last block has issued its work (its stores
         // may still drain), and a fence would lengthen every timed block by its latency
-        const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
         atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)],
                   globaltimer_ns());  // this block's end; the grid's is the max
     }
