@@ -42,11 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument(
-        "--stage", action="store_true",
-        help="every quantized type (nt=1) also times x prequantized at one row a warp, staged "
-        "(matvec.MMVQ_STAGE) and not, min blocks 3 and 4",
-    )  # fmt: skip
-    ap.add_argument(
         "--sweep-small", action="store_true",
         help="every shape, type and nt also times rows per block x warps per row x both variants",
     )  # fmt: skip
@@ -87,13 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     # quantized by its own launch (no prologue per block: 4096 x 14336 ran faster so); wpr 1:
     # one warp a row, as before balanced_wpr
     sweep = (
-        [(8, 1, w, m, 0, 1, None, r, 0) for r in (1, 2, 4) for m in (2, 3, 4) for w in (16, 24, 32)]
-        + [(8, 2, 24, m, 0, 1, None, r, 0) for r in (1, 2) for m in (2, 3)]
-        + [(8, 1, 24, 3, 1, 1, None, r, 0) for r in (1, 2, 4)]
-        + [(8, 1, w, 3, 0, 1, 1, r, 0) for r in (1, 2) for w in (24, 32)]
+        [(8, 1, w, m, 0, 1, None, r) for r in (1, 2, 4) for m in (2, 3, 4) for w in (16, 24, 32)]
+        + [(8, 2, 24, m, 0, 1, None, r) for r in (1, 2) for m in (2, 3)]
+        + [(8, 1, 24, 3, 1, 1, None, r) for r in (1, 2, 4)]
+        + [(8, 1, w, 3, 0, 1, 1, r) for r in (1, 2) for w in (24, 32)]
     )
     small = [
-        (rpb, 1, None, None, qx, 1, wpr, 1, 0)
+        (rpb, 1, None, None, qx, 1, wpr, 1)
         for rpb in (1, 2, 4, 8) for wpr in (1, 2, 4) if rpb * wpr <= 8 for qx in (0, 1)
     ]  # fmt: skip
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
@@ -120,46 +115,39 @@ def main(argv: list[str] | None = None) -> int:
             qx0 = int(matvec.prequantizes(qt, n, k))
             pf0 = int(matvec.MMVQ_PREFETCH)
             rpw0 = qt.mmvq.rows_per_warp
-            st0 = int(matvec.MMVQ_STAGE)
-            default = [
-                (rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None, rpw0, st0)
-            ]
+            default = [(rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, qx0, pf0, None, rpw0)]
             if qt.is_quantized:  # the other variant too, each timed with all its launches
-                default.append((*default[0][:4], 1 - qx0, pf0, None, rpw0, st0))
+                default.append((*default[0][:4], 1 - qx0, pf0, None, rpw0))
             configs = default + (sweep if first and nt == 1 and qt.name in sweep_types else [])
             if args.sweep_small and qt.is_quantized:
                 configs = default + small
             if args.sweep_rpw and qt.is_quantized and nt == 1:
                 configs = (
                     default
-                    + [(*default[0][:7], r, st0) for r in (1, 2, 4) if r != rpw0]
-                    + [(*default[0][:6], 1, r, st0) for r in (1, 2)]
+                    + [(*default[0][:7], r) for r in (1, 2, 4) if r != rpw0]
+                    + [(*default[0][:6], 1, r) for r in (1, 2)]
                 )  # wpr 1: before balanced_wpr
-            if args.stage and qt.is_quantized and nt == 1:  # x prequantized, one row a warp
-                configs = default + [
-                    (rpb0, u0, None, mb, 1, pf0, None, 1, st) for st in (0, 1) for mb in (3, 4)
-                ]  # fmt: skip
-            for rpb, unroll, wps, mb, qx, pf, wpr, rpw, st in configs:
+            for rpb, unroll, wps, mb, qx, pf, wpr, rpw in configs:
 
                 def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, wpr=wpr, x=x,
-                       out=out, raws=raws, qt=qt, shape=(n, k), rpw=rpw, st=st):  # fmt: skip
+                       out=out, raws=raws, qt=qt, shape=(n, k), rpw=rpw):  # fmt: skip
                     w = raws[i % len(raws)]
                     return matvec.launch_matvec(
                         x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll, wpr=wpr,
                         warps_per_sm=wps, min_blocks=mb, prequantize=bool(qx), prefetch=bool(pf),
-                        rows_per_warp=rpw if qt.is_quantized else None, stage=bool(st),
+                        rows_per_warp=rpw if qt.is_quantized else None,
                     )  # fmt: skip
 
                 s = timed(fn)
                 pct = 100 * nbytes / s / copy_bps
                 row = {
                     "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
-                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "wpr": wpr, "rpw": rpw, "stage": st, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
+                    "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "wpr": wpr, "rpw": rpw, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
                     "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
                 }  # fmt: skip
                 rows.append(row)
                 print(
-                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf} wpr={wpr} rpw={rpw} stage={st}: {s * 1e6:7.2f} us "
+                    f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf} wpr={wpr} rpw={rpw}: {s * 1e6:7.2f} us "
                     f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
                     flush=True,
                 )
@@ -168,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
     print(
-        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp, stage) | met |"
+        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp) | met |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for (n, k), qt, nt in ((sh, qt, nt) for sh, qt in fits for nt in nts):
@@ -176,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
         u0 = matvec.MMVQ_UNROLL if qt.is_quantized else matvec.UNROLL
         dflt = (rpb0, u0, qt.mmvq.warps_per_sm, qt.mmvq.min_blocks, int(matvec.prequantizes(qt, n, k)),
-                int(matvec.MMVQ_PREFETCH), None, qt.mmvq.rows_per_warp, int(matvec.MMVQ_STAGE))  # fmt: skip
+                int(matvec.MMVQ_PREFETCH), None, qt.mmvq.rows_per_warp)  # fmt: skip
         key = ("rows_per_block", "unroll", "warps_per_sm", "min_blocks", "qx", "prefetch", "wpr",
-               "rpw", "stage")  # fmt: skip
+               "rpw")  # fmt: skip
         d = next(r for r in mine if tuple(r[c] for c in key) == dflt)
         b = min(mine, key=lambda r: r["us"])
         met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"

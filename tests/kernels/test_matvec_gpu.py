@@ -122,33 +122,6 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(cp, qt: QuantType, n: int, nt: i
 
 
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
-@pytest.mark.parametrize(
-    "n, nt, k_blocks, wpr",
-    [(1, 1, 1, None), (37, 3, 3, None), (5, 8, 9, None), (301, 2, 88, 1), (4099, 1, 128, None),
-     (3, 1, 128, 4), (14336, 1, 2, None)],
-)  # fmt: skip
-def test_staged_mmvq_gives_the_unstaged_bits(cp, qt: QuantType, n: int, nt: int, k_blocks: int,
-                                             wpr: int | None):  # fmt: skip
-    """MMVQ_STAGE (a warp's steps of its row through shared memory, x prequantized): the
-    unstaged kernel's bits, poisoned outputs, for rows of one block, ragged steps, warps sharing
-    a row, a grid-strided last row at the tensor's end, and 14336 rows."""
-    k = k_blocks * qt.block_size
-    raw, _ = weight(qt, n, k, seed=n + nt + 5, tame=True)
-    x = cp.asarray(random_x(nt, k, seed=nt + 5))
-    w = cp.asarray(raw)
-    outs = []
-    for stage in (False, True):
-        got, recs = matvec.launch_matvec(
-            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=True, stage=stage, wpr=wpr
-        )
-        outs.append(cp.asnumpy(got))
-        assert recs[1].extra.get("staged", False) is stage
-    assert outs[1].view(np.uint32).tolist() == outs[0].view(np.uint32).tolist()
-    want, _, mag = matvec.ref_mmvq(cp.asnumpy(x), raw, qt, (n, k), bound=True)
-    assert np.all(np.abs(outs[1] - want) <= mmvq_bound(k, mag))
-
-
-@pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 def test_mmvq_on_wild_blocks_and_poisoned_activations(cp, qt: QuantType):
     """Raw random bytes (NaN/Inf scales) and a NaN activation: NaN exactly where the
     reference has it, the rest within the bound."""

@@ -9,7 +9,6 @@ one order whatever R is). The GPU tests (test_matvec_gpu.py) run the same kernel
 from __future__ import annotations
 
 import ctypes
-import re
 import shutil
 
 import numpy as np
@@ -59,19 +58,13 @@ extern "C" void run_quantize(const float* x, int nt, int k, int* xr) {
 """
 
 
-_LIBS: dict[tuple[int, int], tuple] = {}  # (rpw, stage) -> (rpw, library): built once
-
-
-def _library(tmp_path_factory: pytest.TempPathFactory, rpw: int, stage: int = 0):
-    if (rpw, stage) in _LIBS:
-        return _LIBS[(rpw, stage)]
+@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda r: f"rpw{r}")
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    rpw = request.param
     kernel = (KERNELS / "matvec.cu").read_text()
     dynamic = "extern __shared__ int4 mmvq_smem[];"
     assert dynamic in kernel  # (extern and static do not combine: the global array below)
-    # staged: a row's warps take different step counts between write_row's barriers, so the
-    # shim counts arrivals per barrier (as sm_70+ does) instead of requiring uniform rounds
-    counted = "#define TK_HOST_COUNTED_BARRIERS\n" if stage else ""
-    src = [counted + PREAMBLE, with_static_shared(kernel), RUNNER]
+    src = [PREAMBLE, with_static_shared(kernel), RUNNER]
     for t in QUANTIZED_TYPES:
         for nt in NTS:
             src += [
@@ -81,25 +74,12 @@ def _library(tmp_path_factory: pytest.TempPathFactory, rpw: int, stage: int = 0)
     flags = (
         "-std=c++17",
         f"-DMMVQ_RPW={rpw}",
-        f"-DMMVQ_STAGE={stage}",
         "-DMV_UNROLL=1",
         f"-DRUN_INTS={matvec.RUN_BYTES // 4}",
     )
-    name = f"mmvq{rpw}s{stage}"
-    got = rpw, build(tmp_path_factory.mktemp(name), name, "\n".join(src) + "\n", flags)
-    _LIBS[(rpw, stage)] = got
-    return got
-
-
-@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda r: f"rpw{r}")
-def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    return _library(tmp_path_factory, request.param)
-
-
-@pytest.fixture(scope="module")
-def staged_lib(tmp_path_factory: pytest.TempPathFactory):
-    """MMVQ_STAGE 1: the prequantized kernels stage each warp's steps in shared memory."""
-    return _library(tmp_path_factory, 1, stage=1)
+    return rpw, build(
+        tmp_path_factory.mktemp(f"mmvq{rpw}"), f"mmvq{rpw}", "\n".join(src) + "\n", flags
+    )
 
 
 _OUTPUTS: dict[tuple, np.ndarray] = {}  # (type, n, nt, qx, rpw) -> output, across the R libraries
@@ -175,34 +155,3 @@ def test_a_wrong_code_fails_the_host_comparison(lib) -> None:
     bad[2 + qt.type_size] ^= 0x11  # row 0, block 1's first code byte: two codes off
     got = _run(lib, qt, bad, x, n, False)
     assert not np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-
-
-@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
-@pytest.mark.parametrize("n, nt, wpr", [(1, 1, 1), (13, 3, 1), (70, 1, 1), (45, 3, 2), (45, 1, 4)])
-def test_staged_steps_give_the_unstaged_bits(
-    tmp_path_factory, staged_lib, qt: QuantType, n: int, nt: int, wpr: int
-) -> None:
-    """MMVQ_STAGE's prequantized kernel (a warp's steps through shared memory) against the
-    unstaged one of the R = 1 library, bit for bit, and both within the reference's bound:
-    rows over a clamped grid, warps sharing a row, k of 5 steps and a ragged last step (the
-    last row's last step at the tensor's end takes the bounds-checked loads)."""
-    lib = _library(tmp_path_factory, 1)  # the unstaged one-row-a-warp kernels
-    per_step = 32 // _items(qt)  # blocks a step
-    k = qt.block_size * (4 * per_step + 3)  # 4 whole steps and a ragged one
-    raw = aligned(weight(qt, n, k, seed=n + 7 * nt, tame=True)[0])
-    x = random_x(nt, k, seed=nt + 1)
-    got = _run(staged_lib, qt, raw, x, n, True, wpr)
-    plain = _run(lib, qt, raw, x, n, True, wpr)
-    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag), float(
-        np.nanmax(np.abs(got - want) / mag)
-    )
-    assert got.view(np.uint32).tolist() == plain.view(np.uint32).tolist()
-
-
-def _items(qt: QuantType) -> int:
-    """Codes<T>::ITEMS (quant_codes.cuh): a lane's work items per block of the type."""
-    src = (KERNELS / "quant_codes.cuh").read_text()
-    m = re.search(rf"struct Codes<{qt.device}> {{.*?ITEMS = (\d+)", src, re.S)
-    assert m, qt.device
-    return int(m.group(1))

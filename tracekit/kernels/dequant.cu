@@ -15,7 +15,6 @@
 
 
 #include "quant_decoders.cuh"  // u8/u16/u32/i64, T and Fast<T> decoders, SrcF32/F16/BF16
-#include "warp_stage.cuh"      // step_word, load_step: a warp's coalesced loads of a step
 
 // 8 f32 -> 8 f16 (round to nearest even) packed in one 16-byte word.
 __device__ __forceinline__ uint4 pack8_f16(const float* v) {
@@ -140,6 +139,31 @@ struct WarpSlice {
     static constexpr int BYTES = 16 * WORDS;
     static constexpr int PER_LANE = (WORDS + 31) / 32;  // word loads a lane issues per step
 };
+
+// Word i (i < WORDS) of the step whose bytes start at a: the aligned 16 bytes at
+// (a & ~15) + 16 i. Words wholly inside the tensor [lo, hi) load as one 16-byte word; a word
+// at the tensor's ends gets its bytes inside [lo, hi) one at a time (the rest are zero), so
+// nothing outside the tensor is read.
+// Addresses are compared as integers (a word before the tensor is no C++ pointer into it).
+__device__ __forceinline__ uint4 step_word(unsigned long long a, int i, unsigned long long lo,
+                                           unsigned long long hi) {
+    const unsigned long long w = (a & ~15ull) + 16ull * i;
+    if (w >= lo && w + 16 <= hi) return __ldg(reinterpret_cast<const uint4*>(w));
+    u32 r[4] = {0u, 0u, 0u, 0u};
+    for (int k = 0; k < 16; ++k)
+        if (w + k >= lo && w + k < hi) r[k >> 2] |= (u32) * reinterpret_cast<const u8*>(w + k)
+                                                    << (8 * (k & 3));
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+template <class S>
+__device__ __forceinline__ void load_step(uint4* r, unsigned long long a, unsigned long long lo,
+                                          unsigned long long hi) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < S::PER_LANE; ++j)
+        if (lane + 32 * j < S::WORDS) r[j] = step_word(a, lane + 32 * j, lo, hi);
+}
 
 template <class D, int CPT, int STEPS>
 __device__ __forceinline__ void warp_steps(const u8* __restrict__ raw, uint4* __restrict__ out,

@@ -23,7 +23,6 @@
 #include "quant_codes.cuh"  // Codes<T>: each quant type's integer view (and quant_decoders.cuh)
 #include "q8_runs.cuh"      // RUN_INTS, quantize_x: the 8-bit activations
 #include "stamp.cuh"          // LaunchStamp: every matvec kernel times itself (stamp.cuh)
-#include "warp_stage.cuh"     // load_step: MMVQ_STAGE's coalesced loads of a warp's step
 
 #ifndef MV_UNROLL
 #define MV_UNROLL 4
@@ -260,104 +259,6 @@ __device__ __forceinline__ void prefetch_row_l2(const u8* raw, i64 row_bytes, in
 #define MMVQ_RPW 1
 #endif
 
-// MMVQ_STAGE 1 (the QX kernels, one row a warp): a warp stages its steps of a row in its own
-// slice of dynamic shared memory, as dequant.cu's warp variant does. A step is the 32 items its
-// lanes take (32 / ITEMS consecutive blocks: each lane the item the unstaged loop gives it, in
-// the same order, so the sums are the same bits), loaded as the aligned 16-byte words holding
-// them, one coalesced load a lane per 512 B; the next step's loads are in flight during this
-// step's dot products. Read in place, Q8_0's 34-byte blocks cost ~30 sectors per 4-byte load
-// request (ncu, 14336 x 4096: 23.9 M sectors for 62 MB), where a 16-byte load of a contiguous
-// step costs 4 per 16 B.
-#ifndef MMVQ_STAGE
-#define MMVQ_STAGE 0
-#endif
-template <class T>
-struct MmvqSlice {
-    static constexpr int BLOCKS = 32 / Codes<T>::ITEMS;  // blocks per step
-    // the step's bytes at any offset mod 16 (+15), 16 B of slack for the loaders' word reads
-    // past a block's last field (ld16_a2's fifth word), rounded up
-    static constexpr int WORDS = (BLOCKS * T::TS + 15 + 16 + 15) / 16;
-    static constexpr int PER_LANE = (WORDS + 31) / 32;
-    static constexpr int BYTES = 16 * WORDS;
-};
-// Per-warp slice bytes the launcher gives every type (matvec.py's MMVQ_STAGE_SLICE_BYTES):
-// the largest step, Q5_K's 8 blocks of 176 bytes; the kernel checks %dynamic_smem_size.
-#define MMVQ_STAGE_SLICE_BYTES 1456
-
-template <class T, int NT>
-__device__ __forceinline__ void mmvq_staged(const u8* __restrict__ raw, const int* xr,
-                                            float* __restrict__ out, int n, int k,
-                                            const float* __restrict__ bias, float (*part)[NT],
-                                            uint4* slice) {
-    using C = Codes<T>;
-    using S = MmvqSlice<T>;
-    static_assert(S::BYTES <= MMVQ_STAGE_SLICE_BYTES, "a step outgrows its slice");
-    const int lane = threadIdx.x;
-    const int nb = k / T::QK;
-    const i64 row_bytes = (i64)nb * T::TS;
-    const unsigned long long lo = reinterpret_cast<unsigned long long>(raw);
-    const unsigned long long hi = lo + (unsigned long long)n * row_bytes;
-    // warp y's step u of a row: blocks [y BLOCKS + u wstep, + BLOCKS), its lane's item the
-    // (lane % ITEMS)-th part of block lane / ITEMS of it (the unstaged loop's sub and b0 + bstep u)
-    const int wstep = blockDim.y * S::BLOCKS;
-    const int first = threadIdx.y * S::BLOCKS;
-    const int steps = first < nb ? (nb - first + wstep - 1) / wstep : 0;  // warp-uniform
-    const int sub = lane % C::ITEMS, mine = lane / C::ITEMS;
-    const int rows_per_step = gridDim.x * blockDim.z;
-    auto step_at = [&](int row, int u) {
-        return lo + (unsigned long long)row * row_bytes + (unsigned long long)(first + u * wstep) * T::TS;
-    };
-    // a step inside the matrix (all but the last rows' last steps) loads its words unchecked
-    auto load = [&](uint4 (&r)[S::PER_LANE], unsigned long long a) {
-        const unsigned long long a0 = a & ~15ull;
-        if (a0 + 16ull * S::WORDS <= hi) {
-            const uint4* p = reinterpret_cast<const uint4*>(a0) + lane;
-#pragma unroll
-            for (int j = 0; j < S::PER_LANE; ++j)
-                if (lane + 32 * j < S::WORDS) r[j] = __ldg(p + 32 * j);
-        } else {
-            load_step<S>(r, a, lo, hi);
-        }
-    };
-    uint4 w[S::PER_LANE];
-    const int row1 = blockIdx.x * blockDim.z + threadIdx.z;
-    prefetch_row_l2(raw, row_bytes, row1, n);
-    if (row1 < n && steps > 0) load(w, step_at(row1, 0));
-    for (int base = blockIdx.x * blockDim.z; base < n; base += rows_per_step) {
-        const int row = base + threadIdx.z;
-        prefetch_row_l2(raw, row_bytes, row + rows_per_step, n);
-        float acc[NT];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-        if (row < n) {
-            for (int u = 0; u < steps; ++u) {
-                const unsigned long long a = step_at(row, u);
-                __syncwarp();  // the previous step's items are read
-#pragma unroll
-                for (int j = 0; j < S::PER_LANE; ++j)
-                    if (lane + 32 * j < S::WORDS) slice[lane + 32 * j] = w[j];
-                __syncwarp();
-                // in flight during this step's dot products: the row's next step, else the
-                // warp's next row's first
-                const int nrow = u + 1 < steps ? row : row + rows_per_step;
-                if (nrow < n) load(w, step_at(nrow, u + 1 < steps ? u + 1 : 0));
-                const int b = first + u * wstep + mine;
-                if (b < nb) {
-                    CodeItem<C::NG> it[1];
-                    C::load(reinterpret_cast<const u8*>(slice) + (a & 15) + mine * T::TS, sub, it[0]);
-#pragma unroll
-                    for (int t = 0; t < NT; ++t) {
-                        float sums[1];
-                        group_dots<C, C::NG, 1>(it, b * T::QK, xr + t * (k >> 5) * RUN_INTS, sums);
-                        acc[t] += sums[0];
-                    }
-                }
-            }
-        }
-        write_row<NT>(acc, part, out, row, n, bias);
-    }
-}
-
 // QX: x arrives quantized (quantize_q8's xq / xd / xs in global memory, read through L1), so
 // the block has no prologue and the grid is not capped; else the block quantizes x itself.
 template <class T, int NT, bool QX>
@@ -371,17 +272,6 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     extern __shared__ int4 mmvq_smem[];
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * blockDim.z > MV_MAX_WARPS)
         __trap();
-    if constexpr (QX && MMVQ_STAGE && R == 1) {
-#ifdef __CUDA_ARCH__
-        u32 dyn;  // the launcher's MMVQ_STAGE_SLICE_BYTES per warp
-        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-        if (dyn < blockDim.y * blockDim.z * MMVQ_STAGE_SLICE_BYTES) __trap();
-#endif
-        uint4* slice = reinterpret_cast<uint4*>(mmvq_smem) +
-                       (threadIdx.z * blockDim.y + threadIdx.y) * (MMVQ_STAGE_SLICE_BYTES / 16);
-        mmvq_staged<T, NT>(raw, gxr, out, n, k, bias, part, slice);
-        return;
-    }
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
     const int* xr = QX ? gxr : sxr;
     const int lane = threadIdx.x, lanes = 32 * blockDim.y;

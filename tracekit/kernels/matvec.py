@@ -316,21 +316,11 @@ def ref_matvec(
 
 #: mmvq: prefetch each row's bytes into L2 with one bulk prefetch (matvec.cu's MMVQ_PREFETCH)
 MMVQ_PREFETCH = True
-#: mmvq_qx at one row a warp: stage each warp's steps of a row in shared memory through
-#: coalesced 16-byte loads (matvec.cu's MMVQ_STAGE), this many bytes a warp (its
-#: MMVQ_STAGE_SLICE_BYTES); the default until the H200 sweep (bench_matvec.py --stage) says
-MMVQ_STAGE = False
-MMVQ_STAGE_SLICE_BYTES = 1456
 
 
 @functools.cache
 def _module(
-    suffix: str,
-    unroll: int,
-    min_blocks: int,
-    prefetch: bool = MMVQ_PREFETCH,
-    rpw: int = 1,
-    stage: bool = MMVQ_STAGE,
+    suffix: str, unroll: int, min_blocks: int, prefetch: bool = MMVQ_PREFETCH, rpw: int = 1
 ) -> Any:
     """matvec.cu with the kernels of one type (from the quant table), compiled once."""
     import cupy
@@ -345,7 +335,7 @@ def _module(
         src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
     opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
             f"-DRUN_INTS={RUN_BYTES // 4}",
-            f"-DMMVQ_PREFETCH={int(prefetch)}", f"-DMMVQ_RPW={rpw}", f"-DMMVQ_STAGE={int(stage)}")  # fmt: skip
+            f"-DMMVQ_PREFETCH={int(prefetch)}", f"-DMMVQ_RPW={rpw}")  # fmt: skip
     return cupy.RawModule(code=src, options=opts)
 
 
@@ -479,7 +469,6 @@ def launch_matvec(
     prefetch: bool = MMVQ_PREFETCH,
     bias: Any = None,
     rows_per_warp: int | None = None,
-    stage: bool | None = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -492,11 +481,10 @@ def launch_matvec(
         qt, shape: the weight's type and shape [n, k] (k a multiple of the block size and of 8).
         out: optional CuPy f32 [nt, n] to write into.
         bias: optional CuPy f32 [n], added to every output row in the kernel's epilogue.
-        rows_per_block, unroll, wpr, warps_per_sm, min_blocks, prequantize, rows_per_warp, stage: the
+        rows_per_block, unroll, wpr, warps_per_sm, min_blocks, prequantize, rows_per_warp: the
             kernel configuration (the bench sweeps them; None: ROWS_PER_BLOCK /
-            MMVQ_ROWS_PER_BLOCK, wpr :func:`warps_per_row`, stage :data:`MMVQ_STAGE` (it
-            applies to the prequantized launch at one row a warp), the others the type's
-            ``mmvq`` (quants.MmvqConfig)).
+            MMVQ_ROWS_PER_BLOCK, wpr :func:`warps_per_row`, the others the type's ``mmvq``
+            (quants.MmvqConfig)).
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -541,11 +529,9 @@ def launch_matvec(
     warps_per_sm = cfg.warps_per_sm if warps_per_sm is None else warps_per_sm
     rpw = _check_rpw(cfg.rows_per_warp if rows_per_warp is None else rows_per_warp)
     if prequantizes(qt, n, k, prequantize):
-        stage = MMVQ_STAGE if stage is None else bool(stage)
         return o, _launch_qx(
-            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias, rpw,
-            stage and rpw == 1,
-        )  # fmt: skip
+            x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias, rpw
+        )
     sms, smem_max = _device_limits()
     per_launch = max(1, min(nt, smem_max // mmvq_shared_bytes(1, k)))
     if mmvq_shared_bytes(1, k) > smem_max:
@@ -575,18 +561,17 @@ def launch_matvec(
 def _launch_qx(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any,
     rows_per_block: int | None, unroll: int | None, wpr: int | None, min_blocks: int,
-    prefetch: bool, bias: Any, rpw: int = 1, stage: bool = False,
+    prefetch: bool, bias: Any, rpw: int = 1,
 ) -> list[LaunchRecord]:  # fmt: skip
     """quantize_q8_n<nt> (x -> 8 bits in global memory, one thread per run of 32) then
-    mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches. ``stage``:
-    the weight's steps staged per warp in shared memory (:data:`MMVQ_STAGE`)."""
+    mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches."""
     import cupy
 
     nt, k = (int(v) for v in x.shape)
     n = int(shape[0])
     xr = cupy.empty((nt, k // 32, RUN_BYTES // 4), cupy.int32)  # the quantized runs
     qgeo = grid_1d(nt * (k // 32), 256)
-    mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch, rpw, stage)
+    mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch, rpw)
     qfn = mod.get_function(f"quantize_q8_n{nt}")
     cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
     qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xr],
@@ -596,15 +581,8 @@ def _launch_qx(
     fn = mod.get_function(qx_kernel_name(qt, nt))
     b = cuda.NULL if bias is None else bias
     args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b, cuda.NO_STAMP)
-    smem = MMVQ_STAGE_SLICE_BYTES * geo.block[1] * geo.block[2] if stage else 0
-    if smem:
-        cuda.allow_dynamic_shared(fn, smem)
-        cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
-    else:
-        cuda.launch(fn, geo.grid, geo.block, args)
-    staged = {"shared_bytes": smem, "staged": True} if smem else {}
-    rec = _record(qx_kernel_name(qt, nt), geo, raw, x, o, MATH_MMVQ, bias, x_read=xr, **staged)
-    return [qrec, rec]
+    cuda.launch(fn, geo.grid, geo.block, args)
+    return [qrec, _record(qx_kernel_name(qt, nt), geo, raw, x, o, MATH_MMVQ, bias, x_read=xr)]
 
 
 def ref_quantize_record(x: np.ndarray) -> LaunchRecord:
