@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         help="every shape, type and nt also times rows per block x warps per row x both variants",
     )  # fmt: skip
     ap.add_argument(
+        "--sweep-unroll", action="store_true",
+        help="every quantized type (nt=1) also times items in flight a lane (unroll 2, 4) at "
+        "min blocks 3, 4, 5 in its default variant (x prequantized or not)",
+    )  # fmt: skip
+    ap.add_argument(
         "--sweep-rpw", action="store_true",
         help="every quantized type and shape also times rows per warp 1, 2, 4 (nt=1), else default",
     )  # fmt: skip
@@ -121,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
             configs = default + (sweep if first and nt == 1 and qt.name in sweep_types else [])
             if args.sweep_small and qt.is_quantized:
                 configs = default + small
+            if args.sweep_unroll and qt.is_quantized and nt == 1:
+                # session 10's ncu: Q8_0 latency-bound at one item in flight a lane
+                configs = default + [
+                    (rpb0, u, qt.mmvq.warps_per_sm, mb, qx0, pf0, None, rpw0)
+                    for u in (2, 4) for mb in (3, 4, 5)
+                ]  # fmt: skip
             if args.sweep_rpw and qt.is_quantized and nt == 1:
                 configs = (
                     default

@@ -28,7 +28,7 @@ for spec in "$@"; do
     suite) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 --ignore=tests/viz tests \
              2>&1 | tee "$OUT/suite.log" | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
     mvbench) t python3 scripts/bench_matvec.py --shapes ${MV_SHAPES:-14336x4096} --nt 1 --json "$OUT/bm.json" \
-               --sweep "${SWEEP:-}" --sweep-shapes all ${MV_TYPES:+--types $MV_TYPES} ${RPW:+--sweep-rpw} \
+               --sweep "${SWEEP:-}" --sweep-shapes all ${MV_TYPES:+--types $MV_TYPES} ${RPW:+--sweep-rpw} ${UNROLL:+--sweep-unroll} \
                > "$OUT/bm.log" 2>&1; sed -n '/^summary/,$p' "$OUT/bm.log" ;;
     small) t python3 scripts/bench_matvec.py --shapes ${SMALL_SHAPES:-960x576,576x576,3072x576,576x1536,1152x896,896x896,9728x896,896x4864} --nt 1 \
              --types ${SMALL_TYPES:-Q4_1,Q8_0,Q4_0,Q4_K} --sweep-small --json "$OUT/small.json" > "$OUT/small.log" 2>&1
