@@ -409,9 +409,15 @@ def m_value_range(rng: random.Random, obj: Any, data: bytes) -> Mutant:
     elif c == 3:
         lg["chosen"]["id"] = rng.choice([-1, 10**9, 2**63])
         what, path = f"chosen.id = {lg['chosen']['id']}", ("steps", j, "logits")
-    elif c == 4:
+    elif c == 4 and "perf" in r:  # v1: a stored verdict
         r["perf"]["bound"] = rng.choice(["warp", "", "LAUNCH"])
         what = f"perf.bound = {r['perf']['bound']!r}"
+    elif c == 4 and isinstance(r.get("start_ns"), int):  # v2: verdicts derived, times stamped
+        r["end_ns"] = r["start_ns"] - rng.choice([1, 10**9])
+        what = f"end_ns = {r['end_ns']} before start_ns {r['start_ns']}"
+    elif c == 4 and r["launches"]:
+        r["launches"][0]["bytes_read"] = rng.choice([-1, 2**70])
+        what = f"launches[0].bytes_read = {r['launches'][0]['bytes_read']}"
     elif c == 5 and r["launches"]:
         ln = r["launches"][0]
         key = rng.choice(["grid", "block"])

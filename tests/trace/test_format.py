@@ -237,6 +237,35 @@ def test_rejects_wrong_types(tmp_path: Path) -> None:
     _rejects(t, tmp_path, "$.steps[0].nodes", "expected array")
 
 
+def test_rejects_values_a_reader_cannot_draw(tmp_path: Path) -> None:
+    """Found by scripts/fuzz_traces.py (seed 10, the H200 graph trace as base): a histogram
+    range upside down or of infinite width (the dashboard's bars are (hi - lo) / bins wide),
+    ceilings whose ridge overflows, a node that ends before it starts."""
+    t = make_trace()
+    t["steps"][1]["nodes"][2]["stats"]["hist"]["edges"][0] = 1e308
+    _rejects(t, tmp_path, "$.steps[1].nodes[2].stats.hist.edges", "ascending")
+    t = make_trace()
+    lo_hi = json.loads(dumps_trace(t))  # the stored form: lo, hi, counts
+    lo_hi["steps"][1]["logits"]["hist"]["lo"] = 1e308
+    _rejects(lo_hi, tmp_path, "$.steps[1].logits.hist", "lo 1e+308", "lo <= hi")
+    lo_hi["steps"][1]["logits"]["hist"].update(lo=-1e308, hi=1e308)
+    _rejects(lo_hi, tmp_path, "$.steps[1].logits.hist", "finite width")
+    t = make_trace()
+    t["ceilings"] = {**t["ceilings"], "copy_bandwidth_Bps": 1e-300}  # > 0: the schema admits it
+    _rejects(t, tmp_path, "$.ceilings", "1e-300", "not finite")
+    raw = json.loads((GOLDEN / "trace-v2-demo-numpy.json").read_text())
+    rec = raw["steps"][1]["nodes"][3]
+    rec["end_ns"] = rec["start_ns"] - 1
+    _rejects(raw, tmp_path, "$.steps[1].nodes[3].end_ns", "before its start_ns")
+    t = make_trace()  # the boundary cases stay valid: a one-value histogram, end = start
+    t["steps"][1]["nodes"][2]["stats"]["hist"]["edges"] = [0.5] * 33
+    raw = json.loads((GOLDEN / "trace-v2-demo-numpy.json").read_text())
+    raw["steps"][1]["nodes"][3]["end_ns"] = raw["steps"][1]["nodes"][3]["start_ns"]
+    load_trace(write_trace(t, tmp_path / "ok.json"))
+    (tmp_path / "ok2.json").write_text(json.dumps(raw))
+    load_trace(tmp_path / "ok2.json")
+
+
 def test_rejects_huge_value_quoted_short(tmp_path: Path) -> None:
     t = make_trace()
     t["steps"][0]["input_tokens"] = "x" * 100_000

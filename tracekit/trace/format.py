@@ -662,6 +662,7 @@ def validate_trace(trace: Any, source: str = "<trace>") -> dict[str, Any]:
     if err is not None:
         raise TraceError(f"{source}: invalid trace at {err.json_path}: {_describe(err)}")
     _check_references(trace, source)
+    _check_ceilings(trace, source)
     return trace
 
 
@@ -776,6 +777,12 @@ def _check_references(trace: dict[str, Any], source: str) -> None:
                     f"{source}: invalid trace at {where}.nodes[{i}].id: {r['id']} != {i}"
                 )
             r.setdefault("timing_time_s", r["time_s"])
+            t0, t1 = r.get("start_ns"), r.get("end_ns")
+            if t0 is not None and t1 is not None and t1 < t0:
+                raise TraceError(
+                    f"{source}: invalid trace at {where}.nodes[{i}].end_ns: {t1} is before its "
+                    f"start_ns {t0}"
+                )
             st = r["stats"]
             if st is not None:
                 if st["hist"] is not None:
@@ -800,16 +807,41 @@ def _check_heatmap(h: dict[str, Any], where: str, source: str) -> None:
 
 
 def _check_hist(h: dict[str, Any], where: str, source: str) -> None:
-    """Edges and counts agree; lo/hi histograms get their edges back (the form readers use)."""
+    """Edges and counts agree, the range is ordered and its width finite (a reader draws bins
+    of width (hi - lo) / bins); lo/hi histograms get their edges back (the form readers use)."""
     n = len(h["counts"])
     if "edges" in h:
         if len(h["edges"]) != (n + 1 if n else 0):
             raise TraceError(
                 f"{source}: invalid trace at {where}: {len(h['edges'])} edges for {n} counts"
             )
+        if n and any(b < a for a, b in zip(h["edges"], h["edges"][1:], strict=False)):
+            raise TraceError(f"{source}: invalid trace at {where}.edges: not in ascending order")
+        lo, hi = (h["edges"][0], h["edges"][-1]) if n else (0.0, 0.0)
     elif n == 0:
         raise TraceError(f"{source}: invalid trace at {where}: lo/hi with no counts")
+    else:
+        lo, hi = h["lo"], h["hi"]
+    if hi < lo or not math.isfinite(hi - lo):
+        raise TraceError(
+            f"{source}: invalid trace at {where}: range lo {lo!r} .. hi {hi!r} must have "
+            "lo <= hi and a finite width"
+        )
     _expand_hist(h)
+
+
+def _check_ceilings(trace: dict[str, Any], source: str) -> None:
+    """The bound model divides by the ceilings (peak / bandwidth is the roofline's ridge,
+    bytes / bandwidth a launch's bound): ratios that overflow to infinity are refused."""
+    c = trace["ceilings"]
+    bw = c["copy_bandwidth_Bps"]
+    peaks = [c["peak_flops"], *[v for v in (c.get("peak_flops_by_path") or {}).values() if v]]
+    for peak in peaks:
+        if not math.isfinite(peak / bw):
+            raise TraceError(
+                f"{source}: invalid trace at $.ceilings: peak {peak!r} flop/s over copy "
+                f"bandwidth {bw!r} B/s is not finite (a ceiling this small was not measured)"
+            )
 
 
 def load_trace(path: str | os.PathLike[str]) -> dict[str, Any]:
