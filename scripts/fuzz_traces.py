@@ -242,6 +242,12 @@ def m_newer_version(rng: random.Random, obj: Any, data: bytes) -> Mutant:
 
 def m_bad_base64(rng: random.Random, obj: Any, data: bytes) -> Mutant:
     paths = _records_with(obj, "heatmap")
+    if not paths:  # a timing-capture base has no statistics: base64 where numbers belong
+        j = rng.randrange(len(obj["steps"]))
+        obj["steps"][j]["logits"]["hist"]["counts"] = base64.b64encode(rng.randbytes(8)).decode()
+        path = ("steps", j, "logits", "hist")
+        return Mutant(0, "", f"{_jpath(path)}.counts = base64 text (no heatmap in the base)",
+                      _dump(obj), path)  # fmt: skip
     hm_path = rng.choice(paths)
     hm = _get(obj, hm_path)
     n = hm["rows"] * hm["cols"]
