@@ -22,11 +22,16 @@ def test_app_over_a_recorded_trace_serves_its_layout(demo_trace_path: Path, demo
     text = _layout_text(app)
     assert demo_trace["model"]["name"] in text
     assert str(demo_trace_path) in text
-    # the index page and the component bundles are served locally (no CDN)
-    index = app.server.test_client().get("/").get_data(as_text=True)
-    assert "cdn" not in index.lower() and "unpkg" not in index.lower()
-    # the preloaded bundles exist at the URLs the page names
+    # the index page and the component bundles are served locally (no CDN): every script and
+    # stylesheet URL is a path on this server (not the page's text: Dash's random ids in its
+    # config may spell "cdn", as a clean-clone CI run found)
     import re
+
+    index = app.server.test_client().get("/").get_data(as_text=True)
+    urls = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"', index)
+    assert urls and all(u.startswith("/") and not u.startswith("//") for u in urls), urls
+    assert "unpkg" not in index.lower()
+    # the preloaded bundles exist at the URLs the page names
 
     for url in re.findall(r'rel="preload" as="script" href="([^"]+)"', index):
         assert app.server.test_client().get(url).status_code == 200, url
