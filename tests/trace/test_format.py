@@ -266,6 +266,20 @@ def test_rejects_values_a_reader_cannot_draw(tmp_path: Path) -> None:
     load_trace(tmp_path / "ok2.json")
 
 
+def test_arch_settings_hold_what_the_overview_shows(tmp_path: Path) -> None:
+    """Found by fuzz_traces seed 12 on the SmolLM2 H200 trace: arch_settings without `rope`
+    loaded, then the dashboard's overview raised KeyError. Present, it must hold rope,
+    rope_base and attn_scale; absent (older traces) is fine."""
+    t = make_trace()
+    t["model"]["arch_settings"] = {"rope": "neox", "rope_base": 1e6, "attn_scale": 0.125}
+    load_trace(write_trace(t, tmp_path / "ok.json"))
+    for key in ("rope", "rope_base", "attn_scale"):
+        bad = make_trace()
+        bad["model"]["arch_settings"] = {**t["model"]["arch_settings"]}
+        del bad["model"]["arch_settings"][key]
+        _rejects(bad, tmp_path, "$.model.arch_settings", f"'{key}' is a required property")
+
+
 def test_rejects_huge_value_quoted_short(tmp_path: Path) -> None:
     t = make_trace()
     t["steps"][0]["input_tokens"] = "x" * 100_000
