@@ -154,8 +154,10 @@ class Gate:
         self.seq = (self.seq + 1) & SEQ_MASK
         self.flag.wait(stream_ptr, self.seq)
 
-    def open(self) -> None:
-        """Let every queued hold pass (write the last sequence number, if not yet written)."""
+    def open(self, stream_ptr: int = 0) -> None:
+        """Let every queued hold pass (write the last sequence number, if not yet written).
+        ``stream_ptr``: what a timed launch's host entries are called with (the write is the
+        host's, on no stream)."""
         if self.opened != self.seq:
             self.flag.write(self.seq)
             self.opened = self.seq

@@ -217,31 +217,6 @@ def device_gate(device: int) -> tuple[Gate | None, str | None]:
     return Gate(hostflag.HostFlag()), None
 
 
-class GateHold:
-    """A host entry (called with the stream pointer, as a cuBLAS call is): queue ``gate``'s
-    wait for its next sequence number on the stream."""
-
-    __slots__ = ("gate",)
-
-    def __init__(self, gate: Gate) -> None:
-        self.gate = gate
-
-    def __call__(self, stream_ptr: int) -> None:
-        self.gate.hold(stream_ptr)
-
-
-class GateOpen:
-    """A host entry: open ``gate`` (write its last sequence number into the flag)."""
-
-    __slots__ = ("gate",)
-
-    def __init__(self, gate: Gate) -> None:
-        self.gate = gate
-
-    def __call__(self, stream_ptr: int) -> None:
-        self.gate.open()
-
-
 def timed_entries(
     entry: Any, k: int, buf: Any, how: tuple[str, str], gate: Gate | None = None
 ) -> list[Any]:
@@ -257,8 +232,8 @@ def timed_entries(
             f"mode's plan ('stamp', 'stamp')), not plan {how!r}"
         )
     out: list[Any] = []
-    if gated:
-        out.append(GateHold(gate))
+    if gated:  # host entries, called with the stream as a cuBLAS call is
+        out.append(gate.hold)
     if src == "stamp":
         out.append(stamp_entry(buf, SLOT_WORDS * k))
     if src == "kernel":
@@ -276,7 +251,7 @@ def timed_entries(
     if dst == "stamp":
         out.append(stamp_entry(buf, SLOT_WORDS * k + 1))
     if gated:
-        out.append(GateOpen(gate))
+        out.append(gate.open)
     return out
 
 
