@@ -72,17 +72,14 @@ struct LaunchStamp {
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
         if (slot == nullptr) return;
-        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER) {
-            if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 &&
-                threadIdx.y == 0 && threadIdx.z == 0)
-                slot[0] = globaltimer_ns();
+        const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+        const bool grid_first = first && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER) {  // no exit count to zero
+            if (grid_first) slot[0] = globaltimer_ns();
             return;
         }
-        const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
-        if (first) {
-            launch_stamp_exited() = 0;
-            if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) slot[0] = globaltimer_ns();
-        }
+        if (first) launch_stamp_exited() = 0;
+        if (grid_first) slot[0] = globaltimer_ns();
         __syncthreads();  // the kernel's first statement: every thread of the block is here
     }
 
