@@ -278,6 +278,9 @@ def test_arch_settings_hold_what_the_overview_shows(tmp_path: Path) -> None:
         bad["model"]["arch_settings"] = {**t["model"]["arch_settings"]}
         del bad["model"]["arch_settings"][key]
         _rejects(bad, tmp_path, "$.model.arch_settings", f"'{key}' is a required property")
+    bad = make_trace()  # linear rope scaling without its factor (the overview prints it)
+    bad["model"]["arch_settings"] = {**t["model"]["arch_settings"], "rope_scaling": "linear"}
+    _rejects(bad, tmp_path, "$.model.arch_settings", "'rope_scaling_factor' is a required")
 
 
 def test_rejects_huge_value_quoted_short(tmp_path: Path) -> None:

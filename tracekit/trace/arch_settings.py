@@ -32,10 +32,8 @@ def describe_arch(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
     if "rope_base_swa" in s:
         rope += f" (sliding-window layers {s['rope_base_swa']:g})"
     scaling = s.get("rope_scaling", "none")
-    if scaling == "linear" and "rope_scaling_factor" in s:
+    if scaling == "linear":
         rope += f", linear scaling x{s['rope_scaling_factor']:g}"
-    elif scaling == "linear":
-        rope += ", linear scaling (factor not recorded)"
     elif scaling == "llama3":
         factors = _runs(s.get("rope_freq_factors", []), "{:.4g}".format)
         rope += f", llama3 frequency factors [{factors}]"
