@@ -138,6 +138,36 @@ def test_a_gated_launch_issues_hold_stamp_launch_stamp_open(monkeypatch: pytest.
     assert gate.seq == 2 and [e for e in log if e[0] == "wait"][-1][2] == 2
 
 
+class _ColdGemm:
+    """A host call whose kernels load on its first run (matmul._GemmCall's ``loaded``)."""
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log, self.loaded = log, False
+
+    def __call__(self, stream_ptr: int) -> None:
+        self.log.append(("gemm", stream_ptr))
+        self.loaded = True
+
+
+def test_a_launch_not_yet_loaded_runs_ungated_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its first run may wait for the whole context (CUDA lazy loading), so a hold before it
+    would never be opened: it runs between its stamps with no hold, counted as cold; the next
+    run of the same (now loaded) call is held as any other."""
+    monkeypatch.setattr(stamps, "stamp_entry", lambda buf, word: ("stamp", word))
+    log: list[Any] = []
+    gate = Gate(_Recorder(log))
+    buf = np.zeros(layout(3, 1)["words"], np.uint64)
+    gemm = _ColdGemm(log)
+    entries = timed_entries(gemm, 1, buf, ("stamp", "stamp"), gate)
+    _issue(entries, log, 0xAB0)
+    assert log == [("stamp", S), ("gemm", 0xAB0), ("stamp", S + 1)]
+    assert gate.cold == 1 and gate.seq == 0 and not gate.pending
+    _issue(entries, log, 0xAB0)  # a replay issues the same entries again: now held
+    assert log[3:] == [("wait", 0xAB0, 1), ("stamp", S), ("gemm", 0xAB0), ("stamp", S + 1),
+                       ("write", 1)]  # fmt: skip
+    assert gate.cold == 1
+
+
 @pytest.mark.parametrize("start", [SEQ_MASK - 2, 0, 2**31 - 1])
 def test_gate_sequence_numbers_wrap_and_each_hold_is_unmet_until_opened(start: int) -> None:
     log: list[Any] = []

@@ -141,6 +141,7 @@ class Gate:
         self.flag = flag
         self.seq = seq  # the value the last hold waits for
         self.opened = seq  # the value the flag holds
+        self.cold = 0  # gated launches run without a hold (runner/stamps.GateHold)
 
     @property
     def pending(self) -> bool:

@@ -284,13 +284,17 @@ def _lt_plan(device: int, n: int, k: int, nt: int) -> tuple[Any, ...]:
     return desc, a, b, c, pref, result
 
 
+#: (device, n, k, nt) of every cuBLASLt plan run in this process (:attr:`_GemmCall.loaded`)
+_PLANS_RUN: set[tuple[int, int, int, int]] = set()
+
+
 class _GemmCall:
     """One cuBLASLt matmul with its arguments bound and converted once: called at launch, and
     bound to a stream by a replayed :class:`~tracekit.kernels.cuda.LaunchTape` (``keep`` holds
     the arrays it points into). cuBLASLt through ctypes, not CuPy: CuPy's wrappers refuse to
     run while a stream is being captured, and a replay captures the step as a CUDA graph."""
 
-    __slots__ = ("args", "keep")
+    __slots__ = ("args", "keep", "plan_key")
 
     def __init__(self, x16: Any, w16: Any, out: Any) -> None:
         import cupy
@@ -299,7 +303,8 @@ class _GemmCall:
         n = int(w16.shape[0])
         dev = cupy.cuda.Device().id
         handle, ws = _lt_context(dev)
-        desc, a, b, c, _pref, result = _lt_plan(dev, n, k, nt)
+        self.plan_key = (dev, n, k, nt)
+        desc, a, b, c, _pref, result = _lt_plan(*self.plan_key)
         vp = ctypes.c_void_p
         self.args = (
             vp(handle), desc, vp(_ONE.ctypes.data), vp(w16.data.ptr), a, vp(x16.data.ptr), b,
@@ -311,6 +316,16 @@ class _GemmCall:
 
     def __call__(self, stream_ptr: int) -> None:
         _check_lt(_liblt().cublasLtMatmul(*self.args, ctypes.c_void_p(stream_ptr)), "Matmul")
+        _PLANS_RUN.add(self.plan_key)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this GEMM's plan has run in this process, so its kernels are loaded. The
+        first run of a plan may load them (CUDA's lazy module loading, the default since
+        CUDA 12.2), and a load may wait for the whole context: a stream held on a host flag
+        that the host writes only after this call would never let it return. So a stream-mode
+        gate (runner/stamps.py) holds only a loaded call."""
+        return self.plan_key in _PLANS_RUN
 
     def bind(self, stream_ptr: int) -> Any:
         """A zero-argument call of this GEMM on ``stream_ptr`` (for a replay's hot loop)."""

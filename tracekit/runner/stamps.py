@@ -217,13 +217,33 @@ def device_gate(device: int) -> tuple[Gate | None, str | None]:
     return Gate(hostflag.HostFlag()), None
 
 
+class GateHold:
+    """A gated launch's first host entry (called with the stream, as a cuBLAS call is): the
+    gate's hold, unless the launch says its kernels are not yet loaded (``loaded`` False: its
+    first run, which may wait for the whole context while loading them, and so for a held
+    stream: a deadlock). Such a launch runs ungated, once per plan, and is counted in
+    ``gate.cold``; its start may then include host issue time."""
+
+    __slots__ = ("gate", "launch")
+
+    def __init__(self, gate: Gate, launch: Any) -> None:
+        self.gate, self.launch = gate, launch
+
+    def __call__(self, stream_ptr: int) -> None:
+        if getattr(self.launch, "loaded", True):
+            self.gate.hold(stream_ptr)
+        else:
+            self.gate.cold += 1
+
+
 def timed_entries(
     entry: Any, k: int, buf: Any, how: tuple[str, str], gate: Gate | None = None
 ) -> list[Any]:
     """Launch k of a step, as the tape entries that time it by its plan ``how``: a stamped
     kernel given its slot, or the launch between stamp kernels (module docstring). With a
     ``gate`` (``stream`` mode), a launch between stamps is [hold, before-stamp, launch,
-    after-stamp, open]: the GPU runs the before-stamp only once the host has issued the launch."""
+    after-stamp, open]: the GPU runs the before-stamp only once the host has issued the launch
+    (:class:`GateHold`: not the first run of a launch whose kernels are not loaded)."""
     src, dst = how
     gated = gate is not None and src == "stamp"
     if gated and dst != "stamp":
@@ -233,7 +253,7 @@ def timed_entries(
         )
     out: list[Any] = []
     if gated:  # host entries, called with the stream as a cuBLAS call is
-        out.append(gate.hold)
+        out.append(GateHold(gate, entry))
     if src == "stamp":
         out.append(stamp_entry(buf, SLOT_WORDS * k))
     if src == "kernel":
