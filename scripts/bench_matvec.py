@@ -11,6 +11,13 @@ calls). GB/s counts the weight's GGUF bytes only (x and out are < 0.5% of them);
 divides by the D2D copy bandwidth measured in the same run (bytes read + written, as the
 tracekit bench). ``--sweep Q4_K,...`` also times every (rows per block, unroll) configuration of those types.
 Target: >= 85% of copy for every type at nt = 1.
+
+Read floor (every weight, timed the same way): ceilings.read_stream, a grid-strided stream of
+16-byte loads over the same rotated weight bytes (4 or 8 in flight a thread, 4 or 8 blocks an
+SM; the best of the four), its XOR checked against NumPy's. It is the fastest those bytes are
+read by a launch back to back in a stream, each launch paying its own ramp and tail; the summary
+divides each matvec's time by it ("of floor"). The empty kernel's back-to-back time is printed
+too: the part of every launch that no kernel design removes.
 """
 
 from __future__ import annotations
@@ -59,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     from tracekit.kernels import matvec
-    from tracekit.kernels.ceilings import gpu_times_queued
+    from tracekit.kernels.ceilings import (
+        gpu_times_queued,
+        launch_read_stream,
+        read_stream_kernel,
+        read_stream_reference,
+    )
+    from tracekit.kernels.elementwise import launch_empty
     from tracekit.quants import QUANT_TABLE, quant_type
 
     dev = cp.cuda.Device()
@@ -76,6 +89,27 @@ def main(argv: list[str] | None = None) -> int:
     copy_s = timed(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes))
     copy_bps = 2 * src.nbytes / copy_s
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)")
+    empty_s = timed(lambda i: launch_empty())
+    print(f"empty kernel back to back: {empty_s * 1e6:.2f} us a launch")
+    readers = {u: read_stream_kernel(u) for u in (4, 8)}
+    xor_word = cp.zeros(1, cp.uint32)
+
+    def read_floor(raws: list) -> tuple[float, str]:
+        """The best read_stream time over the weight copies, and its configuration."""
+        for raw in raws[:1]:  # the fold is right before it is timed
+            xor_word.fill(0)
+            launch_read_stream(readers[4], raw, xor_word, 4)
+            want = read_stream_reference(cp.asnumpy(raw))
+            if int(xor_word.get()[0]) != want:
+                raise SystemExit(f"read_stream XOR {int(xor_word.get()[0]):#x} != NumPy's {want:#x}")
+        best = None
+        for u in readers:
+            for bps in (4, 8):
+                s = timed(lambda i, u=u, bps=bps: launch_read_stream(
+                    readers[u], raws[i % len(raws)], xor_word, bps))  # fmt: skip
+                if best is None or s < best[0]:
+                    best = (s, f"unroll {u}, {bps} blocks/SM")
+        return best
 
     shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")]
     nts = [int(t) for t in args.nt.split(",")]
@@ -98,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     sweep_types = {quant_type(t).name for t in args.sweep.split(",") if t}
     rows = []
+    floors: dict[tuple[int, int, str], float] = {}  # (n, k, type) -> read floor seconds
     # a K-quant's rows are whole 256-value blocks: SmolLM2's k = 576 has none of that type
     fits = [(sh, qt) for sh in shapes for qt in types if sh[1] % qt.block_size == 0]
     for sh, qt in ((sh, qt) for sh in shapes for qt in types if (sh, qt) not in fits):
@@ -111,6 +146,14 @@ def main(argv: list[str] | None = None) -> int:
             cp.random.randint(0, 2**31 - 1, words, dtype=cp.int32).view(cp.uint8)[:nbytes]
             for _ in range(sets)
         ]
+        floor_s, floor_cfg = read_floor(raws)
+        floors[(n, k, qt.name)] = floor_s
+        print(
+            f"{qt.name:5s} {n}x{k} read floor ({floor_cfg}): {floor_s * 1e6:7.2f} us "
+            f"{nbytes // 16 * 16 / floor_s / 1e9:7.0f} GB/s "
+            f"{100 * (nbytes // 16 * 16) / floor_s / copy_bps:5.1f}% of copy",
+            flush=True,
+        )
         for nt in nts:
             x = cp.random.standard_normal((nt, k), dtype=cp.float32)
             out = cp.empty((nt, n), cp.float32)
@@ -167,9 +210,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
     print(
-        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp) | met |"
+        "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | read floor % of copy | "
+        "of floor | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp) | met |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (n, k), qt, nt in ((sh, qt, nt) for sh, qt in fits for nt in nts):
         mine = [r for r in rows if (r["type"], r["n"], r["k"], r["nt"]) == (qt.name, n, k, nt)]
         rpb0 = matvec.MMVQ_ROWS_PER_BLOCK if qt.is_quantized else matvec.ROWS_PER_BLOCK
@@ -183,9 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         met = "yes" if d["pct_copy"] >= TARGET_PCT else "no"
         cfg = "(" + ", ".join(str(b[c]) for c in key) + ")"
         best = f"{b['pct_copy']:.1f} {cfg}" if b is not d else "–"
+        floor_s = floors[(n, k, qt.name)]
+        floor_pct = 100 * (d["bytes"] // 16 * 16) / floor_s / d["copy_GBps"] / 1e9
         print(
             f"| {qt.name} | {n}x{k} | {d['bytes'] / 1e6:.1f} | {nt} | {d['us']:.2f} | "
-            f"{d['GBps']:.0f} | {d['pct_copy']:.1f} | {best} | {met if nt == 1 else '–'} |"
+            f"{d['GBps']:.0f} | {d['pct_copy']:.1f} | {floor_pct:.1f} | "
+            f"{100 * floor_s / (d['us'] * 1e-6):.0f}% | {best} | {met if nt == 1 else '–'} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -67,3 +67,16 @@ def test_a_cupy_cache_without_the_int8_tensor_core_peak_is_remeasured():
     assert not _valid(dict(fresh, peak_flops_by_path=dict(peaks, int8_tensor_core=None)))
     assert not _valid(dict(fresh, peak_flops_by_path=peaks))
     assert _valid(dict(base, backend="numpy", peak_flops_by_path={"f32_matmul": 1.0}))
+
+
+def test_read_stream_reference_folds_whole_16_byte_words():
+    import numpy as np
+
+    from tracekit.kernels.ceilings import read_stream_reference
+
+    words = np.array([0x11111111, 0x22222222, 0x44444444, 0x88888888, 0x0F0F0F0F], np.uint32)
+    buf = words.view(np.uint8)
+    # the fifth word is a partial 16-byte step: not read
+    assert read_stream_reference(buf) == 0xFFFFFFFF
+    assert read_stream_reference(buf[:15]) == 0
+    assert read_stream_reference(np.concatenate([buf[:16], buf[:16]])) == 0

@@ -295,6 +295,64 @@ def _imma_peak() -> float:
     return _chain_peak(_IMMA_SRC, "imma_peak", 128, IMMA_ITERS, 8 * 8192 // 32)
 
 
+#: The read floor of a bandwidth-bound kernel: a grid-strided stream of 16-byte loads over a
+#: buffer, READ_UNROLL loads in flight a thread, folded with XOR into one word (so no load is
+#: dead code, and the result has a NumPy twin: :func:`read_stream_reference`). bench_matvec
+#: times it on a matvec's own weight bytes: the fastest a kernel can read those bytes back to
+#: back in a stream, which a matvec's "% of copy" is then read against.
+_READ_SRC = r"""
+extern "C" __global__ void __launch_bounds__(256) read_stream(const uint4* __restrict__ p,
+                                                               long long n16, unsigned* out) {
+    unsigned a = 0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (READ_UNROLL - 1) * stride < n16; i += READ_UNROLL * stride) {
+        uint4 v[READ_UNROLL];
+#pragma unroll
+        for (int u = 0; u < READ_UNROLL; ++u) v[u] = __ldg(p + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < READ_UNROLL; ++u) a ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < n16; i += stride) {
+        const uint4 v = __ldg(p + i);
+        a ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) a ^= __shfl_xor_sync(0xFFFFFFFFu, a, o);
+    if ((threadIdx.x & 31) == 0) atomicXor(out, a);
+}
+"""
+
+
+def read_stream_kernel(unroll: int) -> Any:
+    """The compiled :data:`_READ_SRC` with ``unroll`` 16-byte loads in flight a thread."""
+    import cupy
+
+    if unroll < 1:
+        raise ValueError(f"read_stream unroll {unroll} must be >= 1")
+    return cupy.RawKernel(_READ_SRC, "read_stream", options=(f"-DREAD_UNROLL={unroll}",))
+
+
+def launch_read_stream(fn: Any, buf: Any, out: Any, blocks_per_sm: int) -> None:
+    """XOR of ``buf``'s whole 16-byte words into ``out[0]`` (uint32, not reset here), a grid
+    of ``blocks_per_sm`` 256-thread blocks an SM. ``buf``: a uint8 CuPy array, 16-byte aligned."""
+    import cupy
+
+    if buf.data.ptr % 16:
+        raise ValueError(f"read_stream buffer starts {buf.data.ptr % 16} bytes past a 16-byte boundary")
+    if out.dtype != np.uint32 or out.size < 1:
+        raise ValueError(f"read_stream out must be uint32 with a word, not {out.dtype} x {out.size}")
+    sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    fn((blocks_per_sm * sms,), (256,), (buf, np.int64(buf.nbytes // 16), out))
+
+
+def read_stream_reference(buf: np.ndarray) -> int:
+    """:func:`launch_read_stream`'s word, in NumPy: the XOR of the buffer's whole 16-byte
+    words, as uint32 words."""
+    words = np.ascontiguousarray(buf[: buf.nbytes // 16 * 16]).view(np.uint32)
+    return int(np.bitwise_xor.reduce(words)) if words.size else 0
+
+
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:
     """Median own time (stamp.cuh's LaunchStamp: block 0's entry to the last thread's exit) of
     an empty stamped kernel back to back in a busy stream, or as a CUDA graph's nodes."""
