@@ -75,3 +75,24 @@ def test_pdl_is_refused_off_graph_replay(tmp_path: Path):
     m = _model(tmp_path, "demo")
     with pytest.raises(GenerationError, match="pdl.*needs replay 'graph'.*not replay 'plan'"):
         Session(m, "cupy", n_ctx=16, replay="plan", pdl=True)
+
+
+@pytest.mark.parametrize("name", ["demo", "qwen2"])
+def test_a_full_pdl_graph_gives_the_plain_full_graphs_statistics(tmp_path: Path, name: str):
+    """A full graph that copies no output is captured with pdl too (replay.capture_graph): its
+    node statistics and logits are those of the plain full graph, value for value."""
+    from tracekit.runner.record import record_trace
+    from tracekit.trace.format import load_trace
+
+    m = _model(tmp_path, name)
+    got = {}
+    for pdl in (False, True):
+        t = load_trace(record_trace(m, tokens=PROMPT, steps=3, backend="cupy", capture="full",
+                                    output=tmp_path / f"{pdl}.json", progress=False,
+                                    cuda_graph=True, pdl=pdl))  # fmt: skip
+        assert t["run"]["pdl"] is pdl
+        got[pdl] = [
+            ([r["stats"] for r in s["nodes"]], s["logits"]["top_k"]) for s in t["steps"][1:]
+        ]
+    assert got[True] == got[False]
+    assert all(st is not None for stats, _ in got[True] for st in stats)

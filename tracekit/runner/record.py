@@ -564,7 +564,7 @@ def record_trace(
         on_dump_estimate: called with the :class:`DumpPlan` before the run (the CLI prints it).
         pdl: with ``cuda_graph``, capture the decode graph's kernels as programmatic dependent
             launches (``Session(pdl=True)``; the trace's ``run.pdl``); the full pass's graph
-            keeps plain launches (its copies of outputs sit between kernels). None (the
+            too, unless it copies an output (a memcpy node between kernels). None (the
             default): on where the device can (sm_90 and ``cuda_graph``), else off; True
             without ``cuda_graph`` is refused.
         fuse: fuse q/k/v and gate/up into one matmul each where their weights share a type

@@ -334,9 +334,10 @@ class StepReplay:
                 for a, b in self._node_launches
             ]
             self._graph_plan = plan
-        # programmatic dependent launches where asked, not in a full graph: its copies of
-        # outputs (memcpy nodes) sit between kernels
-        pdl = self.pdl and kind != "full"
+        # programmatic dependent launches where asked, and in a full graph only when it copies
+        # no output (a memcpy node between two kernels is no kernel a launch can depend on;
+        # most steps have none: overwritten_in_place marks only in-place nodes' inputs)
+        pdl = self.pdl and not snaps
         entries = [[self._pack(e, stream.ptr, pdl) for e in node] for node in tape]
         self.be.synchronize()
         with stream:

@@ -1,0 +1,81 @@
+"""Where a full capture's extra time goes, with CUDA graphs: device times of one decode step.
+
+    python scripts/full_pass_cost.py [MODEL.gguf | qwen2-0.5b | demo ...] [--reps 50]
+
+For each model, a graph-replay Session's decode step captured as its ``plain``, ``timed`` and
+``full`` graphs (the ones record_trace --cuda-graph replays), each replayed ``--reps`` times back
+to back between two CUDA events (device time per replay, the host's launch overlapped), and the
+full graph's statistics batch alone (its memset and two kernels, ``PreparedStats.enqueue``, on
+the same tensors) the same way. Prints each, the full graph's cost over the timed one, and how
+much of it the statistics batch is. The pdl state of each graph is printed with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _per_replay_s(fn, reps: int) -> float:
+    import cupy
+
+    fn()  # warm
+    cupy.cuda.get_current_stream().synchronize()
+    a, b = cupy.cuda.Event(), cupy.cuda.Event()
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    b.synchronize()
+    return cupy.cuda.get_elapsed_time(a, b) * 1e-3 / reps
+
+
+def main() -> int:
+    from decode_speed import resolve
+
+    from tracekit.kernels.backend import get_backend
+    from tracekit.runner.execute import Session, load_model
+    from tracekit.runner.record import Ranges, Tracer
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args()
+    be = get_backend("cupy")
+    print(f"backend {be.name}: {be.device_name()}")
+    for path in [resolve(m) for m in args.models or ["demo"]]:
+        model = load_model(path)
+        s = Session(model, be, replay="graph")
+        prompt = [1, 2, 3, 4]
+        s.generate(prompt, 3, stop_at_eos=False)  # records the decode step
+        s.reset()
+        s.run_step(prompt)
+        replay = s.replay
+        tracer = Tracer(be, model.graph.nodes, Ranges(False))
+        graphs = {k: replay.capture_graph(k, tracer.stats_spec if k == "full" else None)
+                  for k in ("plain", "timed", "full")}  # fmt: skip
+        stream = replay._graph_stream
+        times = {}
+        with stream:
+            replay.prime(1, s.n_past)
+            for kind, g in graphs.items():
+                times[kind] = _per_replay_s(lambda g=g, st=stream: g.launch(st), args.reps)
+            prepared = replay._prepared
+            times["stats batch"] = _per_replay_s(prepared.enqueue, args.reps)
+        snaps = sum(1 for v in replay._snaps.get("full", {}).values() if v is not None)
+        print(f"{path.name}: {len(model.graph.nodes)} nodes, pdl {replay.pdl}, "
+              f"{snaps} snapshot copies in the full graph")  # fmt: skip
+        for kind, t in times.items():
+            print(f"  {kind:12s} {t * 1e6:9.1f} us")
+        extra = times["full"] - times["timed"]
+        print(f"  full - timed {extra * 1e6:9.1f} us, of which the statistics batch "
+              f"{times['stats batch'] * 1e6:.1f} us ({100 * times['stats batch'] / extra:.0f}%)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
