@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Every pytest stage has a per-test limit with --timeout-method thread: a test blocked in the
+# driver (session 11: a held stream) then prints its stack instead of eating the call's limit.
 # The GPU check (sessions 6-8), stages by name: scripts/gpu_check_s6.sh parity mvbench small prefill ncu
 # (each NAME or NAME:SECONDS; logs under $OUT). side (llama.cpp, ONE call, carry .llama): side:560.
 set -uo pipefail
@@ -9,23 +11,23 @@ for spec in "$@"; do
   echo "=== $stage (limit ${limit}s) $(date -u +%FT%TZ)"
   t() { timeout -k 5 "$limit" "$@"; }
   case $stage in
-    parity) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 tests/kernels/test_matvec_gpu.py \
+    parity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 tests/kernels/test_matvec_gpu.py \
               tests/runner/test_matmul_paths_gpu.py 2>&1 | tee "$OUT/parity.log" \
               | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
-    edge) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 \
+    edge) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 4 \
             "tests/kernels/test_matvec_gpu.py::test_mmvq_at_the_48_kb_shared_memory_edge" 2>&1 | tail -2 ;;
-    fixes) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 -s \
+    fixes) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 -s \
              "tests/kernels/test_matvec_gpu.py::test_cupy_backend_runs_the_path_it_names" \
              tests/runner/test_matmul_paths_gpu.py tests/runner/test_archs_gpu.py tests/runner/test_bound_gpu.py \
              "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 | tee "$OUT/fixes.log" \
              | grep -E "peaks|passed|failed|FAILED|Error" | tail -20 ;;
-    newgpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 \
+    newgpu) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout-method thread -n 8 --timeout 150 \
               tests/kernels/test_matvec_gpu.py tests/kernels/test_norm_gpu.py \
               tests/runner/test_add_norm_gpu.py tests/runner/test_pdl_gpu.py \
               tests/runner/test_rope_qk_gpu.py tests/trace/test_tensors_gpu.py \
               tests/runner/test_bound_gpu.py 2>&1 | tee "$OUT/newgpu.log" \
               | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
-    suite) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 --timeout 150 --ignore=tests/viz tests \
+    suite) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout-method thread -n 8 --timeout 150 --ignore=tests/viz tests \
              2>&1 | tee "$OUT/suite.log" | grep -E "passed|failed|FAILED|Error" | tail -30 ;;
     mvbench) t python3 scripts/bench_matvec.py --shapes ${MV_SHAPES:-14336x4096} --nt 1 --json "$OUT/bm.json" \
                --sweep "${SWEEP:-}" --sweep-shapes all ${MV_TYPES:+--types $MV_TYPES} ${RPW:+--sweep-rpw} ${UNROLL:+--sweep-unroll} \
@@ -55,11 +57,12 @@ for spec in "$@"; do
                 | tee "$OUT/hostprof.log" | head -45 ;;
     attnbench) t python3 scripts/bench_attention.py --json "$OUT/attn.json" 2>&1 | tee "$OUT/attn.log" | tail -30 ;;
     mmqbench) t python3 scripts/bench_mmq.py 2>&1 | tee "$OUT/mmq.log" | tail -40 ;;
+    fullcost) t python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-demo qwen2-0.5b} 2>&1 | tee "$OUT/fullcost.log" | tail -16 ;;
     capture) t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${CAPTURE_MODELS:-demo qwen2-0.5b llama3-8b} 2>&1 \
                | tee "$OUT/capture.log" | tail -14 ;;
     bound) t python3 scripts/bound_report.py --backend cupy --steps ${BOUND_STEPS:-8} --out "$OUT" qwen2-0.5b 2>&1 \
              | tee "$OUT/bound.log" | tail -60 ;;
-    replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/runner/test_replay_gpu.py \
+    replaygpu) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 4 tests/runner/test_replay_gpu.py \
                  tests/runner/test_stamps_gpu.py 2>&1 | tail -5 ;;
     breakdown) t python3 scripts/decode_breakdown.py ${MODELS:-demo qwen2-0.5b} --steps 64 --fuse ${FUSE:-on} --pdl ${PDL:-off} 2>&1 \
                  | tee "$OUT/breakdown.log" | tail -8 ;;
