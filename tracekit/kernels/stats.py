@@ -387,6 +387,10 @@ _BATCH_WARPS = _BATCH_BLOCK // 32
 #: A heatmap cell of at least this many elements gets a whole block, a smaller one a warp (a
 #: decode step's cells hold ~9..800 values; a 1-D tensor's 64 cells can hold millions).
 _BLOCK_CELL = 1024
+#: ... and one of at most this many a single thread: a warp per one-value cell (a decode step's
+#: [1, 14, 64] attention output: 896 of them) made the 0.5B step's batch ~9K blocks, 125 us on
+#: the H200 (scripts/full_pass_cost.py, session 11).
+_THREAD_CELL = 32
 _DESC_WORDS = 9
 _RES_WORDS = 9
 
@@ -490,8 +494,11 @@ class StatsBatch:
                 x = x.copy(order="C")
             cells = R * C
             # the largest cell: ceil(n_rows / R) x ceil(n_cols / C) elements
-            mode = int(R > 0 and -(-n_rows // R) * -(-n_cols // C) >= _BLOCK_CELL)
-            heat_blocks = cells if mode else -(-cells // _BATCH_WARPS)
+            # the heat mode (stats.cu): 0 a warp a cell, 1 a block, 2 a thread
+            largest = -(-n_rows // R) * -(-n_cols // C) if R > 0 else 0
+            mode = 1 if largest >= _BLOCK_CELL else 2 if largest <= _THREAD_CELL else 0
+            per = {0: _BATCH_WARPS, 1: 1, 2: _BATCH_BLOCK}[mode]  # cells a block
+            heat_blocks = -(-cells // per)
             desc = (x.data.ptr, n, n_rows, n_cols, R, C, code, cells, mode,
                     -(-n // _BATCH_CHUNK), heat_blocks)  # fmt: skip
         else:
