@@ -334,8 +334,8 @@ def assert_stats_close(got, want):
 
 def batch_tensors():
     """Sizes 1, 7, 4096, 1e6+3; 2-D and 3-D; f32/f16 (and f64, int32); planted NaN/±Inf/zeros;
-    an all-NaN, a constant, an empty tensor and a scalar; cells of both heatmap modes (a warp
-    per small cell, a block per cell of >= 1024 values)."""
+    an all-NaN, a constant, an empty tensor and a scalar; cells of every heatmap mode (a thread
+    per cell of <= 32 values, a warp per small cell, a block per cell of >= 1024 values)."""
     rng = np.random.default_rng(5)
     xs = []
     for dt in (np.float32, np.float16):
@@ -349,6 +349,8 @@ def batch_tensors():
             _planted((5, 9, 64), dt, seed=6),
             _planted((300, 4097), dt, seed=7),  # cells of <= 10 x 65 values: warp mode
             _planted((2048, 2048), dt, seed=8),  # 64 x 32 = 2048-value cells: block mode
+            _planted((1, 14, 64), dt, seed=10),  # 896 one-value cells: thread mode
+            _planted((3, 333, 64), dt, seed=11),  # 999 x 64 in 32 x 64 cells of <= 32: thread
         ]
     xs += [
         np.full((3, 3), np.nan, np.float32),
@@ -377,7 +379,7 @@ def test_stats_batch_cupy_matches_numpy():
         except AssertionError as e:
             raise AssertionError(f"tensor {i}: shape {x.shape} {x.dtype}: {e}") from e
     # the per-tensor device path agrees too (same kernels' formulas)
-    for i in (3, 8, 17):
+    for i in (3, 8, 19):
         assert_stats_close(got[i], tensor_stats(cp.asarray(xs[i]), axes=("tokens", "features")))
 
 

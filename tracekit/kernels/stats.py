@@ -387,6 +387,10 @@ _BATCH_WARPS = _BATCH_BLOCK // 32
 #: A heatmap cell of at least this many elements gets a whole block, a smaller one a warp (a
 #: decode step's cells hold ~9..800 values; a 1-D tensor's 64 cells can hold millions).
 _BLOCK_CELL = 1024
+#: ... and one of at most this many a single thread: a warp per one-value cell (a decode step's
+#: [1, 14, 64] attention output: 896 of them) made the 0.5B step's batch ~9K blocks, 125 us on
+#: the H200 (scripts/full_pass_cost.py, session 11).
+_THREAD_CELL = 32
 _DESC_WORDS = 9
 _RES_WORDS = 9
 
@@ -488,12 +492,7 @@ class StatsBatch:
                 x, code = x.astype(np.float64, order="C"), 2  # a new contiguous array: a copy
             elif copy or not x.flags.c_contiguous:  # RawKernel ignores strides
                 x = x.copy(order="C")
-            cells = R * C
-            # the largest cell: ceil(n_rows / R) x ceil(n_cols / C) elements
-            mode = int(R > 0 and -(-n_rows // R) * -(-n_cols // C) >= _BLOCK_CELL)
-            heat_blocks = cells if mode else -(-cells // _BATCH_WARPS)
-            desc = (x.data.ptr, n, n_rows, n_cols, R, C, code, cells, mode,
-                    -(-n // _BATCH_CHUNK), heat_blocks)  # fmt: skip
+            desc = device_desc(x.data.ptr, n_rows, n_cols, R, C, code)
         else:
             x = np.array(x, copy=True) if copy else np.asarray(x)
             desc = None
@@ -556,6 +555,62 @@ class StatsBatch:
         return PreparedStats(items, self.bins)
 
 
+def device_desc(ptr: int, n_rows: int, n_cols: int, R: int, C: int, code: int) -> tuple[int, ...]:
+    """A device tensor's row of the batch table (stats.cu, "batched statistics"): [ptr, n,
+    n_rows, n_cols, R, C, dtype code, cells, heat mode] and its block counts (reduction chunks,
+    heat blocks); the cell offset (word 7) is set by :func:`batch_layout`."""
+    n, cells = n_rows * n_cols, R * C
+    # the largest cell: ceil(n_rows / R) x ceil(n_cols / C) elements
+    largest = -(-n_rows // R) * -(-n_cols // C) if R > 0 else 0
+    # the heat mode (stats.cu): 0 a warp a cell, 1 a block, 2 a thread
+    mode = 1 if largest >= _BLOCK_CELL else 2 if largest <= _THREAD_CELL else 0
+    per = {0: _BATCH_WARPS, 1: 1, 2: _BATCH_BLOCK}[mode]  # cells a block
+    return (ptr, n, n_rows, n_cols, R, C, code, cells, mode, -(-n // _BATCH_CHUNK),
+            -(-cells // per))  # fmt: skip
+
+
+def batch_layout(descs: list[tuple[int, ...]], bins: int) -> dict[str, Any]:
+    """The batch's tables from its tensors' :func:`device_desc` rows: ``desc`` [T, 9] (cell
+    offsets filled in), ``red_start`` and ``heat_start`` (T + 1 block prefixes), ``cell_off``,
+    the block and cell counts, and the result buffer's words: ``n_res`` = [res T x 9][hist T x
+    bins][cells], then tickets (T) and partials (n_red x 9), ``words`` in all."""
+    T = len(descs)
+    cols = np.array(descs, dtype=np.int64).reshape(T, 11)
+    desc = cols[:, :_DESC_WORDS].copy()
+    cell_off = np.zeros(T + 1, np.int64)
+    np.cumsum(cols[:, 7], out=cell_off[1:])
+    desc[:, 7] = cell_off[:-1]
+    red_start = np.zeros(T + 1, np.int64)
+    np.cumsum(cols[:, 9], out=red_start[1:])
+    heat_start = np.zeros(T + 1, np.int64)
+    np.cumsum(cols[:, 10], out=heat_start[1:])
+    n_red, n_heat, n_cells = int(red_start[-1]), int(heat_start[-1]), int(cell_off[-1])
+    if n_red + n_heat > 2**31 - 1:
+        raise KernelInputError(
+            f"a statistics batch of {n_red + n_heat} blocks exceeds the grid limit 2^31-1: "
+            "collect the batch more often"
+        )
+    n_res = T * (_RES_WORDS + bins) + n_cells
+    return {"desc": desc, "red_start": red_start, "heat_start": heat_start,
+            "cell_off": cell_off, "n_red": n_red, "n_heat": n_heat, "n_cells": n_cells,
+            "n_res": n_res, "words": n_res + T + n_red * _RES_WORDS,
+            "elems": int(cols[:, 1].sum())}  # fmt: skip
+
+
+def read_result_words(
+    items: list[tuple[Any, ...]], bins: int, cell_off: np.ndarray, words: np.ndarray
+) -> tuple[Any, ...]:
+    """The packed results (the first ``n_res`` words of a batch's result buffer) as
+    :class:`StatsResults`' arrays for ``items`` (StatsBatch's item tuples)."""
+    T = len(items)
+    r = words[: T * _RES_WORDS].reshape(T, _RES_WORDS)
+    return (
+        _meta(items), r.view(np.float64)[:, :4], r[:, 4:],
+        words[T * _RES_WORDS : T * (_RES_WORDS + bins)].reshape(T, bins),
+        words[T * (_RES_WORDS + bins) :].view(np.float64), cell_off,
+    )  # fmt: skip
+
+
 class PreparedStats:
     """A device statistics batch whose descriptor table is uploaded once and whose result
     buffer is allocated once: :meth:`enqueue` issues the memset and the two kernels on the
@@ -570,34 +625,22 @@ class PreparedStats:
 
         self.items, self.bins = items, bins
         T = len(items)
-        cols = np.array([it[6] for it in items], dtype=np.int64)  # T x 11, see add()
-        desc = cols[:, :_DESC_WORDS].copy()
-        cell_off = np.zeros(T + 1, np.int64)
-        np.cumsum(cols[:, 7], out=cell_off[1:])
-        desc[:, 7] = cell_off[:-1]
-        red_start = np.zeros(T + 1, np.int64)
-        np.cumsum(cols[:, 9], out=red_start[1:])
-        heat_start = np.zeros(T + 1, np.int64)
-        np.cumsum(cols[:, 10], out=heat_start[1:])
-        n_red, n_heat, n_cells = int(red_start[-1]), int(heat_start[-1]), int(cell_off[-1])
-        if n_red + n_heat > 2**31 - 1:
-            raise KernelInputError(
-                f"a statistics batch of {n_red + n_heat} blocks exceeds the grid limit 2^31-1: "
-                "collect the batch more often"
-            )
+        lay = batch_layout([it[6] for it in items], bins)
+        desc, red_start, heat_start = lay["desc"], lay["red_start"], lay["heat_start"]
+        n_red, n_heat, cell_off = lay["n_red"], lay["n_heat"], lay["cell_off"]
         # one upload: [desc T x 9][red_start T+1][heat_start T+1]
         tab = cupy.asarray(np.concatenate([desc.reshape(-1), red_start, heat_start]))
         self.t_desc, self.t_red = tab[: T * 9], tab[T * 9 : T * 10 + 1]
         self.t_heat = tab[T * 10 + 1 :]
         # one zeroed buffer: [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9]
-        self.n_res = n_res = T * (_RES_WORDS + bins) + n_cells
-        self.buf = buf = cupy.empty(n_res + T + n_red * _RES_WORDS, dtype=cupy.uint64)
+        self.n_res = n_res = lay["n_res"]
+        self.buf = buf = cupy.empty(lay["words"], dtype=cupy.uint64)
         self.res = buf[: T * _RES_WORDS]
         self.hist = buf[T * _RES_WORDS : T * (_RES_WORDS + bins)]
         self.cells = buf[T * (_RES_WORDS + bins) : n_res].view(cupy.float64)
         self.tickets, self.part = buf[n_res : n_res + T], buf[n_res + T :]
         self.T, self.n_red, self.n_heat, self.cell_off = T, n_red, n_heat, cell_off
-        elems = int(cols[:, 1].sum())
+        n_cells, elems = lay["n_cells"], lay["elems"]
         nbytes = sum(int(it[1].nbytes) for it in items)
         block = (_BATCH_BLOCK, 1, 1)
         # each launch once, as the object enqueue issues and whose record is kept
@@ -636,15 +679,9 @@ class PreparedStats:
     def read_part(self, words: np.ndarray | None = None) -> tuple[Any, ...]:
         """The packed results as arrays: from the device (one copy, waiting for the kernels),
         or from ``words``, a host copy of the first ``n_res`` words of the result buffer."""
-        T, bins, n_res = self.T, self.bins, self.n_res
         if words is None:
-            words = self.buf[:n_res].get()
-        r = words[: T * _RES_WORDS].reshape(T, _RES_WORDS)
-        return (
-            _meta(self.items), r.view(np.float64)[:, :4], r[:, 4:],
-            words[T * _RES_WORDS : T * (_RES_WORDS + bins)].reshape(T, bins),
-            words[T * (_RES_WORDS + bins) :].view(np.float64), self.cell_off,
-        )  # fmt: skip
+            words = self.buf[: self.n_res].get()
+        return read_result_words(self.items, self.bins, self.cell_off, words)
 
     def read(self) -> StatsResults:
         """The results of the last enqueue(), on the host."""
