@@ -332,6 +332,18 @@ def assert_stats_close(got, want):
     np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], atol=step * 1.01 + 1e-300)
 
 
+def assert_batch_matches_numpy(got: dict, xs: list) -> None:
+    """A batch's statistics (keys 0..len(xs)-1, heatmap axes tokens x features) against the
+    NumPy path's, tensor by tensor (assert_stats_close), naming the tensor that differs."""
+    assert list(got) == list(range(len(xs)))
+    for i, x in enumerate(xs):
+        want = tensor_stats(x, axes=("tokens", "features"))
+        try:
+            assert_stats_close(got[i], want)
+        except AssertionError as e:
+            raise AssertionError(f"tensor {i}: shape {x.shape} {x.dtype}: {e}") from e
+
+
 def batch_tensors():
     """Sizes 1, 7, 4096, 1e6+3; 2-D and 3-D; f32/f16 (and f64, int32); planted NaN/±Inf/zeros;
     an all-NaN, a constant, an empty tensor and a scalar; cells of every heatmap mode (a thread
@@ -371,13 +383,7 @@ def test_stats_batch_cupy_matches_numpy():
     for i, x in enumerate(xs):
         b.add(i, cp.asarray(x), axes=("tokens", "features"))
     got = b.finish()
-    assert list(got) == list(range(len(xs)))
-    for i, x in enumerate(xs):
-        want = tensor_stats(x, axes=("tokens", "features"))
-        try:
-            assert_stats_close(got[i], want)
-        except AssertionError as e:
-            raise AssertionError(f"tensor {i}: shape {x.shape} {x.dtype}: {e}") from e
+    assert_batch_matches_numpy(got, xs)
     # the per-tensor device path agrees too (same kernels' formulas)
     for i in (3, 8, 19):
         assert_stats_close(got[i], tensor_stats(cp.asarray(xs[i]), axes=("tokens", "features")))
