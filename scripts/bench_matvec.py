@@ -61,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep-rpw", action="store_true",
         help="every quantized type and shape also times rows per warp 1, 2, 4 (nt=1), else default",
     )  # fmt: skip
+    ap.add_argument(
+        "--repeat", type=int, default=1,
+        help="time every configuration this many times, in interleaved rounds (all of a "
+        "weight's configurations, then again), and report the median: an A/B in one run",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat} must be >= 1")
 
     import cupy as cp
 
@@ -101,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             launch_read_stream(readers[4], raw, xor_word, 4)
             want = read_stream_reference(cp.asnumpy(raw))
             if int(xor_word.get()[0]) != want:
-                raise SystemExit(f"read_stream XOR {int(xor_word.get()[0]):#x} != NumPy's {want:#x}")
+                raise SystemExit(
+                    f"read_stream XOR {int(xor_word.get()[0]):#x} != NumPy's {want:#x}"
+                )
         best = None
         for u in readers:
             for bps in (4, 8):
@@ -181,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
                     + [(*default[0][:7], r) for r in (1, 2, 4) if r != rpw0]
                     + [(*default[0][:6], 1, r) for r in (1, 2)]
                 )  # wpr 1: before balanced_wpr
-            for rpb, unroll, wps, mb, qx, pf, wpr, rpw in configs:
+            configs = list(dict.fromkeys(configs))  # each configuration once a round
+            samples: dict[tuple, list[float]] = {c: [] for c in configs}
+            for c in (c for _ in range(args.repeat) for c in configs):  # interleaved rounds
+                rpb, unroll, wps, mb, qx, pf, wpr, rpw = c
 
                 def fn(i, rpb=rpb, unroll=unroll, wps=wps, mb=mb, qx=qx, pf=pf, wpr=wpr, x=x,
                        out=out, raws=raws, qt=qt, shape=(n, k), rpw=rpw):  # fmt: skip
@@ -192,17 +204,23 @@ def main(argv: list[str] | None = None) -> int:
                         rows_per_warp=rpw if qt.is_quantized else None,
                     )  # fmt: skip
 
-                s = timed(fn)
+                samples[c].append(timed(fn))
+                if len(samples[c]) < args.repeat:
+                    continue
+                s = statistics.median(samples[c])
+                spread = f" (rounds {min(samples[c]) * 1e6:.2f}-{max(samples[c]) * 1e6:.2f})"
                 pct = 100 * nbytes / s / copy_bps
                 row = {
                     "type": qt.name, "n": n, "k": k, "nt": nt, "rows_per_block": rpb,
                     "unroll": unroll, "warps_per_sm": wps, "min_blocks": mb, "qx": qx, "prefetch": pf, "wpr": wpr, "rpw": rpw, "us": s * 1e6, "GBps": nbytes / s / 1e9, "pct_copy": pct,
                     "copy_GBps": copy_bps / 1e9, "bytes": nbytes,
+                    "rounds_us": [t * 1e6 for t in samples[c]],
                 }  # fmt: skip
                 rows.append(row)
                 print(
                     f"{qt.name:5s} {n}x{k} nt={nt} rpb={rpb} unroll={unroll} wps={wps} mb={mb} qx={qx} pf={pf} wpr={wpr} rpw={rpw}: {s * 1e6:7.2f} us "
-                    f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy",
+                    f"{nbytes / s / 1e9:7.0f} GB/s {pct:5.1f}% of copy"
+                    f"{spread if args.repeat > 1 else ''}",
                     flush=True,
                 )
         del raws
