@@ -111,13 +111,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def read_floor(raws: list) -> tuple[float, str]:
         """The best read_stream time over the weight copies, and its configuration."""
-        for raw in raws[:1]:  # the fold is right before it is timed
+        want = read_stream_reference(cp.asnumpy(raws[0]))
+        for (u, h), fn in readers.items():  # each variant's fold is right before it is timed
             xor_word.fill(0)
-            launch_read_stream(readers[(4, False)], raw, xor_word, 4)
-            want = read_stream_reference(cp.asnumpy(raw))
+            launch_read_stream(fn, raws[0], xor_word, 4)
             if int(xor_word.get()[0]) != want:
                 raise SystemExit(
-                    f"read_stream XOR {int(xor_word.get()[0]):#x} != NumPy's {want:#x}"
+                    f"read_stream (unroll {u}, hint {h}) XOR {int(xor_word.get()[0]):#x} "
+                    f"!= NumPy's {want:#x}"
                 )
         best = None
         for (u, h), fn in readers.items():
