@@ -23,6 +23,26 @@ from tracekit.trace.outpath import OutputPathError, check_output_path, held_sign
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _default_signals() -> None:
+    """A child's preexec_fn: SIGINT and SIGTERM at their defaults, whatever the test runner
+    inherited (a background job of a non-interactive shell has SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler: the tool rightly leaves a caller's choice alone)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture(autouse=True)
+def _python_sigint_handler():
+    """This process's SIGINT as Python sets it when started normally, for the in-process tests;
+    the runner's disposition restored after."""
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before if before is not None else signal.SIG_DFL)
+
+
 def _one_error_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -181,6 +201,7 @@ def test_process_substitution_target(tmp_path: Path) -> None:
     script = f"{sys.executable} -m tracekit export {t} >(wc -c > {tmp_path / 'n'}); wait"
     r = subprocess.run(
         ["bash", "-c", script],
+        preexec_fn=_default_signals,
         capture_output=True,
         text=True,
         timeout=120,
@@ -248,6 +269,7 @@ def test_signal_during_the_final_write_finishes_it(tmp_path: Path, sig: int) -> 
     out = tmp_path / "t.json"
     child = subprocess.Popen(
         [sys.executable, "-c", _WRITE_CHILD.format(repo=str(REPO)), str(out)],
+        preexec_fn=_default_signals,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -284,7 +306,10 @@ def test_sigterm_saves_the_completed_steps_like_ctrl_c(tmp_path: Path) -> None:
         "sys.exit(record_trace_main(['--tokens', '1,2,3', '--steps', '6', '--backend', "
         f"'numpy', '--no-progress', '-o', {str(out)!r}]))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=_default_signals, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
     assert r.returncode == 143, r.stderr
     assert "Traceback" not in r.stderr
     assert r.stderr.strip().startswith("interrupted: saved "), r.stderr
@@ -304,7 +329,9 @@ def _on_a_terminal(argv: list[str], tmp_path: Path) -> tuple[int, str]:
     m, s = pty.openpty()
     fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.Popen(argv, stdin=s, stdout=s, stderr=s, env=env, cwd=tmp_path)
+    p = subprocess.Popen(
+        argv, stdin=s, stdout=s, stderr=s, env=env, cwd=tmp_path, preexec_fn=_default_signals
+    )
     os.close(s)
     out = b""
     while True:
@@ -372,8 +399,9 @@ def test_sigterm_inside_exec_run_code_still_exits_143(tmp_path: Path) -> None:
     )
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
     r = subprocess.run(
-        [sys.executable, "-m", "probe16"], capture_output=True, text=True, env=env, timeout=60
-    )
+        [sys.executable, "-m", "probe16"], capture_output=True, text=True, env=env, timeout=60,
+        preexec_fn=_default_signals,
+    )  # fmt: skip
     assert r.returncode == 143, (r.returncode, r.stderr)
     assert r.stderr.strip() == "error: interrupted"
 
@@ -394,5 +422,8 @@ def test_an_error_that_a_signal_caused_is_reported_as_the_interruption(tmp_path:
         "    return 0\n"
         "sys.exit(cli._run(go, argparse.Namespace()))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=_default_signals, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
     assert r.returncode == 143 and r.stderr.strip() == "error: interrupted", r.stderr
