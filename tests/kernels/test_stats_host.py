@@ -103,7 +103,7 @@ def lib(tmp_path_factory):
 
 def _batch_on_host(lib, xs, bins=32, heat_rows=32, heat_cols=64):
     """StatsBatch's device path, the kernels run by the shim: {index: stats dict}."""
-    items, descs, keep = [], [], []
+    items, descs = [], []  # the items hold the arrays the descriptors point into
     for i, x in enumerate(xs):
         x = np.array(x, order="C")  # (np.ascontiguousarray makes a scalar 1-D)
         code = stats._CODES[x.dtype]
@@ -111,15 +111,16 @@ def _batch_on_host(lib, xs, bins=32, heat_rows=32, heat_cols=64):
         _, _, R, C = stats._grid(x.shape, heat_rows, heat_cols)
         descs.append(stats.device_desc(x.ctypes.data, n_rows, n_cols, R, C, code))
         items.append((i, x, tuple(x.shape), ("tokens", "features"), R, C, descs[-1]))
-        keep.append(x)
     lay = stats.batch_layout(descs, bins)
-    T, n_red, n_res = len(xs), lay["n_red"], lay["n_res"]
+    T, n_red, n_res, W = len(xs), lay["n_red"], lay["n_res"], stats._RES_WORDS
+    # PreparedStats' layouts: [desc T x 9][red_start T+1][heat_start T+1], and the result
+    # buffer [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9]
+    D = stats._DESC_WORDS
     tab = np.concatenate([lay["desc"].reshape(-1), lay["red_start"], lay["heat_start"]])
+    t_desc, t_red, t_heat = tab[: T * D], tab[T * D : T * (D + 1) + 1], tab[T * (D + 1) + 1 :]
     buf = np.zeros(lay["words"], np.uint64)
-    res, hist = buf[: T * 9], buf[T * 9 : T * (9 + bins)]
-    cells, tickets, part = buf[T * (9 + bins) : n_res], buf[n_res : n_res + T], buf[n_res + T :]
-    ptr = ctypes.c_void_p
-    t_desc, t_red, t_heat = tab[: T * 9], tab[T * 9 : T * 10 + 1], tab[T * 10 + 1 :]
+    res, hist = buf[: T * W], buf[T * W : T * (W + bins)]
+    cells, tickets, part = buf[T * (W + bins) : n_res], buf[n_res : n_res + T], buf[n_res + T :]
     if n_red:
         lib.run_reduce(t_desc.ctypes.data, T, t_red.ctypes.data, stats._BATCH_CHUNK,
                        res.ctypes.data, part.ctypes.data if part.size else None,
@@ -127,7 +128,7 @@ def _batch_on_host(lib, xs, bins=32, heat_rows=32, heat_cols=64):
     if n_red + lay["n_heat"]:
         lib.run_hist_heat(t_desc.ctypes.data, T, t_red.ctypes.data, t_heat.ctypes.data, n_red,
                           stats._BATCH_CHUNK, bins, res.ctypes.data, hist.ctypes.data,
-                          ptr(cells.ctypes.data), n_red + lay["n_heat"])  # fmt: skip
+                          cells.ctypes.data, n_red + lay["n_heat"])  # fmt: skip
     # every block of a tensor of several chunks took its ticket (enqueue's memset zeroes them)
     nb = np.diff(lay["red_start"])
     assert tickets.tolist() == np.where(nb > 1, nb, 0).tolist()
