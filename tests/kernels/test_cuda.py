@@ -124,3 +124,27 @@ def test_rms_norm_keeps_as_many_values_in_registers_as_the_launcher_gives_a_thre
     assert f"-DNORM_RPT={norm.ROW_ELEMS_PER_THREAD}" in cuda.options("norm")
     for d in (64, 896, 4096):  # rows the launcher sizes fit the registers (norm.cu's in_regs)
         assert d <= norm.block_for(d) * norm.ROW_ELEMS_PER_THREAD
+
+
+def test_extra_defines_parse_and_name_a_bad_word():
+    from tracekit.kernels.cuda import parse_extra_defines
+
+    assert parse_extra_defines("") == ()
+    assert parse_extra_defines("  -DSTAMP_EXIT_BARRIER_BLOCKS=0 -DMMVQ_RPW=2 -DX ") == (
+        "-DSTAMP_EXIT_BARRIER_BLOCKS=0", "-DMMVQ_RPW=2", "-DX",
+    )  # fmt: skip
+    for bad in ("-I/tmp", "--use_fast_math", "-DA=$(rm)", "-D=1", "STAMP=1"):
+        with pytest.raises(ValueError, match=rf"TRACEKIT_CUDA_DEFINES: '{re.escape(bad)}' is not"):
+            parse_extra_defines(f"-DOK {bad}")
+
+
+def test_a_run_with_extra_defines_says_so(monkeypatch: pytest.MonkeyPatch):
+    from tracekit.kernels import cuda
+    from tracekit.runner.record import extra_defines_note
+
+    assert extra_defines_note("cupy") is None  # none set in the test environment
+    monkeypatch.setattr(cuda, "EXTRA_DEFINES", ("-DSTAMP_EXIT_BARRIER_BLOCKS=0",))
+    assert extra_defines_note("cupy") == (
+        "kernels compiled with TRACEKIT_CUDA_DEFINES: -DSTAMP_EXIT_BARRIER_BLOCKS=0"
+    )
+    assert extra_defines_note("numpy") is None  # no kernel compiled

@@ -9,6 +9,7 @@ semantics so the NumPy reference stays a valid oracle.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,9 +22,35 @@ from tracekit.kernels.launch import Geometry, LaunchRecord
 from tracekit.quants import QUANT_TABLE, cuda_defines
 
 _HERE = Path(__file__).resolve().parent
+
+#: The environment variable of :data:`EXTRA_DEFINES`.
+EXTRA_DEFINES_ENV = "TRACEKIT_CUDA_DEFINES"
+_DEFINE = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?")
+
+
+def parse_extra_defines(text: str) -> tuple[str, ...]:
+    """``-DNAME`` / ``-DNAME=VALUE`` options, space-separated, for every family's compile: the
+    measurement knobs of an A/B in one process (stamp.cuh's STAMP_*, matvec.cu's MMVQ_*).
+
+    Raises:
+        ValueError: a word that is not such an option (named, with the variable).
+    """
+    out = tuple(text.split())
+    for word in out:
+        if not _DEFINE.fullmatch(word):
+            raise ValueError(
+                f"{EXTRA_DEFINES_ENV}: {word!r} is not a -DNAME or -DNAME=VALUE option "
+                "(letters, digits, _ . + - in the value)"
+            )
+    return out
+
+
+#: Extra -D options every family compiles with, from $TRACEKIT_CUDA_DEFINES (read once, at
+#: import); empty normally. A trace recorded with any names them in ``run.notes``.
+EXTRA_DEFINES = parse_extra_defines(os.environ.get(EXTRA_DEFINES_ENV, ""))
 # -I: the families include quant_decoders.cuh from this folder; -D: its block sizes, from the
-# quant declarations (tracekit/quants.py).
-_OPTIONS = ("-std=c++17", f"-I{_HERE}", *cuda_defines())
+# quant declarations (tracekit/quants.py), then the measurement knobs, if any.
+_OPTIONS = ("-std=c++17", f"-I{_HERE}", *cuda_defines(), *EXTRA_DEFINES)
 
 #: Per family, a function returning source appended to its ``.cu``: the kernel instantiations
 #: a launcher generates from Python declarations (dequant/embed: one per quant type), so the

@@ -504,6 +504,16 @@ def _sampling_json(sampling: Any) -> tuple[dict[str, Any], dict[str, Any] | str]
     return {"mode": "sample", **spec}, spec
 
 
+def extra_defines_note(backend_name: str) -> str | None:
+    """The ``run.notes`` line of a CuPy run whose kernels compiled with $TRACEKIT_CUDA_DEFINES
+    (cuda.EXTRA_DEFINES: a measurement knob changes what the kernels do), else None."""
+    from tracekit.kernels import cuda
+
+    if backend_name != "cupy" or not cuda.EXTRA_DEFINES:
+        return None
+    return f"kernels compiled with {cuda.EXTRA_DEFINES_ENV}: {' '.join(cuda.EXTRA_DEFINES)}"
+
+
 def record_trace(
     model_path: Any = None,
     prompt: str | None = None,
@@ -651,6 +661,9 @@ def record_trace(
         notes.append(fused)
     if cuda_graph:
         notes.append(CUDA_GRAPH_NOTE)
+    extra = extra_defines_note(be.name)
+    if extra is not None:
+        notes.append(extra)
     texts: dict[int, str] = {}
 
     def text(t: int) -> str:
