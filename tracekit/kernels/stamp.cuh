@@ -58,12 +58,19 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
     return g;
 }
 
-// A grid of one block (a decode step's norms and adds: 52 of the 0.5B shape's 245 launches)
-// takes the exit-barrier path whatever STAMP_EXIT_BARRIER says, with a plain store for its end:
-// no entry barrier, no exit count, no atomic (stamp_cost.py, session 10: 0.30 -> 0.16 us a
-// launch at one block). Uniform across the grid, so the branch costs a compare.
-__device__ __forceinline__ bool launch_stamp_one_block() {
-    return gridDim.x == 1 && gridDim.y == 1 && gridDim.z == 1;
+// A small grid (at most STAMP_EXIT_BARRIER_BLOCKS blocks: a decode step's norms and adds are
+// one block, 52 of the 0.5B shape's 245 launches) takes the exit-barrier path whatever
+// STAMP_EXIT_BARRIER says: no entry barrier, no exit count, and a one-block grid's end is a
+// plain store (stamp_cost.py, session 10: 0.30 -> 0.16 us a launch at one block). Uniform
+// across the grid, so the branch costs a compare.
+#ifndef STAMP_EXIT_BARRIER_BLOCKS
+#define STAMP_EXIT_BARRIER_BLOCKS 1
+#endif
+__device__ __forceinline__ unsigned int launch_stamp_blocks() {
+    return gridDim.x * gridDim.y * gridDim.z;
+}
+__device__ __forceinline__ bool launch_stamp_small_grid() {
+    return launch_stamp_blocks() <= STAMP_EXIT_BARRIER_BLOCKS;
 }
 
 __device__ __forceinline__ unsigned int& launch_stamp_exited() {
@@ -82,7 +89,7 @@ struct LaunchStamp {
         if (slot == nullptr) return;
         const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
         const bool grid_first = first && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
-        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER || launch_stamp_one_block()) {  // no exit count
+        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {  // no exit count
             if (grid_first) slot[0] = globaltimer_ns();
             return;
         }
@@ -94,12 +101,12 @@ struct LaunchStamp {
     __device__ __forceinline__ ~LaunchStamp() {
         if (slot == nullptr || STAMP_PROBE == 1) return;
         const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-        if (launch_stamp_one_block()) {  // the grid's only block: its end is the grid's
+        if (launch_stamp_blocks() == 1) {  // the grid's only block: its end is the grid's
             __syncthreads();
             if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) slot[1] = globaltimer_ns();
             return;
         }
-        if (STAMP_EXIT_BARRIER) {
+        if (STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {
             __syncthreads();
             if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
                 atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)], globaltimer_ns());
