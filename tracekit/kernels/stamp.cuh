@@ -101,15 +101,15 @@ struct LaunchStamp {
     __device__ __forceinline__ ~LaunchStamp() {
         if (slot == nullptr || STAMP_PROBE == 1) return;
         const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-        if (launch_stamp_blocks() == 1) {  // the grid's only block: its end is the grid's
-            __syncthreads();
-            if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) slot[1] = globaltimer_ns();
-            return;
-        }
         if (STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {
             __syncthreads();
-            if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
-                atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)], globaltimer_ns());
+            if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+                if (launch_stamp_blocks() == 1)  // the grid's only block: its end is the grid's
+                    slot[1] = globaltimer_ns();
+                else
+                    atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)],
+                              globaltimer_ns());
+            }
             return;
         }
         // warp-aggregated: the threads leaving together count themselves once
