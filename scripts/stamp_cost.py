@@ -32,8 +32,8 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 """
 VARIANTS = {
-    "one end word (this tree: a one-block grid takes the exit barrier)": (),
-    "no small-grid path (the layout before)": ("-DSTAMP_EXIT_BARRIER_BLOCKS=0",),
+    "one end word (main)": (),
+    "exit barrier up to 1 block (a plain store for the end)": ("-DSTAMP_EXIT_BARRIER_BLOCKS=1",),
     "8 end words, 32 B apart": ("-DSTAMP_END_WORDS=8", "-DSTAMP_END_STRIDE=4"),
     "32 end words, 128 B apart": ("-DSTAMP_END_WORDS=32", "-DSTAMP_END_STRIDE=16"),
     "exit barrier (no entry barrier, no shared atomics)": ("-DSTAMP_EXIT_BARRIER=1",),
@@ -42,7 +42,7 @@ VARIANTS = {
         "-DSTAMP_END_WORDS=32",
         "-DSTAMP_END_STRIDE=16",
     ),
-    "exit barrier up to 4 blocks (1 by default)": ("-DSTAMP_EXIT_BARRIER_BLOCKS=4",),
+    "exit barrier up to 4 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=4",),
     "exit barrier up to 16 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=16",),
     "start only (no end)": ("-DSTAMP_PROBE=1",),
 }

@@ -63,14 +63,20 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
 // STAMP_EXIT_BARRIER says: no entry barrier, no exit count, and a one-block grid's end is a
 // plain store (stamp_cost.py, session 10: 0.30 -> 0.16 us a launch at one block). Uniform
 // across the grid, so the branch costs a compare.
+// Default 0 (off, the code compiled exactly as without it) until the H200 says; an A/B in one
+// call: TRACEKIT_CUDA_DEFINES=-DSTAMP_EXIT_BARRIER_BLOCKS=1 (tracekit/kernels/cuda.py).
 #ifndef STAMP_EXIT_BARRIER_BLOCKS
-#define STAMP_EXIT_BARRIER_BLOCKS 1
+#define STAMP_EXIT_BARRIER_BLOCKS 0
 #endif
 __device__ __forceinline__ unsigned int launch_stamp_blocks() {
     return gridDim.x * gridDim.y * gridDim.z;
 }
 __device__ __forceinline__ bool launch_stamp_small_grid() {
+#if STAMP_EXIT_BARRIER_BLOCKS > 0
     return launch_stamp_blocks() <= STAMP_EXIT_BARRIER_BLOCKS;
+#else
+    return false;
+#endif
 }
 
 __device__ __forceinline__ unsigned int& launch_stamp_exited() {
