@@ -33,6 +33,7 @@ extern "C" __global__ void __launch_bounds__(256)
 """
 VARIANTS = {
     "one end word (main)": (),
+    "exit barrier up to 1 block (a plain store for the end)": ("-DSTAMP_EXIT_BARRIER_BLOCKS=1",),
     "8 end words, 32 B apart": ("-DSTAMP_END_WORDS=8", "-DSTAMP_END_STRIDE=4"),
     "32 end words, 128 B apart": ("-DSTAMP_END_WORDS=32", "-DSTAMP_END_STRIDE=16"),
     "exit barrier (no entry barrier, no shared atomics)": ("-DSTAMP_EXIT_BARRIER=1",),
@@ -41,10 +42,12 @@ VARIANTS = {
         "-DSTAMP_END_WORDS=32",
         "-DSTAMP_END_STRIDE=16",
     ),
+    "exit barrier up to 4 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=4",),
+    "exit barrier up to 16 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=16",),
     "start only (no end)": ("-DSTAMP_PROBE=1",),
 }
 SLOT = 1 + 16 * 32 + 7  # words per launch: room for the widest variant
-GRIDS = (1, 33, 132, 396, 1056, 4224)
+GRIDS = (1, 2, 3, 14, 33, 132, 396, 1056, 4224)
 
 
 def main() -> int:

@@ -58,6 +58,27 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
     return g;
 }
 
+// A small grid (at most STAMP_EXIT_BARRIER_BLOCKS blocks: a decode step's norms and adds are
+// one block, 52 of the 0.5B shape's 245 launches) takes the exit-barrier path whatever
+// STAMP_EXIT_BARRIER says: no entry barrier, no exit count, and a one-block grid's end is a
+// plain store (stamp_cost.py, session 10: 0.30 -> 0.16 us a launch at one block). Uniform
+// across the grid, so the branch costs a compare.
+// Default 0 (off, the code compiled exactly as without it) until the H200 says; an A/B in one
+// call: TRACEKIT_CUDA_DEFINES=-DSTAMP_EXIT_BARRIER_BLOCKS=1 (tracekit/kernels/cuda.py).
+#ifndef STAMP_EXIT_BARRIER_BLOCKS
+#define STAMP_EXIT_BARRIER_BLOCKS 0
+#endif
+__device__ __forceinline__ unsigned int launch_stamp_blocks() {
+    return gridDim.x * gridDim.y * gridDim.z;
+}
+__device__ __forceinline__ bool launch_stamp_small_grid() {
+#if STAMP_EXIT_BARRIER_BLOCKS > 0
+    return launch_stamp_blocks() <= STAMP_EXIT_BARRIER_BLOCKS;
+#else
+    return false;
+#endif
+}
+
 __device__ __forceinline__ unsigned int& launch_stamp_exited() {
     __shared__ unsigned int exited;  // threads of this block that have left the kernel
     return exited;
@@ -74,7 +95,7 @@ struct LaunchStamp {
         if (slot == nullptr) return;
         const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
         const bool grid_first = first && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
-        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER) {  // no exit count to zero
+        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {  // no exit count
             if (grid_first) slot[0] = globaltimer_ns();
             return;
         }
@@ -86,10 +107,15 @@ struct LaunchStamp {
     __device__ __forceinline__ ~LaunchStamp() {
         if (slot == nullptr || STAMP_PROBE == 1) return;
         const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-        if (STAMP_EXIT_BARRIER) {
+        if (STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {
             __syncthreads();
-            if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
-                atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)], globaltimer_ns());
+            if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+                if (launch_stamp_blocks() == 1)  // the grid's only block: its end is the grid's
+                    slot[1] = globaltimer_ns();
+                else
+                    atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)],
+                              globaltimer_ns());
+            }
             return;
         }
         // warp-aggregated: the threads leaving together count themselves once
