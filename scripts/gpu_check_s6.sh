@@ -58,6 +58,14 @@ for spec in "$@"; do
     attnbench) t python3 scripts/bench_attention.py --json "$OUT/attn.json" 2>&1 | tee "$OUT/attn.log" | tail -30 ;;
     mmqbench) t python3 scripts/bench_mmq.py 2>&1 | tee "$OUT/mmq.log" | tail -40 ;;
     fullcost) t python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-demo qwen2-0.5b} 2>&1 | tee "$OUT/fullcost.log" | tail -16 ;;
+    # a compile knob A/B in one call: the same measurement without and with AB_DEFINES (each
+    # half gets half the limit); e.g. AB_DEFINES=-DSTAMP_EXIT_BARRIER_BLOCKS=1 AB_STAGE=fullcost
+    ab) half=$((limit / 2))
+      for side in a b; do
+        defs=""; [ $side = b ] && defs="${AB_DEFINES:?set AB_DEFINES}"
+        echo "--- $side: TRACEKIT_CUDA_DEFINES='$defs'"; mkdir -p "$OUT/ab-$side"
+        OUT="$OUT/ab-$side" TRACEKIT_CUDA_DEFINES="$defs" bash "$0" "${AB_STAGE:-fullcost}:$half" | tail -n +2
+      done ;;
     capture) t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${CAPTURE_MODELS:-demo qwen2-0.5b llama3-8b} 2>&1 \
                | tee "$OUT/capture.log" | tail -14 ;;
     bound) t python3 scripts/bound_report.py --backend cupy --steps ${BOUND_STEPS:-8} --out "$OUT" qwen2-0.5b 2>&1 \
