@@ -4,9 +4,9 @@
 
 For each model, a graph-replay Session's decode step captured as its ``plain``, ``timed`` and
 ``full`` graphs (the ones record_trace --cuda-graph replays), each replayed ``--reps`` times back
-to back between two CUDA events (device time per replay, the host's launch overlapped), and the
-full graph's statistics batch alone (its memset and two kernels, ``PreparedStats.enqueue``, on
-the same tensors) the same way. Prints each, the full graph's cost over the timed one, and how
+to back behind a spin kernel (ceilings.gpu_times_queued: device time per replay, the host's
+launch overlapped; the median of 5 rounds), and the full graph's statistics batch alone (its
+memset and two kernels, ``PreparedStats.enqueue``, on the same tensors) the same way. Prints each, the full graph's cost over the timed one, and how
 much of it the statistics batch is. The pdl state of each graph is printed with it.
 """
 
@@ -21,17 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _per_replay_s(fn, reps: int) -> float:
-    import cupy
+    """Device seconds per call of ``fn`` back to back (ceilings.gpu_times_queued: the calls
+    queued behind a spin kernel, so the host's launches overlap), the median of 5 rounds."""
+    from tracekit.kernels.ceilings import gpu_times_queued, median
 
-    fn()  # warm
-    cupy.cuda.get_current_stream().synchronize()
-    a, b = cupy.cuda.Event(), cupy.cuda.Event()
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    b.synchronize()
-    return cupy.cuda.get_elapsed_time(a, b) * 1e-3 / reps
+    return median(gpu_times_queued(lambda i: fn(), launches=reps))
 
 
 def main() -> int:
@@ -66,7 +60,7 @@ def main() -> int:
                 times[kind] = _per_replay_s(lambda g=g, st=stream: g.launch(st), args.reps)
             prepared = replay._prepared
             times["stats batch"] = _per_replay_s(prepared.enqueue, args.reps)
-        snaps = sum(1 for v in replay._snaps.get("full", {}).values() if v is not None)
+        snaps = len(replay._snaps.get("full", {}))
         print(f"{path.name}: {len(model.graph.nodes)} nodes, pdl {replay.pdl}, "
               f"{snaps} snapshot copies in the full graph")  # fmt: skip
         for kind, t in times.items():

@@ -350,7 +350,7 @@ def read_stream_kernel(unroll: int, hint: bool = False) -> Any:
 def launch_read_stream(fn: Any, buf: Any, out: Any, blocks_per_sm: int) -> None:
     """XOR of ``buf``'s whole 16-byte words into ``out[0]`` (uint32, not reset here), a grid
     of ``blocks_per_sm`` 256-thread blocks an SM. ``buf``: a uint8 CuPy array, 16-byte aligned."""
-    import cupy
+    from tracekit.kernels.elementwise import sm_count
 
     if buf.data.ptr % 16:
         raise ValueError(
@@ -360,8 +360,7 @@ def launch_read_stream(fn: Any, buf: Any, out: Any, blocks_per_sm: int) -> None:
         raise ValueError(
             f"read_stream out must be uint32 with a word, not {out.dtype} x {out.size}"
         )
-    sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
-    fn((blocks_per_sm * sms,), (256,), (buf, np.int64(buf.nbytes // 16), out))
+    fn((blocks_per_sm * sm_count(),), (256,), (buf, np.int64(buf.nbytes // 16), out))
 
 
 def read_stream_reference(buf: np.ndarray) -> int:
