@@ -2,6 +2,11 @@
 # the wheels the host lacks (.whl, see README) installed into /tmp/site, this checkout on
 # PYTHONPATH, unbuffered output and the tracekit cache folder.
 OUT=${OUT:-/tmp/tracekit-gpu-out}; mkdir -p "$OUT"
+# once per call: a nested gpu_check (its `ab` stage) finds the wheels installed and SmolLM2 whole
+if [ -n "${TRACEKIT_GPU_ENV_DONE:-}" ]; then
+  return 0 2>/dev/null || exit 0
+fi
+export TRACEKIT_GPU_ENV_DONE=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
