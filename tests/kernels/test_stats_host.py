@@ -112,15 +112,12 @@ def _batch_on_host(lib, xs, bins=32, heat_rows=32, heat_cols=64):
         descs.append(stats.device_desc(x.ctypes.data, n_rows, n_cols, R, C, code))
         items.append((i, x, tuple(x.shape), ("tokens", "features"), R, C, descs[-1]))
     lay = stats.batch_layout(descs, bins)
-    T, n_red, n_res, W = len(xs), lay["n_red"], lay["n_res"], stats._RES_WORDS
-    # PreparedStats' layouts: [desc T x 9][red_start T+1][heat_start T+1], and the result
-    # buffer [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9]
-    D = stats._DESC_WORDS
+    T, n_red, n_res = len(xs), lay["n_red"], lay["n_res"]
+    # PreparedStats' table and result buffer, on the host
     tab = np.concatenate([lay["desc"].reshape(-1), lay["red_start"], lay["heat_start"]])
-    t_desc, t_red, t_heat = tab[: T * D], tab[T * D : T * (D + 1) + 1], tab[T * (D + 1) + 1 :]
+    t_desc, t_red, t_heat = stats.table_views(tab, T)
     buf = np.zeros(lay["words"], np.uint64)
-    res, hist = buf[: T * W], buf[T * W : T * (W + bins)]
-    cells, tickets, part = buf[T * (W + bins) : n_res], buf[n_res : n_res + T], buf[n_res + T :]
+    res, hist, cells, tickets, part = stats.result_views(buf, T, bins, n_res)
     if n_red:
         lib.run_reduce(t_desc.ctypes.data, T, t_red.ctypes.data, stats._BATCH_CHUNK,
                        res.ctypes.data, part.ctypes.data if part.size else None,

@@ -391,6 +391,8 @@ _BLOCK_CELL = 1024
 #: [1, 14, 64] attention output: 896 of them) made the 0.5B step's batch ~9K blocks, 125 us on
 #: the H200 (scripts/full_pass_cost.py, session 11).
 _THREAD_CELL = 32
+#: heatmap cells a block takes in heat mode 0 (a warp a cell), 1 (a block) and 2 (a thread)
+_CELLS_PER_BLOCK = (_BATCH_WARPS, 1, _BATCH_BLOCK)
 _DESC_WORDS = 9
 _RES_WORDS = 9
 
@@ -564,9 +566,8 @@ def device_desc(ptr: int, n_rows: int, n_cols: int, R: int, C: int, code: int) -
     largest = -(-n_rows // R) * -(-n_cols // C) if R > 0 else 0
     # the heat mode (stats.cu): 0 a warp a cell, 1 a block, 2 a thread
     mode = 1 if largest >= _BLOCK_CELL else 2 if largest <= _THREAD_CELL else 0
-    per = {0: _BATCH_WARPS, 1: 1, 2: _BATCH_BLOCK}[mode]  # cells a block
     return (ptr, n, n_rows, n_cols, R, C, code, cells, mode, -(-n // _BATCH_CHUNK),
-            -(-cells // per))  # fmt: skip
+            -(-cells // _CELLS_PER_BLOCK[mode]))  # fmt: skip
 
 
 def batch_layout(descs: list[tuple[int, ...]], bins: int) -> dict[str, Any]:
@@ -595,6 +596,23 @@ def batch_layout(descs: list[tuple[int, ...]], bins: int) -> dict[str, Any]:
             "cell_off": cell_off, "n_red": n_red, "n_heat": n_heat, "n_cells": n_cells,
             "n_res": n_res, "words": n_res + T + n_red * _RES_WORDS,
             "elems": int(cols[:, 1].sum())}  # fmt: skip
+
+
+def table_views(tab: Any, T: int) -> tuple[Any, Any, Any]:
+    """The uploaded table [desc T x 9][red_start T+1][heat_start T+1] (:func:`batch_layout`'s
+    arrays concatenated) as its three parts (NumPy or CuPy views)."""
+    D = _DESC_WORDS
+    return tab[: T * D], tab[T * D : T * (D + 1) + 1], tab[T * (D + 1) + 1 :]
+
+
+def result_views(buf: Any, T: int, bins: int, n_res: int) -> tuple[Any, ...]:
+    """The result buffer [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9] of
+    :func:`batch_layout` (``words`` long, NumPy or CuPy) as (res, hist, cells (float64),
+    tickets, partials) views."""
+    W = _RES_WORDS
+    return (buf[: T * W], buf[T * W : T * (W + bins)],
+            buf[T * (W + bins) : n_res].view(np.float64), buf[n_res : n_res + T],
+            buf[n_res + T :])  # fmt: skip
 
 
 def read_result_words(
@@ -630,15 +648,11 @@ class PreparedStats:
         n_red, n_heat, cell_off = lay["n_red"], lay["n_heat"], lay["cell_off"]
         # one upload: [desc T x 9][red_start T+1][heat_start T+1]
         tab = cupy.asarray(np.concatenate([desc.reshape(-1), red_start, heat_start]))
-        self.t_desc, self.t_red = tab[: T * 9], tab[T * 9 : T * 10 + 1]
-        self.t_heat = tab[T * 10 + 1 :]
+        self.t_desc, self.t_red, self.t_heat = table_views(tab, T)
         # one zeroed buffer: [res T x 9][hist T x bins][cells][tickets T][partials n_red x 9]
         self.n_res = n_res = lay["n_res"]
         self.buf = buf = cupy.empty(lay["words"], dtype=cupy.uint64)
-        self.res = buf[: T * _RES_WORDS]
-        self.hist = buf[T * _RES_WORDS : T * (_RES_WORDS + bins)]
-        self.cells = buf[T * (_RES_WORDS + bins) : n_res].view(cupy.float64)
-        self.tickets, self.part = buf[n_res : n_res + T], buf[n_res + T :]
+        self.res, self.hist, self.cells, self.tickets, self.part = result_views(buf, T, bins, n_res)
         self.T, self.n_red, self.n_heat, self.cell_off = T, n_red, n_heat, cell_off
         n_cells, elems = lay["n_cells"], lay["elems"]
         nbytes = sum(int(it[1].nbytes) for it in items)
