@@ -244,3 +244,29 @@ def test_the_trace_notes_ungated_cublas_starts(
                                        progress=False))  # fmt: skip
     noted = [n for n in t["run"]["notes"] if n.startswith("cuBLAS launch starts")]
     assert noted == ([_UngatedTimer.gate_note] if ungated else [])
+
+
+class _ColdGateTimer(HostTimer):
+    """The host timer with a StampTimer's gate, one of whose launches ran unheld each pass."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.gate = Gate(_Recorder([]))
+
+    def begin(self) -> None:
+        super().begin()
+        self.gate.cold += 1
+
+
+def test_the_trace_notes_launches_the_gate_could_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record, "node_timer", lambda be, n: _ColdGateTimer(n))
+    t = load_trace(record.record_trace(None, tokens=[3, 17], steps=1, backend="numpy",
+                                       capture="timing", output=tmp_path / "t.json",
+                                       ceilings={"copy_bandwidth_Bps": 2e10,
+                                                 "launch_overhead_s": 1e-6, "peak_flops": 1e11},
+                                       progress=False))  # fmt: skip
+    noted = [n for n in t["run"]["notes"] if n.startswith("cuBLAS launch starts")]
+    assert noted == [stamps.cold_gate_note(2)]  # a prefill and a decode pass, one each
+    assert "2 launch(es)" in noted[0]

@@ -60,6 +60,7 @@ import numpy as np
 from tracekit._version import __version__
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
+from tracekit.runner import stamps
 from tracekit.runner.graph import fusion_note, overwritten_in_place
 from tracekit.runner.timers import node_timer
 from tracekit.trace import perf
@@ -724,6 +725,14 @@ def record_trace(
     gate_note = getattr(tracer.timer, "gate_note", None)  # stamps.StampTimer: no gate here
     if gate_note is not None:
         notes.append(gate_note)
+    gate = getattr(tracer.timer, "gate", None)  # stream mode's (stamps.StampTimer)
+    cold0 = gate.cold if gate is not None else 0
+
+    def note_cold_gate() -> None:  # before each write: the launches the gate could not hold
+        cold = gate.cold - cold0 if gate is not None else 0
+        if cold:
+            notes.append(stamps.cold_gate_note(cold))
+
     dumps = None
     if plan is not None:
         dumps = Dumps(dump, [n.id for n in plan.nodes], save_logits)
@@ -800,6 +809,7 @@ def record_trace(
         generated = [st["logits"]["chosen"]["id"] for st in trace["steps"]]
         if not trace["steps"]:  # nothing to save: keep whatever trace is at the path already
             raise RecordInterrupted(None, 0) from None
+        note_cold_gate()
         try:
             path = _write_final(trace, generated, text, model, out_path, dumps, progress)
         except InterruptedAfterWrite:  # a second signal during this save: it is saved anyway
@@ -811,6 +821,7 @@ def record_trace(
     finally:
         bar.close()
     trace["complete"] = True
+    note_cold_gate()
     return _write_final(trace, generated, text, model, out_path, dumps, progress)
 
 

@@ -205,6 +205,17 @@ def gate_note(reason: str) -> str:
     )
 
 
+def cold_gate_note(cold: int) -> str:
+    """The ``run.notes`` line of a trace in which ``cold`` gated launches ran unheld (GateHold:
+    a cuBLASLt plan's first run in the process, whose kernels may still load). A recording's
+    warm-up runs every plan first; only a run without it has any."""
+    return (
+        f"cuBLAS launch starts may include host issue time for {cold} launch(es): the first run "
+        "of a cuBLASLt plan in the process is not held behind the host (loading its kernels "
+        "could wait for the held stream); record with the warm-up to have none"
+    )
+
+
 @functools.cache
 def device_gate(device: int) -> tuple[Gate | None, str | None]:
     """The gate of ``device``'s stream-mode passes (one per process and device: a 4-byte
