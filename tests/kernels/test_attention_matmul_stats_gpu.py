@@ -346,8 +346,8 @@ def assert_batch_matches_numpy(got: dict, xs: list) -> None:
 
 def batch_tensors():
     """Sizes 1, 7, 4096, 1e6+3; 2-D and 3-D; f32/f16 (and f64, int32); planted NaN/±Inf/zeros;
-    an all-NaN, a constant, an empty tensor and a scalar; cells of both heatmap modes (a warp
-    per small cell, a block per cell of >= 1024 values)."""
+    an all-NaN, a constant, an empty tensor and a scalar; cells of every heatmap mode (a thread
+    per cell of <= 32 values, a warp per small cell, a block per cell of >= 1024 values)."""
     rng = np.random.default_rng(5)
     xs = []
     for dt in (np.float32, np.float16):
@@ -361,8 +361,8 @@ def batch_tensors():
             _planted((5, 9, 64), dt, seed=6),
             _planted((300, 4097), dt, seed=7),  # cells of <= 10 x 65 values: warp mode
             _planted((2048, 2048), dt, seed=8),  # 64 x 32 = 2048-value cells: block mode
-            _planted((1, 14, 64), dt, seed=10),  # 896 one-value cells (a decode step's)
-            _planted((3, 333, 64), dt, seed=11),  # 999 x 64 in 32 x 64 cells of <= 32 values
+            _planted((1, 14, 64), dt, seed=10),  # 896 one-value cells: thread mode
+            _planted((3, 333, 64), dt, seed=11),  # 999 x 64 in 32 x 64 cells of <= 32: thread
         ]
     xs += [
         np.full((3, 3), np.nan, np.float32),

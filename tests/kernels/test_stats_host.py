@@ -3,7 +3,8 @@ statistics in two launches) run on the CPU (tests/kernels/host_shim: each thread
 barriers counted), through the batch's own tables (stats.device_desc, stats.batch_layout) and
 result reader, against the NumPy path (tensor_stats) as the GPU test compares them: counts,
 min/max and histograms exact, sums to f64 rounding, heatmap codes within one step. The tensors
-take both heatmap modes: a warp per small cell, a block per cell of >= 1024 values. The GPU runs the same kernels in test_attention_matmul_stats_gpu.py.
+take every heatmap mode: a thread per cell of <= 32 values, a warp per small cell, a block per
+cell of >= 1024 values. The GPU runs the same kernels in test_attention_matmul_stats_gpu.py.
 """
 
 from __future__ import annotations
@@ -138,10 +139,10 @@ def host_tensors():
     tensor of several reduction chunks (the ticket merge), and the degenerate ones."""
     rng = np.random.default_rng(3)
     return [
-        _planted((1, 14, 64), np.float32, seed=1),  # 896 one-value cells: a warp each
-        _planted((3, 333, 64), np.float16, seed=2),  # 999 x 64: cells of 31-32 values
-        _planted((1, 896), np.float32, seed=3),  # 64 cells of 14
-        _planted((40, 150), np.float32, seed=4),  # 32 x 64 cells of <= 2 x 3
+        _planted((1, 14, 64), np.float32, seed=1),  # 896 one-value cells: a thread each
+        _planted((3, 333, 64), np.float16, seed=2),  # 999 x 64: cells of 31-32 values, threads
+        _planted((1, 896), np.float32, seed=3),  # 64 cells of 14: threads
+        _planted((40, 150), np.float32, seed=4),  # 32 x 64 cells of <= 2 x 3: threads
         _planted((70, 700), np.float64, seed=5),  # cells of <= 3 x 11 = 33 values: a warp each
         _planted((1, 70_000), np.float32, seed=6),  # 64 cells of 1093-1094: a block each; 9 chunks
         (rng.standard_normal(7) * 3).astype(np.float32),
@@ -160,8 +161,8 @@ def test_the_layout_gives_each_heat_mode_its_blocks():
         _, _, R, C = stats._grid(x.shape, 32, 64)
         d = stats.device_desc(0, n_rows, n_cols, R, C, 0)
         modes.append((d[8], d[10]))
-    # (heat mode, heat blocks): a warp a cell (8 a block), a block a cell
-    assert modes == [(0, 112), (0, 256), (0, 8), (0, 256), (0, 256), (1, 64)]
+    # (heat mode, heat blocks): threads (256 cells a block), a warp a cell (8 a block), a block
+    assert modes == [(2, 4), (2, 8), (2, 1), (2, 8), (0, 256), (1, 64)]
 
 
 def test_batched_kernels_on_the_host_match_numpy(lib):
@@ -170,8 +171,8 @@ def test_batched_kernels_on_the_host_match_numpy(lib):
 
 
 def test_a_wrong_cell_fails_the_comparison(lib):
-    """Negative control: one value changed in a one-value cell after the host run moves that
-    cell's heatmap code, and the comparison sees it."""
+    """Negative control: one value changed in a one-value (thread-mode) cell after the host run
+    moves that cell's heatmap code, and the comparison sees it."""
     x = _planted((1, 14, 64), np.float32, seed=1)
     got = _batch_on_host(lib, [x])[0]
     y = x.copy()

@@ -207,7 +207,9 @@ STATS_VARIANTS(__half, f16)
 //   stats_batch_hist_heat: blocks [0, n_red): histogram of the same chunks on the tensor's
 //                          [min, max] read from res (no host round trip); blocks [n_red, ...):
 //                          heatmap cell means (NaN where the cell held a NaN/Inf), one warp per
-//                          cell (heat mode 0, small cells) or one block per cell (mode 1).
+//                          cell (heat mode 0, small cells), one block per cell (mode 1, large)
+//                          or one thread per cell (mode 2, cells of a few values: a decode
+//                          step's [1, 14, 64] has 896 cells of one value).
 //
 // dtype codes: 0 f32, 1 f16, 2 f64, 3 i32. Every word buffer is 8-byte: doubles are stored by
 // their bits, so the host reads all results back in one copy.
@@ -371,11 +373,15 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
     const int t = find_seg(heat_start, T, hb);
     const long long* d = tab + (long long)t * DESC_WORDS;
     const long long n_rows = d[2], n_cols = d[3], R = d[4], C = d[5];
-    const bool per_block = d[8] != 0;
-    const unsigned lane = per_block ? threadIdx.x : (threadIdx.x & 31u);
-    const unsigned lanes = per_block ? blockDim.x : 32u;
-    const long long cell = per_block ? hb - heat_start[t] : (hb - heat_start[t]) * WARPS + (threadIdx.x >> 5);
-    if (cell >= R * C) return;  // warp mode only (a block-mode block always has its cell)
+    const int mode = (int)d[8];
+    const bool per_block = mode == 1, per_thread = mode == 2;
+    const unsigned lane = per_block ? threadIdx.x : per_thread ? 0u : (threadIdx.x & 31u);
+    const unsigned lanes = per_block ? blockDim.x : per_thread ? 1u : 32u;
+    const long long local = hb - heat_start[t];
+    const long long cell = per_block    ? local
+                           : per_thread ? local * BATCH_BLOCK + threadIdx.x
+                                        : local * WARPS + (threadIdx.x >> 5);
+    if (cell >= R * C) return;  // warp and thread modes (a block-mode block always has its cell)
     const long long rr = cell / C, cc = cell % C;
     const long long r0 = rr * n_rows / R, r1 = (rr + 1) * n_rows / R;
     const long long c0 = cc * n_cols / C, c1 = (cc + 1) * n_cols / C;
@@ -387,6 +393,11 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
         case 1: heat_cell_sum((const __half*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
         case 2: heat_cell_sum((const double*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
         default: heat_cell_sum((const int*)d[0], r0, c0, w, n_cols, total, lane, lanes, s, nb); break;
+    }
+    if (per_thread) {  // the thread's own cell: no lanes to combine
+        cells[d[7] + cell] = nb ? __longlong_as_double(0x7ff8000000000000LL)
+                                : __ddiv_rn(s, (double)total);
+        return;
     }
     for (unsigned off = 16; off > 0; off >>= 1) {
         s += __shfl_down_sync(0xffffffffu, s, off);

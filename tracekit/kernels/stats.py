@@ -387,11 +387,12 @@ _BATCH_WARPS = _BATCH_BLOCK // 32
 #: A heatmap cell of at least this many elements gets a whole block, a smaller one a warp (a
 #: decode step's cells hold ~9..800 values; a 1-D tensor's 64 cells can hold millions).
 _BLOCK_CELL = 1024
-#: heatmap cells a block takes in heat mode 0 (a warp a cell) and 1 (a block). A warp per
-#: one-value cell (a decode step's [1, 14, 64] attention output: 896 of them) makes the 0.5B
-#: step's batch ~9K blocks, 125 us on the H200 (scripts/full_pass_cost.py, session 11); branch
-#: stats-thread-cells gives such cells a thread each, to land once it has run on a GPU.
-_CELLS_PER_BLOCK = (_BATCH_WARPS, 1)
+#: ... and one of at most this many a single thread: a warp per one-value cell (a decode step's
+#: [1, 14, 64] attention output: 896 of them) made the 0.5B step's batch ~9K blocks, 125 us on
+#: the H200 (scripts/full_pass_cost.py, session 11).
+_THREAD_CELL = 32
+#: heatmap cells a block takes in heat mode 0 (a warp a cell), 1 (a block) and 2 (a thread)
+_CELLS_PER_BLOCK = (_BATCH_WARPS, 1, _BATCH_BLOCK)
 _DESC_WORDS = 9
 _RES_WORDS = 9
 
@@ -563,7 +564,8 @@ def device_desc(ptr: int, n_rows: int, n_cols: int, R: int, C: int, code: int) -
     n, cells = n_rows * n_cols, R * C
     # the largest cell: ceil(n_rows / R) x ceil(n_cols / C) elements
     largest = -(-n_rows // R) * -(-n_cols // C) if R > 0 else 0
-    mode = int(largest >= _BLOCK_CELL)  # the heat mode (stats.cu): 0 a warp a cell, 1 a block
+    # the heat mode (stats.cu): 0 a warp a cell, 1 a block, 2 a thread
+    mode = 1 if largest >= _BLOCK_CELL else 2 if largest <= _THREAD_CELL else 0
     return (ptr, n, n_rows, n_cols, R, C, code, cells, mode, -(-n // _BATCH_CHUNK),
             -(-cells // _CELLS_PER_BLOCK[mode]))  # fmt: skip
 
