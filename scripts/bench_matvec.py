@@ -13,8 +13,9 @@ tracekit bench). ``--sweep Q4_K,...`` also times every (rows per block, unroll) 
 Target: >= 85% of copy for every type at nt = 1.
 
 Read floor (every weight, timed the same way): ceilings.read_stream, a grid-strided stream of
-16-byte loads over the same rotated weight bytes (4 or 8 in flight a thread, 4 or 8 blocks an
-SM; the best of the four), its XOR checked against NumPy's. The same reader over the 1 GiB copy source is printed once: the
+16-byte loads over the same rotated weight bytes (4, 8 or 16 in flight a thread, 2, 4 or 8
+blocks an SM, with and without an L2 256-byte prefetch hint; the best of the 18), its XOR
+checked against NumPy's. The same reader over the 1 GiB copy source is printed once: the
 floor of a large read, which the copy bandwidth is. It is the fastest those bytes are
 read by a launch back to back in a stream, each launch paying its own ramp and tail; the summary
 divides each matvec's time by it ("of floor"). The empty kernel's back-to-back time is printed
@@ -99,30 +100,33 @@ def main(argv: list[str] | None = None) -> int:
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)")
     empty_s = timed(lambda i: launch_empty())
     print(f"empty kernel back to back: {empty_s * 1e6:.2f} us a launch")
-    # unroll -> kernel; each timed at 4 and 8 blocks an SM
-    readers = {u: read_stream_kernel(u) for u in (4, 8)}
+    # (unroll, hint) -> kernel; each timed at 2, 4 and 8 blocks an SM
+    readers = {(u, h): read_stream_kernel(u, h) for u in (4, 8, 16) for h in (False, True)}
     xor_word = cp.zeros(1, cp.uint32)
-    big_s = timed(lambda i: launch_read_stream(readers[8], src.view(cp.uint8), xor_word, 4))
+    big_s = timed(
+        lambda i: launch_read_stream(readers[(8, False)], src.view(cp.uint8), xor_word, 4)
+    )
     print(f"read_stream over the 1 GiB copy source: {src.nbytes / big_s / copy_bps * 100:.1f}% "
           "of copy (unroll 8, 4 blocks/SM): the floor of a large read")  # fmt: skip
 
     def read_floor(raws: list) -> tuple[float, str]:
         """The best read_stream time over the weight copies, and its configuration."""
         want = read_stream_reference(cp.asnumpy(raws[0]))
-        for u, fn in readers.items():  # each variant's fold is right before it is timed
+        for (u, h), fn in readers.items():  # each variant's fold is right before it is timed
             xor_word.fill(0)
             launch_read_stream(fn, raws[0], xor_word, 4)
             if int(xor_word.get()[0]) != want:
                 raise SystemExit(
-                    f"read_stream (unroll {u}) XOR {int(xor_word.get()[0]):#x} != NumPy's {want:#x}"
+                    f"read_stream (unroll {u}, hint {h}) XOR {int(xor_word.get()[0]):#x} "
+                    f"!= NumPy's {want:#x}"
                 )
         best = None
-        for u, fn in readers.items():
-            for bps in (4, 8):
+        for (u, h), fn in readers.items():
+            for bps in (2, 4, 8):
                 s = timed(lambda i, fn=fn, bps=bps: launch_read_stream(
                     fn, raws[i % len(raws)], xor_word, bps))  # fmt: skip
                 if best is None or s < best[0]:
-                    best = (s, f"unroll {u}, {bps} blocks/SM")
+                    best = (s, f"unroll {u}, {bps} blocks/SM{', L2 256B hint' if h else ''}")
         return best
 
     shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")]

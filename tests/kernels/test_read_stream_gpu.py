@@ -9,9 +9,9 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("unroll", [1, 4, 8])
+@pytest.mark.parametrize("unroll,hint", [(1, False), (4, False), (8, False), (16, True)])
 @pytest.mark.parametrize("nbytes", [0, 15, 16, 17, 4096 + 48, 3 * 132 * 256 * 16 + 160, 33_030_144])
-def test_read_stream_matches_numpy(unroll, nbytes):
+def test_read_stream_matches_numpy(unroll, hint, nbytes):
     cp = pytest.importorskip("cupy")
     from tracekit.kernels.ceilings import (
         launch_read_stream,
@@ -20,7 +20,7 @@ def test_read_stream_matches_numpy(unroll, nbytes):
     )
 
     host = np.random.default_rng(nbytes + unroll).integers(0, 256, nbytes, dtype=np.uint8)
-    fn = read_stream_kernel(unroll)
+    fn = read_stream_kernel(unroll, hint)
     buf = cp.asarray(host)
     poison = 0xDEADBEEF  # the kernel folds into the word it is given
     out = cp.full(1, poison, cp.uint32)

@@ -301,6 +301,18 @@ def _imma_peak() -> float:
 #: times it on a matvec's own weight bytes: the fastest a kernel can read those bytes back to
 #: back in a stream, which a matvec's "% of copy" is then read against.
 _READ_SRC = r"""
+// READ_HINT 1: the load skips L1 and asks L2 for the whole 256-byte line group (a prefetch
+// hint, sm_80+); 0: the read-only path (__ldg)
+__device__ __forceinline__ uint4 read16(const uint4* p) {
+#if READ_HINT
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#else
+    return __ldg(p);
+#endif
+}
 extern "C" __global__ void __launch_bounds__(256) read_stream(const uint4* __restrict__ p,
                                                                long long n16, unsigned* out) {
     unsigned a = 0;
@@ -309,12 +321,12 @@ extern "C" __global__ void __launch_bounds__(256) read_stream(const uint4* __res
     for (; i + (READ_UNROLL - 1) * stride < n16; i += READ_UNROLL * stride) {
         uint4 v[READ_UNROLL];
 #pragma unroll
-        for (int u = 0; u < READ_UNROLL; ++u) v[u] = __ldg(p + i + u * stride);
+        for (int u = 0; u < READ_UNROLL; ++u) v[u] = read16(p + i + u * stride);
 #pragma unroll
         for (int u = 0; u < READ_UNROLL; ++u) a ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
     for (; i < n16; i += stride) {
-        const uint4 v = __ldg(p + i);
+        const uint4 v = read16(p + i);
         a ^= v.x ^ v.y ^ v.z ^ v.w;
     }
 #pragma unroll
@@ -324,13 +336,15 @@ extern "C" __global__ void __launch_bounds__(256) read_stream(const uint4* __res
 """
 
 
-def read_stream_kernel(unroll: int) -> Any:
-    """The compiled :data:`_READ_SRC` with ``unroll`` 16-byte loads in flight a thread."""
+def read_stream_kernel(unroll: int, hint: bool = False) -> Any:
+    """The compiled :data:`_READ_SRC` with ``unroll`` 16-byte loads in flight a thread
+    (``hint``: each load with L1 bypassed and a 256-byte L2 prefetch)."""
     import cupy
 
     if unroll < 1:
         raise ValueError(f"read_stream unroll {unroll} must be >= 1")
-    return cupy.RawKernel(_READ_SRC, "read_stream", options=(f"-DREAD_UNROLL={unroll}",))
+    opts = (f"-DREAD_UNROLL={unroll}", f"-DREAD_HINT={int(hint)}")
+    return cupy.RawKernel(_READ_SRC, "read_stream", options=opts)
 
 
 def launch_read_stream(fn: Any, buf: Any, out: Any, blocks_per_sm: int) -> None:
