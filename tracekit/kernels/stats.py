@@ -351,7 +351,7 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
                 np.int32(bins),
                 hist,
             ),
-            bins * 8,
+            bins * 4,  # the block's 32-bit bin counts
         )
     else:
         hlo = hhi = None
@@ -382,7 +382,10 @@ def _stats_cupy(x: Any, axes: tuple[str, str], bins: int, heat_rows: int, heat_c
 #: Batched kernels (stats.cu, ``stats_batch_*``): threads per block, elements per reduction/
 #: histogram block (32 per thread), heatmap cells per warp-mode block (one per warp).
 _BATCH_BLOCK = 256
-_BATCH_CHUNK = 8192
+#: Elements a reduction/histogram block takes: a block reads its chunk one load per thread at a
+#: time, so the largest chunk is the batch's critical path (8192: the 0.5B logits' 19 blocks of
+#: 32 dependent loads each set the reduction's 17 us on the H200, ncu, session 12).
+_BATCH_CHUNK = 2048
 _BATCH_WARPS = _BATCH_BLOCK // 32
 #: A heatmap cell of at least this many elements gets a whole block, a smaller one a warp (a
 #: decode step's cells hold ~9..800 values; a 1-D tensor's 64 cells can hold millions).
@@ -675,7 +678,7 @@ class PreparedStats:
                     Geometry((n_red + n_heat, 1, 1), block, elems + n_cells),
                     (self.t_desc, np.int32(T), self.t_red, self.t_heat, np.int64(n_red),
                      np.int64(_BATCH_CHUNK), np.int32(bins), self.res, self.hist, self.cells),
-                    bins * 8,
+                    bins * 4,  # the block's 32-bit bin counts
                     {"bytes_read": 2 * nbytes, "bytes_written": (T * bins + n_cells) * 8},
                 )
             )  # fmt: skip
