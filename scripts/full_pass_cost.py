@@ -28,6 +28,51 @@ def _per_replay_s(fn, reps: int) -> float:
     return median(gpu_times_queued(lambda i: fn(), launches=reps))
 
 
+def _pass_walls(session, tracer, reps: int) -> dict[str, dict[str, float]]:
+    """Host wall of a timed and a full graph pass, each as ``record._graph_run`` times it:
+    after ``prime``, the launch (``replay_graph`` returning), then ``read_pass`` (the one
+    device-to-host copy, which waits for the graph, and the unpacking). Run back to back by
+    kind, and alternating timed/full as a recording does, so host work between passes shows."""
+    import time
+
+    import numpy as np
+
+    from tracekit.kernels.ceilings import median
+    from tracekit.runner.record import _pinned_words
+
+    replay = session.replay
+    # "full" copies into pinned memory as record_trace's full pass does; "full pageable" is
+    # the same pass into a pageable buffer (what it did before session 12)
+    bufs = {k: np.zeros(replay.staging_words(k), np.uint64) for k in ("timed", "full")}
+    bufs["full pageable"] = bufs["full"]
+    bufs["full"] = _pinned_words(replay.staging_words("full"))
+
+    def one(kind: str) -> tuple[float, float]:
+        replay.prime(1, session.n_past)
+        t0 = time.perf_counter()
+        graph = kind.split()[0]
+        session.replay_graph([1], graph, tracer.stats_spec if graph == "full" else None)
+        t1 = time.perf_counter()
+        replay.read_pass(bufs[kind])
+        t2 = time.perf_counter()
+        session.n_past -= 1  # the same position every time (the cache slot is rewritten)
+        return t1 - t0, t2 - t0
+
+    out = {}
+    kinds = ("timed", "full", "full pageable")
+    for label, order in (("back to back", sum(((k,) * reps for k in kinds), ())),
+                         ("alternating", kinds * reps)):  # fmt: skip
+        got: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+        for kind in order[:6]:  # warm-up
+            one(kind)
+        for kind in order:
+            got[kind].append(one(kind))
+        for kind, xs in got.items():
+            out[f"{label}, {kind}"] = {"launch": median([x[0] for x in xs]),
+                                       "pass": median([x[1] for x in xs])}  # fmt: skip
+    return out
+
+
 def main() -> int:
     from decode_speed import resolve
 
@@ -62,6 +107,7 @@ def main() -> int:
             times["stats batch"] = _per_replay_s(prepared.enqueue, args.reps)
             for k in prepared._launches:  # each kernel of the batch alone, on the same tables
                 times[f"  {k.name}"] = _per_replay_s(k.issue, args.reps)
+        walls = _pass_walls(s, tracer, args.reps)
         snaps = len(replay._snaps.get("full", {}))
         print(f"statistics batch: {prepared.T} tensors, {prepared.n_red} reduction blocks, "
               f"{prepared.n_heat} heatmap blocks")  # fmt: skip
@@ -72,6 +118,11 @@ def main() -> int:
         extra = times["full"] - times["timed"]
         print(f"  full - timed {extra * 1e6:9.1f} us, of which the statistics batch "
               f"{times['stats batch'] * 1e6:.1f} us ({100 * times['stats batch'] / extra:.0f}%)")  # fmt: skip
+        print(
+            "  wall of a pass as record_trace times it (prime, launch, one copy back), median us:"
+        )
+        for label, w in walls.items():
+            print(f"    {label:34s} " + "  ".join(f"{k} {v * 1e6:7.1f}" for k, v in w.items()))
     return 0
 
 

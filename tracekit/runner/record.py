@@ -941,6 +941,12 @@ class _HostBuffers:
     on each of them inside the timed pass: +0.3-0.4 ms per 0.5B-shape step on the H200 host
     once freed memory ran out. Never reused (a record may keep views of its buffer): a flush
     makes new ones. ``empty`` (a step's passes would not fit): time to flush.
+
+    The full pass's buffers are pinned: its copy carries the statistics too (0.73 MB more than
+    the logits on the 0.5B shape), and a pageable device-to-host copy ran at ~5 GB/s on the
+    H200 host, +140 us a pass (scripts/full_pass_cost.py, session 12). The timing pass's stay
+    pageable, as an untraced step's logits copy is: timing / untraced compares the tracing, not
+    two ways of copying the logits.
     """
 
     CAP_BYTES = 128 * 2**20
@@ -958,7 +964,11 @@ class _HostBuffers:
     def refill(self) -> None:
         for k in self.kinds if self.active else ():
             while len(self.free[k]) < self.count:
-                a = np.empty(self.words[k], np.uint64)
+                a = (
+                    _pinned_words(self.words[k])
+                    if k == "full"
+                    else np.empty(self.words[k], np.uint64)
+                )
                 a.fill(0)  # page it in now
                 self.free[k].append(a)
 
@@ -968,6 +978,15 @@ class _HostBuffers:
     @property
     def empty(self) -> bool:
         return self.active and any(not self.free[k] for k in self.kinds)
+
+
+def _pinned_words(n: int) -> np.ndarray:
+    """``n`` uint64 words of page-locked host memory (CuPy's pinned pool; freed with the
+    array), the target of a fast device-to-host copy."""
+    import cupy
+
+    mem = cupy.cuda.alloc_pinned_memory(8 * max(n, 1))
+    return np.frombuffer(mem, np.uint64, n)
 
 
 def _defers_records(session: Any) -> bool:
