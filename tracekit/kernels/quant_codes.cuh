@@ -36,6 +36,9 @@ struct CodeItem {
 // code words below are loaded skipping L1 and asking L2 for their whole 256-byte line group
 // (ld.global.nc.L1::no_allocate.L2::256B), as bench_matvec's read floor tries; an A/B in one
 // call: TRACEKIT_CUDA_DEFINES=-DMMVQ_LOAD_HINT=1. On the host (the shim's tests) always plain.
+// Measured slower for every type it was run on (H200, session 12, bench_matvec 14336 x 4096,
+// % of copy plain -> hinted: Q8_0 58.7 -> 19.3, Q4_0 45.4 -> 27.8, Q4_K 47.4 -> 42.6, Q6_K
+// 45.8 -> 41.3): a lane's 4-byte loads over 18-34-byte blocks each ask for 256 bytes. Off.
 #ifndef MMVQ_LOAD_HINT
 #define MMVQ_LOAD_HINT 0
 #endif

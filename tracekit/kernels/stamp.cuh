@@ -55,7 +55,9 @@
 // block 0's threads have all met at the entry barrier, not when its first thread enters. The
 // test of session 11's hypothesis for the graph/stream agreement test: launched without pdl, a
 // block's warps start and fetch their first instructions after the start stamp; in a pdl
-// graph they are resident and past that before griddepcontrol.wait returns.
+// graph they are resident and past that before griddepcontrol.wait returns. Refuted on the
+// H200 (session 12, the agreement test run alone, twice each way): with the knob the same
+// one-block add + norm nodes still differ by ~0.3 us (1.5 against 1.8-1.9), in either direction.
 #ifndef STAMP_START_AFTER_BARRIER
 #define STAMP_START_AFTER_BARRIER 0
 #endif

@@ -392,7 +392,8 @@ _BATCH_WARPS = _BATCH_BLOCK // 32
 _BLOCK_CELL = 1024
 #: ... and one of at most this many a single thread: a warp per one-value cell (a decode step's
 #: [1, 14, 64] attention output: 896 of them) made the 0.5B step's batch ~9K blocks, 125 us on
-#: the H200 (scripts/full_pass_cost.py, session 11).
+#: the H200 (scripts/full_pass_cost.py, session 11; 117 us with thread cells, session 12: the
+#: rest was the histograms' 64-bit shared atomics, see stats.cu hist_bump; now 38 us).
 _THREAD_CELL = 32
 #: heatmap cells a block takes in heat mode 0 (a warp a cell), 1 (a block) and 2 (a thread)
 _CELLS_PER_BLOCK = (_BATCH_WARPS, 1, _BATCH_BLOCK)
