@@ -32,51 +32,19 @@ struct CodeItem {
     float a[NG], b[NG];
 };
 
-// MMVQ_LOAD_HINT 1, a measurement knob (default 0: plain loads, the code as without it): the
-// code words below are loaded skipping L1 and asking L2 for their whole 256-byte line group
-// (ld.global.nc.L1::no_allocate.L2::256B), as bench_matvec's read floor tries; an A/B in one
-// call: TRACEKIT_CUDA_DEFINES=-DMMVQ_LOAD_HINT=1. On the host (the shim's tests) always plain.
-// Measured slower for every type it was run on (H200, session 12, bench_matvec 14336 x 4096,
-// % of copy plain -> hinted: Q8_0 58.7 -> 19.3, Q4_0 45.4 -> 27.8, Q4_K 47.4 -> 42.6, Q6_K
-// 45.8 -> 41.3): a lane's 4-byte loads over 18-34-byte blocks each ask for 256 bytes. Off.
-#ifndef MMVQ_LOAD_HINT
-#define MMVQ_LOAD_HINT 0
-#endif
-__device__ __forceinline__ u32 code_word(const u32* p) {
-#if MMVQ_LOAD_HINT && defined(__CUDA_ARCH__)
-    u32 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-#else
-    return *p;
-#endif
-}
-#if MMVQ_LOAD_HINT && defined(__CUDA_ARCH__)
-__device__ __forceinline__ uint4 code_words16_hinted(const uint4* p) {  // p 16-byte aligned
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-#define CODE_WORDS16(p, i) code_words16_hinted((p) + (i))
-#else
-#define CODE_WORDS16(p, i) (p)[i]  // a plain load, indexed as before the knob (the same code)
-#endif
-
 // 16 bytes at a 2-byte aligned p as four little-endian words (5 aligned loads at p % 4 == 2,
 // the fifth word predicated off at p % 4 == 0 so a tensor's last bytes are not overrun).
 __device__ __forceinline__ uint4 ld16_a2(const u8* p) {
     const u32 q = (u32)(reinterpret_cast<unsigned long long>(p) & 3);
     const u32* w = reinterpret_cast<const u32*>(p - q);
-    const u32 w0 = code_word(w), w1 = code_word(w + 1), w2 = code_word(w + 2),
-              w3 = code_word(w + 3), w4 = q ? code_word(w + 4) : 0u;
+    const u32 w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = q ? w[4] : 0u;
     const u32 s = 8 * q;
     return make_uint4(__funnelshift_r(w0, w1, s), __funnelshift_r(w1, w2, s),
                       __funnelshift_r(w2, w3, s), __funnelshift_r(w3, w4, s));
 }
 __device__ __forceinline__ uint4 ld16_a4(const u8* p) {  // p 4-byte aligned
     const u32* w = reinterpret_cast<const u32*>(p);
-    return make_uint4(code_word(w), code_word(w + 1), code_word(w + 2), code_word(w + 3));
+    return make_uint4(w[0], w[1], w[2], w[3]);
 }
 __device__ __forceinline__ uint4 ld16_a8(const u8* p) {  // p 8-byte aligned
     const uint2* w = reinterpret_cast<const uint2*>(p);
@@ -238,7 +206,7 @@ struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
-        k_item(CODE_WORDS16(p, 0), CODE_WORDS16(p, 1 + 2 * r), CODE_WORDS16(p, 2 + 2 * r), r, it);
+        k_item(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
     }
 };
 
@@ -249,8 +217,8 @@ struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of val
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
-        const uint4 qh0 = CODE_WORDS16(p, 1), qh1 = CODE_WORDS16(p, 2);  // qh[0..16), [16..32)
-        k_item(CODE_WORDS16(p, 0), CODE_WORDS16(p, 3 + 2 * r), CODE_WORDS16(p, 4 + 2 * r), r, it);
+        const uint4 qh0 = p[1], qh1 = p[2];  // qh[0..16), qh[16..32)
+        k_item(p[0], p[3 + 2 * r], p[4 + 2 * r], r, it);
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint4 qh = (g & 1) ? qh1 : qh0;

@@ -51,16 +51,6 @@
 #ifndef STAMP_EXIT_BARRIER
 #define STAMP_EXIT_BARRIER 0
 #endif
-// STAMP_START_AFTER_BARRIER 1 (a measurement knob, default 0): the start stamp is taken once
-// block 0's threads have all met at the entry barrier, not when its first thread enters. The
-// test of session 11's hypothesis for the graph/stream agreement test: launched without pdl, a
-// block's warps start and fetch their first instructions after the start stamp; in a pdl
-// graph they are resident and past that before griddepcontrol.wait returns. Refuted on the
-// H200 (session 12, the agreement test run alone, twice each way): with the knob the same
-// one-block add + norm nodes still differ by ~0.3 us (1.5 against 1.8-1.9), in either direction.
-#ifndef STAMP_START_AFTER_BARRIER
-#define STAMP_START_AFTER_BARRIER 0
-#endif
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
     unsigned long long g;
@@ -110,13 +100,8 @@ struct LaunchStamp {
             return;
         }
         if (first) launch_stamp_exited() = 0;
-#if !STAMP_START_AFTER_BARRIER
         if (grid_first) slot[0] = globaltimer_ns();
-#endif
         __syncthreads();  // the kernel's first statement: every thread of the block is here
-#if STAMP_START_AFTER_BARRIER
-        if (grid_first) slot[0] = globaltimer_ns();
-#endif
     }
 
     __device__ __forceinline__ ~LaunchStamp() {
