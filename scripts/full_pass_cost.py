@@ -38,14 +38,14 @@ def _pass_walls(session, tracer, reps: int) -> dict[str, dict[str, float]]:
     import numpy as np
 
     from tracekit.kernels.ceilings import median
-    from tracekit.runner.record import _pinned_words
+    from tracekit.kernels.cuda import pinned_array
 
     replay = session.replay
     # "full" copies into pinned memory as record_trace's full pass does; "full pageable" is
     # the same pass into a pageable buffer (what it did before session 12)
     bufs = {k: np.zeros(replay.staging_words(k), np.uint64) for k in ("timed", "full")}
     bufs["full pageable"] = bufs["full"]
-    bufs["full"] = _pinned_words(replay.staging_words("full"))
+    bufs["full"] = pinned_array(replay.staging_words("full"), np.uint64)
 
     def one(kind: str) -> tuple[float, float]:
         replay.prime(1, session.n_past)

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from tracekit._version import __version__
+from tracekit.kernels.cuda import pinned_array
 from tracekit.kernels.stats import StatsBatch, StatsResults
 from tracekit.kernels.stats import tensor_stats as tensor_stats  # kept: tests patch this name
 from tracekit.runner import stamps
@@ -965,7 +966,7 @@ class _HostBuffers:
         for k in self.kinds if self.active else ():
             while len(self.free[k]) < self.count:
                 a = (
-                    _pinned_words(self.words[k])
+                    pinned_array(self.words[k], np.uint64)
                     if k == "full"
                     else np.empty(self.words[k], np.uint64)
                 )
@@ -978,15 +979,6 @@ class _HostBuffers:
     @property
     def empty(self) -> bool:
         return self.active and any(not self.free[k] for k in self.kinds)
-
-
-def _pinned_words(n: int) -> np.ndarray:
-    """``n`` uint64 words of page-locked host memory (CuPy's pinned pool; freed with the
-    array), the target of a fast device-to-host copy."""
-    import cupy
-
-    mem = cupy.cuda.alloc_pinned_memory(8 * max(n, 1))
-    return np.frombuffer(mem, np.uint64, n)
 
 
 def _defers_records(session: Any) -> bool:

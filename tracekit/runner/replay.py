@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit.kernels.attention import attention_record
-from tracekit.kernels.cuda import STAMPED, LaunchTape, recording, stamper
+from tracekit.kernels.cuda import STAMPED, LaunchTape, pinned_array, recording, stamper
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.kernels.packed import PackedLaunch, issue
 from tracekit.runner import stamps
@@ -75,9 +75,7 @@ class StepReplay:
         # their host side, pinned: the upload is an async copy, not a synchronous pageable
         # cudaMemcpy; _inputs_read marks when the copy has read it (see set_inputs)
         n_words = int(inputs.size)
-        self._host_inputs = np.frombuffer(
-            cupy.cuda.alloc_pinned_memory(4 * n_words), np.int32, n_words
-        )
+        self._host_inputs = pinned_array(n_words, np.int32)
         self._inputs_read = cupy.cuda.Event(disable_timing=True)
         self._inputs_read.record()
         self.stream_ptr = cupy.cuda.get_current_stream().ptr
