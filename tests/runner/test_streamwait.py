@@ -231,18 +231,23 @@ class _UngatedTimer(HostTimer):
     gate_note = stamps.gate_note("device 0 refuses stream memory operations")
 
 
+def _cublas_notes(tmp_path: Path) -> list[str]:
+    """The cuBLAS launch-start notes of a two-token CPU timing trace (one prefill, one decode)."""
+    t = load_trace(record.record_trace(None, tokens=[3, 17], steps=1, backend="numpy",
+                                       capture="timing", output=tmp_path / "t.json",
+                                       ceilings={"copy_bandwidth_Bps": 2e10,
+                                                 "launch_overhead_s": 1e-6, "peak_flops": 1e11},
+                                       progress=False))  # fmt: skip
+    return [n for n in t["run"]["notes"] if n.startswith("cuBLAS launch starts")]
+
+
 @pytest.mark.parametrize("ungated", [False, True])
 def test_the_trace_notes_ungated_cublas_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ungated: bool
 ) -> None:
     if ungated:
         monkeypatch.setattr(record, "node_timer", lambda be, n: _UngatedTimer(n))
-    t = load_trace(record.record_trace(None, tokens=[3, 17], steps=1, backend="numpy",
-                                       capture="timing", output=tmp_path / "t.json",
-                                       ceilings={"copy_bandwidth_Bps": 2e10,
-                                                 "launch_overhead_s": 1e-6, "peak_flops": 1e11},
-                                       progress=False))  # fmt: skip
-    noted = [n for n in t["run"]["notes"] if n.startswith("cuBLAS launch starts")]
+    noted = _cublas_notes(tmp_path)
     assert noted == ([_UngatedTimer.gate_note] if ungated else [])
 
 
@@ -262,11 +267,6 @@ def test_the_trace_notes_launches_the_gate_could_not_hold(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(record, "node_timer", lambda be, n: _ColdGateTimer(n))
-    t = load_trace(record.record_trace(None, tokens=[3, 17], steps=1, backend="numpy",
-                                       capture="timing", output=tmp_path / "t.json",
-                                       ceilings={"copy_bandwidth_Bps": 2e10,
-                                                 "launch_overhead_s": 1e-6, "peak_flops": 1e11},
-                                       progress=False))  # fmt: skip
-    noted = [n for n in t["run"]["notes"] if n.startswith("cuBLAS launch starts")]
+    noted = _cublas_notes(tmp_path)
     assert noted == [stamps.cold_gate_note(2)]  # a prefill and a decode pass, one each
     assert "2 launch(es)" in noted[0]
