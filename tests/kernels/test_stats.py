@@ -237,3 +237,28 @@ def test_format_batch_ignores_device_init_values_without_finite_values():
     (got,) = _format_batch([("k", (1, 3), ("rows", "cols"), 1, 3)], d, u, hist, cells,
                            np.array([0, 3]), 32)  # fmt: skip
     assert got == want
+
+
+@pytest.mark.parametrize("sizes", [[(1, 896)], [(1, 896), (1, 151936), (7, 3), (16, 64)],
+                                   [(1, 1)] * 3 + [(2, 9000)]])  # fmt: skip
+def test_batch_table_maps_every_block_to_its_tensor(sizes):
+    # the kernels read block b's tensor at block_tensor[b] (stats.cu): the tensor t whose
+    # prefix range holds b, reduction blocks first, then heatmap blocks
+    from tracekit.kernels import stats
+
+    descs = []
+    for shape in sizes:
+        _, _, R, C = stats._grid(shape, 32, 64)
+        descs.append(stats.device_desc(0, shape[0], shape[1], R, C, 0))
+    lay = stats.batch_layout(descs, 32)
+    T = len(sizes)
+    tab = stats.batch_table(lay)
+    desc, red, heat = stats.table_views(tab, T)
+    assert (red == lay["red_start"]).all() and (heat == lay["heat_start"]).all()
+    n_red, n_heat = lay["n_red"], lay["n_heat"]
+    block_tensor = tab[len(desc) + 2 * (T + 1) :].view(np.int32)
+    assert block_tensor.size in (n_red + n_heat, n_red + n_heat + 1)  # padded to a word
+    for b in range(n_red):
+        assert block_tensor[b] == np.searchsorted(lay["red_start"], b, "right") - 1
+    for h in range(n_heat):
+        assert block_tensor[n_red + h] == np.searchsorted(lay["heat_start"], h, "right") - 1

@@ -128,7 +128,7 @@ def _batch_on_host(lib, xs, bins=32, heat_rows=32, heat_cols=64):
     lay = stats.batch_layout(descs, bins)
     T, n_red, n_res = len(xs), lay["n_red"], lay["n_res"]
     # PreparedStats' table and result buffer, on the host
-    tab = np.concatenate([lay["desc"].reshape(-1), lay["red_start"], lay["heat_start"]])
+    tab = stats.batch_table(lay)
     t_desc, t_red, t_heat = stats.table_views(tab, T)
     buf = np.zeros(lay["words"], np.uint64)
     res, hist, cells, tickets, part = stats.result_views(buf, T, bins, n_res)

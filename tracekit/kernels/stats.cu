@@ -218,7 +218,9 @@ STATS_VARIANTS(__half, f16)
 //   [ptr, n, n_rows, n_cols, R, C, dtype code, cell offset, heat mode]
 // followed by two prefix arrays of T+1 entries each: red_start (reduction/histogram blocks:
 // tensor t owns blocks [red_start[t], red_start[t+1]), one per chunk of `chunk` elements) and
-// heat_start (heatmap blocks). A block finds its tensor by binary search in its prefix array.
+// heat_start (heatmap blocks), then block_tensor (int32: each block's tensor, the n_red
+// reduction/histogram blocks then the heatmap blocks; stats.batch_table), right after
+// heat_start, so a block finds its tensor with one load.
 //
 //   stats_batch_reduce:    one block per (tensor, chunk): min, max, sum, sum of squares (f64) and
 //                          the finite/NaN/+Inf/-Inf/zero counts of its chunk; the last block of a
@@ -241,14 +243,9 @@ static_assert(RES_WORDS == NRED_D + NRED_U, "a result row is one Acc");
 
 __device__ __forceinline__ double widen(int v) { return (double)v; }
 
-__device__ __forceinline__ int find_seg(const long long* __restrict__ start, int T, long long b) {
-    // the last t with start[t] <= b (start is non-decreasing, start[0] = 0 <= b < start[T])
-    int lo = 0, hi = T;  // invariant: start[lo] <= b < start[hi]
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) >> 1;
-        if (start[mid] <= b) lo = mid; else hi = mid;
-    }
-    return lo;
+// The table's block map (see above): it follows heat_start[0 .. T].
+__device__ __forceinline__ const int* block_tensor(const long long* __restrict__ heat_start, int T) {
+    return reinterpret_cast<const int*>(heat_start + T + 1);
 }
 
 __device__ __forceinline__ void acc_shfl_merge(Acc& a, unsigned off) {
@@ -292,7 +289,7 @@ stats_batch_reduce(const long long* __restrict__ tab, int T, const long long* __
     __shared__ Acc sh[WARPS];
     __shared__ bool last;
     const long long b = blockIdx.x;
-    const int t = find_seg(red_start, T, b);
+    const int t = block_tensor(red_start + T + 1, T)[b];  // heat_start follows red_start
     const long long* d = tab + (long long)t * DESC_WORDS;
     const long long n = d[1], c = b - red_start[t], nb = red_start[t + 1] - red_start[t];
     const long long i0 = c * chunk, i1 = min(n, i0 + chunk);
@@ -362,7 +359,7 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
     const long long b = blockIdx.x;
     if (b < n_red) {
         // -- histogram of one chunk on [lo, hi] = the tensor's finite range (as _hist_range) --
-        const int t = find_seg(red_start, T, b);
+        const int t = block_tensor(heat_start, T)[b];
         const unsigned long long* r = res + (long long)t * RES_WORDS;
         if (r[NRED_D] == 0ULL) return;  // no finite value: no histogram (whole block returns)
         const long long* d = tab + (long long)t * DESC_WORDS;
@@ -390,7 +387,7 @@ stats_batch_hist_heat(const long long* __restrict__ tab, int T,
     }
     // -- heatmap: the mean of one cell's source block, NaN if it held a NaN or an Inf --
     const long long hb = b - n_red;
-    const int t = find_seg(heat_start, T, hb);
+    const int t = block_tensor(heat_start, T)[b];
     const long long* d = tab + (long long)t * DESC_WORDS;
     const long long n_rows = d[2], n_cols = d[3], R = d[4], C = d[5];
     const int mode = (int)d[8];
