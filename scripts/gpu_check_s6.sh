@@ -106,6 +106,7 @@ for spec in "$@"; do
         python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-qwen2-0.5b} --reps 2 > "$OUT/ncustats.log" 2>&1
       grep -E "stats_batch|Duration|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Grid Size|Theoretical Occ|Block Limit" "$OUT/ncustats.log" | head -60 ;;
     smlat) t python3 scripts/sm_l2_latency.py ${SMLAT_ARGS:-} 2>&1 | tee "$OUT/smlat.log" | tail -24 ;;
+    placement) t python3 scripts/placement_effect.py ${PLACE_MODEL:-demo} --runs ${PLACE_RUNS:-2} 2>&1 | tee "$OUT/placement.log" | tail -30 ;;
     stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;
