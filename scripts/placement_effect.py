@@ -44,8 +44,8 @@ def main() -> int:
     args = ap.parse_args()
 
     import cupy as cp
-
     from decode_speed import resolve
+
     from tracekit.runner.record import record_trace
     from tracekit.trace.format import load_trace
 
