@@ -34,7 +34,7 @@ from tracekit.kernels import (
     rope,
 )
 from tracekit.kernels.checks import KernelInputError
-from tracekit.kernels.cuda import pinned_array
+from tracekit.kernels.cuda import is_device_array, pinned_array
 from tracekit.kernels.launch import LaunchRecord
 from tracekit.kernels.matmul import MatmulWeight
 from tracekit.kernels.registry import KERNEL_OPS, Impl, KernelOp
@@ -318,7 +318,9 @@ class CupyBackend(Backend):
     PINNED_MAX_BYTES = 8 * 2**20
 
     def to_host(self, a: Any) -> np.ndarray:
-        if a.nbytes > self.PINNED_MAX_BYTES or not a.flags.c_contiguous or a.size == 0:
+        if not is_device_array(a):  # already on the host (a runner's own NumPy result)
+            return np.asarray(a)
+        if a.nbytes > self.PINNED_MAX_BYTES or not a.flags.c_contiguous or a.ndim == 0:
             return self.xp.asnumpy(a)
         return a.get(out=pinned_array(a.size, a.dtype).reshape(a.shape))
 
