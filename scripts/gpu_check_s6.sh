@@ -105,6 +105,9 @@ for spec in "$@"; do
         --section Occupancy --section WarpStateStats --section SchedulerStats --section SourceCounters \
         python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-qwen2-0.5b} --reps 2 > "$OUT/ncustats.log" 2>&1
       grep -E "stats_batch|Duration|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Grid Size|Theoretical Occ|Block Limit" "$OUT/ncustats.log" | head -60 ;;
+    stparity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 \
+                tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;
+    stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
     stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;
