@@ -41,11 +41,12 @@ def _pass_walls(session, tracer, reps: int) -> dict[str, dict[str, float]]:
     from tracekit.kernels.cuda import pinned_array
 
     replay = session.replay
-    # "full" copies into pinned memory as record_trace's full pass does; "full pageable" is
-    # the same pass into a pageable buffer (what it did before session 12)
-    bufs = {k: np.zeros(replay.staging_words(k), np.uint64) for k in ("timed", "full")}
-    bufs["full pageable"] = bufs["full"]
-    bufs["full"] = pinned_array(replay.staging_words("full"), np.uint64)
+    # each pass copies into pinned memory as record_trace does; "... pageable": the same pass
+    # into a pageable buffer (what it did before session 12)
+    bufs = {}
+    for k in ("timed", "full"):
+        bufs[k] = pinned_array(replay.staging_words(k), np.uint64)
+        bufs[f"{k} pageable"] = np.zeros(replay.staging_words(k), np.uint64)
 
     def one(kind: str) -> tuple[float, float]:
         replay.prime(1, session.n_past)
@@ -59,7 +60,7 @@ def _pass_walls(session, tracer, reps: int) -> dict[str, dict[str, float]]:
         return t1 - t0, t2 - t0
 
     out = {}
-    kinds = ("timed", "full", "full pageable")
+    kinds = ("timed", "timed pageable", "full", "full pageable")
     for label, order in (("back to back", sum(((k,) * reps for k in kinds), ())),
                          ("alternating", kinds * reps)):  # fmt: skip
         got: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}

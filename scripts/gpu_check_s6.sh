@@ -107,6 +107,9 @@ for spec in "$@"; do
       grep -E "stats_batch|Duration|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Grid Size|Theoretical Occ|Block Limit" "$OUT/ncustats.log" | head -60 ;;
     smlat) t python3 scripts/sm_l2_latency.py ${SMLAT_ARGS:-} 2>&1 | tee "$OUT/smlat.log" | tail -24 ;;
     placement) t python3 scripts/placement_effect.py ${PLACE_MODEL:-demo} --runs ${PLACE_RUNS:-2} 2>&1 | tee "$OUT/placement.log" | tail -30 ;;
+    stparity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 \
+                tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;
+    stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
     stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;

@@ -376,6 +376,193 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 
 #define MMVQ_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_KERNEL, suffix, T)
 
+// ---- mmvq_st: the weight staged into shared memory by the bulk-copy engine -----------------
+// Why: mmvq above waits on its global loads (session 10's ncu, Q8_0: long scoreboard 61% of
+// the stalls, DRAM 51% busy): a lane's narrow loads of its 34-byte blocks keep too few bytes in
+// flight, and more items a lane or more warps did not help (sessions 8-10). Here the copy
+// engine (sm_90's cp.async.bulk) brings a block's rows in tiles of RB = blockDim.z rows,
+// STAGES tiles in flight a block, each tile one contiguous 16-byte-aligned span that completes
+// its stage's mbarrier; the warps compute a tile from shared memory, with mmvq's own per-row
+// code (the same items per lane, the same order of terms: the same bits as mmvq at the same
+// warps per row), while the next tiles arrive. No registers wait on memory.
+// Grid contract (matvec.py's staged_geometry): block = (32, WPR, RB), WPR RB <= 8; tiles of RB
+// consecutive rows grid-strided (tile j: blocks j mod gridDim.x); dynamic shared memory = x's
+// runs (mmvq_shared_bytes) + stages x stage_bytes, stage_bytes = mmvq_stage_bytes(RB row
+// bytes): a tile's span from its first byte rounded down to 16 to its end rounded up, which
+// is the tile's RB row_bytes + up to 30 bytes. The tensor's last (< 16) bytes, past the last
+// 16-byte boundary inside it, are copied by thread 0 with plain loads: no read past the weight.
+#ifndef MMVQ_MAX_STAGES
+#define MMVQ_MAX_STAGES 8
+#endif
+#ifndef MMVQ_ST_UNROLL
+#define MMVQ_ST_UNROLL 2  // items a lane loads (from shared memory) before their dot products
+#endif
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+#if __CUDA_ARCH__ >= 900
+    return (u32)__cvta_generic_to_shared(p);
+#else
+    return 0;
+#endif
+}
+
+// One stage: an mbarrier the copy completes (arrival count 1: thread 0's expect_tx). The
+// host build (and any device before sm_90) copies with the block's threads instead and
+// meets at a barrier, so the kernel's logic runs the same everywhere.
+struct StageBarrier {
+    unsigned long long word;
+};
+__device__ __forceinline__ void stage_init(StageBarrier* b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(b)) : "memory");
+#endif
+}
+__device__ __forceinline__ void stage_wait(StageBarrier* b, u32 parity) {
+#if __CUDA_ARCH__ >= 900
+    u32 done = 0;
+    while (!done)
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+            "selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_u32(b)), "r"(parity)
+            : "memory");
+#endif
+}
+
+// One bulk copy of bytes (a multiple of 16, both ends 16-byte aligned) that completes bar.
+// The host build's TK_HOST_BULK stands in with the test's tk_host_bulk_copy (a memcpy that
+// also checks the span lies inside the weight).
+__device__ __forceinline__ void bulk_copy(u8* dst, const u8* src, u32 bytes, StageBarrier* bar) {
+#if __CUDA_ARCH__ >= 900
+    // the stage's earlier reads (generic proxy) come before the copy's writes (async proxy)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+                 "r"(bytes)
+                 : "memory");
+    if (bytes)
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+            "[%3];" ::"r"(smem_u32(dst)),
+            "l"(src), "r"(bytes), "r"(smem_u32(bar))
+            : "memory");
+#elif defined(TK_HOST_BULK)
+    tk_host_bulk_copy(dst, src, bytes);
+    (void)bar;
+#endif
+}
+
+// The bytes [lo, hi) of the weight into dst (dst <- raw + lo16, lo16 = lo rounded down to 16:
+// the tile's first byte lands at dst + lo % 16). Called by every thread of the block (uniform):
+// thread 0 issues one bulk copy of [lo16, min(hi rounded up, total rounded down)) and copies
+// the rest (< 16 bytes, the tensor's end) itself, which the warps see after the barrier that
+// always lies between a fill and its use (stages >= 2); a device without the bulk copy (before
+// sm_90) has all threads copy, then meet.
+__device__ __forceinline__ void stage_fill(u8* dst, const u8* __restrict__ raw, i64 lo, i64 hi,
+                                           i64 total, StageBarrier* bar, int tid, int nthreads) {
+    const i64 lo16 = lo & ~(i64)15;
+#if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
+    if (tid != 0) return;
+    const i64 bulk_end = min((hi + 15) & ~(i64)15, total & ~(i64)15);
+    bulk_copy(dst, raw + lo16, bulk_end > lo16 ? (u32)(bulk_end - lo16) : 0u, bar);
+    for (i64 i = max(bulk_end, lo16); i < hi; ++i) dst[i - lo16] = raw[i];
+    (void)nthreads;
+#else
+    for (i64 i = lo16 + tid; i < hi; i += nthreads) dst[i - lo16] = raw[i];
+    (void)total, (void)bar;
+    __syncthreads();
+#endif
+}
+
+template <class T, int NT>
+__device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
+                                        float* __restrict__ out, int n, int k, int ts, int qk,
+                                        const float* __restrict__ bias, int stages,
+                                        int stage_bytes) {
+    using C = Codes<T>;
+    constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
+    __shared__ float part[MV_MAX_WARPS][NT];
+    __shared__ StageBarrier full[MMVQ_MAX_STAGES];
+    extern __shared__ int4 mmvq_smem[];
+    const int rb = blockDim.z;
+    const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
+    if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
+        stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 ||
+        stage_bytes < ((rb * row_bytes + 30) & ~(i64)15))
+        __trap();
+    int* sxr = reinterpret_cast<int*>(mmvq_smem);
+    u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * (k >> 5) * (RUN_INTS * 4);
+    const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const int nthreads = blockDim.x * blockDim.y * rb;
+    const int tiles = (n + rb - 1) / rb;
+    if (tid == 0)
+        for (int s = 0; s < stages; ++s) stage_init(&full[s]);
+    __syncthreads();  // the barriers initialized before any copy completes on them
+    for (int s = 0; s < stages; ++s) {  // the first tiles' copies go out before x is quantized
+        const int tile = blockIdx.x + s * gridDim.x;
+        if (tile < tiles)
+            stage_fill(stage0 + s * stage_bytes, raw, tile * rb * row_bytes,
+                       min((i64)(tile + 1) * rb * row_bytes, total), total, &full[s], tid,
+                       nthreads);
+    }
+    quantize_x(x, NT, k, sxr, tid, nthreads);
+    __syncthreads();
+    const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
+    const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
+    const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
+    int use = 0;  // tiles this block has computed
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
+        const int s = use % stages;
+        stage_wait(&full[s], (u32)(use / stages) & 1u);
+        const i64 tile_lo = (i64)tile * rb * row_bytes;
+        const int row = tile * rb + threadIdx.z;
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+        if (row < n) {
+            const u8* w = stage0 + s * stage_bytes + (tile_lo & 15) + threadIdx.z * row_bytes;
+            for (int bi = b0; bi < nb; bi += bstep * U) {
+                CodeItem<NG> it[U][1];
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int b = bi + bstep * u;
+                    if (b < nb) C::load(w + b * T::TS, sub, it[u][0]);
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int b = bi + bstep * u;
+                    if (b >= nb) break;
+#pragma unroll
+                    for (int t = 0; t < NT; ++t) {
+                        float sums[1];
+                        group_dots<C, NG, 1>(it[u], b * T::QK, sxr + t * (k >> 5) * RUN_INTS,
+                                             sums);
+                        acc[t] += sums[0];
+                    }
+                }
+            }
+        }
+        write_row<NT>(acc, part, out, row, n, bias);
+        __syncthreads();  // every warp is done with stage s: it may be refilled
+        const int next = tile + stages * gridDim.x;
+        if (next < tiles)
+            stage_fill(stage0 + s * stage_bytes, raw, (i64)next * rb * row_bytes,
+                       min((i64)(next + 1) * rb * row_bytes, total), total, &full[s], tid,
+                       nthreads);
+    }
+}
+
+#define MMVQ_ST_KERNEL(suffix, T, NT)                                                          \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
+        mmvq_st_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,      \
+                                 float* __restrict__ out, int n, int k, int ts, int qk,        \
+                                 const float* __restrict__ bias, int stages, int stage_bytes,  \
+                                 unsigned long long* stamp) {                                  \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes);                  \
+    }
+#define MMVQ_ST_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_ST_KERNEL, suffix, T)
+
 // x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory,
 // one thread per run of 32 values (grid: matvec.py's quantize_geometry), for mmvq_qx_*.
 #define QUANTIZE_Q8_KERNEL(NT)                                                                 \

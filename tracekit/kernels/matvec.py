@@ -71,11 +71,17 @@ def qx_kernel_name(qt: QuantType, nt: int) -> str:
     return f"mmvq_qx_{qt.suffix}_n{nt}"
 
 
+def staged_kernel_name(qt: QuantType, nt: int) -> str:
+    """mmvq's variant whose weight tiles the bulk-copy engine stages in shared memory."""
+    return f"mmvq_st_{qt.suffix}_n{nt}"
+
+
 def kernel_names() -> frozenset[str]:
     """Every matvec kernel name (each times itself when given a stamp slot: cuda.STAMPED)."""
     nts = range(1, MAX_NT + 1)
     names = {kernel_name(qt, nt) for qt in QUANT_TABLE.values() for nt in nts}
     names |= {qx_kernel_name(qt, nt) for qt in QUANTIZED_TYPES for nt in nts}
+    names |= {staged_kernel_name(qt, nt) for qt in QUANTIZED_TYPES for nt in nts}
     return frozenset(names | {f"quantize_q8_n{nt}" for nt in nts})
 
 
@@ -320,15 +326,26 @@ MMVQ_PREFETCH = True
 
 @functools.cache
 def _module(
-    suffix: str, unroll: int, min_blocks: int, prefetch: bool = MMVQ_PREFETCH, rpw: int = 1
+    suffix: str,
+    unroll: int,
+    min_blocks: int,
+    prefetch: bool = MMVQ_PREFETCH,
+    rpw: int = 1,
+    staged: bool = False,
 ) -> Any:
-    """matvec.cu with the kernels of one type (from the quant table), compiled once."""
+    """matvec.cu with the kernels of one type (from the quant table), compiled once
+    (``staged``: its mmvq_st kernels only, ``unroll`` their items in flight a lane)."""
     import cupy
 
     qt = quant_type(suffix)
     # the type's CUDA decoder (its declaration's ``device``): mmvq reads its Codes<T> view;
     # float types' is a Src* reader
     src = (cuda._HERE / f"{FAMILY}.cu").read_text()
+    if staged:
+        src += f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n"
+        opts = (*cuda._OPTIONS, f"-DMMVQ_ST_UNROLL={unroll}", f"-DRUN_INTS={RUN_BYTES // 4}",
+                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}")  # fmt: skip
+        return cupy.RawModule(code=src, options=opts)
     if qt.is_quantized:
         src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
     else:
@@ -363,9 +380,11 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
 
 
 #: mmvq's static shared memory, at most: matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats (NT <=
-#: MAX_NT) and LaunchStamp's exit counter (stamp.cuh), aligned: the dynamic part may use the
+#: MAX_NT), LaunchStamp's exit counter (stamp.cuh), aligned, and mmvq_st's stage barriers: the dynamic part may use the
 #: opt-in limit less this.
-MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16
+#: mmvq_st (matvec.cu): at most this many tiles in flight a block (a barrier of 8 bytes each).
+STAGED_MAX_STAGES = 8
+MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16 + 8 * STAGED_MAX_STAGES
 
 
 @functools.cache
@@ -400,6 +419,21 @@ def prequantizes(qt: QuantType, n: int, k: int, prequantize: bool | None = None)
     if prequantize is not None:
         return prequantize
     return qt.mmvq.prequantize and n * k >= PREQUANTIZE_MIN_VALUES
+
+
+#: mmvq_st (the weight staged by the bulk-copy engine, sm_90+) for weights of at least this
+#: many values, where a block's tiles pipeline; smaller ones keep mmvq.
+STAGED_MIN_VALUES = 1 << 24
+#: Whether mmvq_st is the default for large weights (bench_matvec.py measures the two).
+STAGED_DEFAULT = False
+
+
+def stages_weight(qt: QuantType, n: int, k: int, staged: bool | None = None) -> bool:
+    """Whether mmvq runs as mmvq_st for an [n, k] weight of ``qt``: ``staged`` when given, else
+    :data:`STAGED_DEFAULT` for weights of at least :data:`STAGED_MIN_VALUES` values."""
+    if staged is not None:
+        return staged
+    return STAGED_DEFAULT and n * k >= STAGED_MIN_VALUES
 
 
 def mmvq_geometry(
@@ -469,6 +503,10 @@ def launch_matvec(
     prefetch: bool = MMVQ_PREFETCH,
     bias: Any = None,
     rows_per_warp: int | None = None,
+    staged: bool | None = None,
+    rows_per_tile: int | None = None,
+    stages: int | None = None,
+    blocks_per_sm: int = 1,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -528,6 +566,10 @@ def launch_matvec(
     min_blocks = cfg.min_blocks if min_blocks is None else min_blocks
     warps_per_sm = cfg.warps_per_sm if warps_per_sm is None else warps_per_sm
     rpw = _check_rpw(cfg.rows_per_warp if rows_per_warp is None else rows_per_warp)
+    if stages_weight(qt, n, k, staged):
+        return o, _launch_staged(
+            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll
+        )
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
             x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias, rpw
@@ -556,6 +598,103 @@ def launch_matvec(
             _record(kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, bias, shared_bytes=smem)
         )
     return o, recs
+
+
+#: mmvq_st (matvec.cu): its default items in flight a lane (read from shared memory, so few
+#: are needed).
+STAGED_UNROLL = 2
+#: Shared memory an SM has for its blocks (H100/H200: 228 KB, 1 KB of it reserved per block).
+_SM_SHARED = 228 * 1024
+_BLOCK_RESERVED = 1024
+
+
+def _per_block_shared(blocks_per_sm: int) -> int:
+    """Dynamic shared memory a block may take when ``blocks_per_sm`` share an SM."""
+    return _SM_SHARED // blocks_per_sm - _BLOCK_RESERVED - MMVQ_STATIC_SHARED
+
+
+def mmvq_stage_bytes(span: int) -> int:
+    """A stage's bytes for a tile of ``span`` weight bytes: from its first byte rounded down to
+    16 to its end rounded up (the bulk copy's 16-byte granules), i.e. up to 30 bytes more."""
+    return (span + 30) // 16 * 16
+
+
+def staged_geometry(
+    n: int,
+    k: int,
+    nt: int,
+    qt: QuantType,
+    sms: int,
+    smem_max: int,
+    rows_per_tile: int | None = None,
+    stages: int | None = None,
+    blocks_per_sm: int = 1,
+) -> tuple[Geometry, int, int, int]:
+    """mmvq_st's launch: block = (32, 8 / RB, RB) for tiles of RB rows, grid = at most
+    ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in
+    flight a block (default: as many as fit, up to STAGED_MAX_STAGES). ``rows_per_tile`` None:
+    the most of 8, 4, 2, 1 rows for which 3 stages fit. Returns (geometry, dynamic shared bytes,
+    stages, stage bytes).
+
+    Raises:
+        KernelInputError: not even two one-row stages fit next to x (a very long row).
+    """
+    row_bytes = (k // qt.block_size) * qt.type_size
+    xbytes = mmvq_shared_bytes(nt, k)
+    budget = min(smem_max, _per_block_shared(blocks_per_sm)) - xbytes
+    if rows_per_tile is None:
+        fits = [r for r in (8, 4, 2, 1) if 3 * mmvq_stage_bytes(r * row_bytes) <= budget]
+        rows_per_tile = fits[0] if fits else 1
+    if rows_per_tile not in (1, 2, 4, 8):
+        raise ValueError(f"mmvq_st rows per tile {rows_per_tile} must be 1, 2, 4 or 8")
+    stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
+    most = min(STAGED_MAX_STAGES, budget // stage)
+    stages = most if stages is None else stages
+    if not 2 <= stages <= most:
+        raise KernelInputError(
+            f"mmvq_st: {stages} stages of {stage} bytes ({rows_per_tile} rows of {row_bytes}) "
+            f"and x's {xbytes} bytes do not fit the {budget + xbytes} bytes of shared memory a "
+            f"block has (at least 2 stages, at most {most} here)"
+        )
+    tiles = ceil_div(n, rows_per_tile)
+    geo = Geometry(
+        (min(tiles, sms * blocks_per_sm), 1, 1),
+        (32, 8 // rows_per_tile, rows_per_tile),
+        32 * (8 // rows_per_tile) * n,
+    )
+    return geo, xbytes + stages * stage, stages, stage
+
+
+def _launch_staged(
+    x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
+    rows_per_tile: int | None, stages: int | None, blocks_per_sm: int, unroll: int | None,
+) -> list[LaunchRecord]:  # fmt: skip
+    """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages."""
+    n, k = shape
+    nt = int(x.shape[0])
+    sms, smem_max = _device_limits()
+    ts, qk = block_sizes(qt)
+    b = cuda.NULL if bias is None else bias
+    mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True)
+    # tokens per launch: the most whose x leaves room for two one-row stages
+    row_stage = mmvq_stage_bytes((k // qt.block_size) * qt.type_size)
+    room = min(smem_max, _per_block_shared(blocks_per_sm)) - 2 * row_stage
+    per_launch = max(1, min(nt, room // max(1, mmvq_shared_bytes(1, k))))
+    recs = []
+    for t0 in range(0, nt, per_launch):
+        t1 = min(nt, t0 + per_launch)
+        xs, os_ = x[t0:t1], o[t0:t1]
+        geo, smem, st, stage = staged_geometry(
+            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, blocks_per_sm
+        )
+        fn = mod.get_function(staged_kernel_name(qt, t1 - t0))
+        cuda.allow_dynamic_shared(fn, smem)
+        args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b,
+                np.int32(st), np.int32(stage), cuda.NO_STAMP)  # fmt: skip
+        cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
+        recs.append(_record(staged_kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, bias,
+                            shared_bytes=smem, stages=st))  # fmt: skip
+    return recs
 
 
 def _launch_qx(

@@ -943,11 +943,10 @@ class _HostBuffers:
     once freed memory ran out. Never reused (a record may keep views of its buffer): a flush
     makes new ones. ``empty`` (a step's passes would not fit): time to flush.
 
-    The full pass's buffers are pinned: its copy carries the statistics too (0.73 MB more than
-    the logits on the 0.5B shape), and a pageable device-to-host copy ran at ~5 GB/s on the
-    H200 host, +140 us a pass (scripts/full_pass_cost.py, session 12). The timing pass's stay
-    pageable, as an untraced step's logits copy is: timing / untraced compares the tracing, not
-    two ways of copying the logits.
+    Pinned: a pageable device-to-host copy ran at ~5 GB/s on the H200 host (+140 us a 0.5B
+    full pass, scripts/full_pass_cost.py, session 12), and an untraced step's logits come back
+    pinned too (CupyBackend.to_host), so timing / untraced compares the tracing, not two ways
+    of copying the logits.
     """
 
     CAP_BYTES = 128 * 2**20
@@ -965,11 +964,7 @@ class _HostBuffers:
     def refill(self) -> None:
         for k in self.kinds if self.active else ():
             while len(self.free[k]) < self.count:
-                a = (
-                    pinned_array(self.words[k], np.uint64)
-                    if k == "full"
-                    else np.empty(self.words[k], np.uint64)
-                )
+                a = pinned_array(self.words[k], np.uint64)
                 a.fill(0)  # page it in now
                 self.free[k].append(a)
 

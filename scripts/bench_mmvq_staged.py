@@ -1,0 +1,136 @@
+"""mmvq_st (the weight staged in shared memory by the bulk-copy engine) against mmvq, % of copy.
+
+    PYTHONPATH=$PWD python3 scripts/bench_mmvq_staged.py [--shapes 14336x4096,4096x14336]
+        [--types Q8_0,Q4_K] [--sweep Q8_0,Q4_K] [--json out.json]
+
+Timed as scripts/bench_matvec.py times mmvq (tracekit's queued timing: launches queued behind a
+spin kernel, the median of 5 runs of 20; weight copies rotated past 3x the L2, so every launch
+reads from DRAM), nt = 1. "% of copy" = the weight's GGUF bytes / device time / the D2D copy
+bandwidth measured in the same run. Per type and shape: mmvq as the quant path runs it today
+(its declared variant), mmvq_st at its default geometry (staged_geometry), and for the
+``--sweep`` types every rows-per-tile x stages x blocks-per-SM x unroll configuration. Before
+timing, each mmvq_st configuration's output is checked bit for bit against the fused mmvq at
+the same warps per row (the GPU test's claim, here at the benchmark's shapes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="14336x4096,4096x14336,151936x896")
+    ap.add_argument("--types", default="", help="comma-separated (default: every quantized type)")
+    ap.add_argument("--sweep", default="Q8_0,Q4_K", help="types whose every configuration is timed")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+
+    import cupy as cp
+
+    from tracekit.kernels import matvec
+    from tracekit.kernels.ceilings import gpu_times_queued
+    from tracekit.quants import QUANTIZED_TYPES, quant_type
+
+    dev = cp.cuda.Device()
+    l2 = int(dev.attributes.get("L2CacheSize", 64 << 20))
+
+    def timed(fn) -> float:
+        return statistics.median(gpu_times_queued(fn, launches=20, reps=5, warmup=3))
+
+    def copy_bandwidth() -> float:
+        src = cp.ones((1 << 30) // 4, cp.float32)
+        dst = cp.empty_like(src)
+        return (
+            2 * src.nbytes / timed(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes))
+        )
+
+    copy_bps = copy_bandwidth()
+    print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)", flush=True)
+
+    types = [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANTIZED_TYPES)
+    sweep = {quant_type(t).name for t in args.sweep.split(",") if t}
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    rows, summary = [], []
+    for n, k in shapes:
+        for qt in (t for t in types if k % t.block_size == 0):
+            nbytes = qt.nbytes((n, k))
+            sets = max(1, min(16, -(-3 * l2 // nbytes)))
+            raws = [
+                cp.random.randint(0, 2**31 - 1, -(-nbytes // 4), dtype=cp.int32).view(cp.uint8)[:nbytes]
+                for _ in range(sets)
+            ]  # fmt: skip
+            # a real weight's f16 scales: random bytes make NaN/Inf scales, which cost nothing
+            # different, but keep the parity check meaningful
+            x = cp.random.standard_normal((1, k), dtype=cp.float32)
+            out = cp.empty((1, n), cp.float32)
+            configs: list[tuple] = [("mmvq", None, None, 1, None)]
+            configs.append(("st", None, None, 1, None))
+            if qt.name in sweep:
+                configs += [
+                    ("st", r, s, b, u)
+                    for r in (8, 4, 2) for s in (2, 3, 4, None) for b in (1, 2) for u in (1, 2, 4)
+                ]  # fmt: skip
+            best = {}
+            for c in dict.fromkeys(configs):
+                kind, rpt, st, bps, unroll = c
+                kw = (dict(staged=False) if kind == "mmvq" else
+                      dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps, unroll=unroll))  # fmt: skip
+                try:
+                    got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
+                except matvec.KernelInputError as e:
+                    print(f"{qt.name} {n}x{k} {c}: {e}")
+                    continue
+                if kind == "st":
+                    same, _ = matvec.launch_matvec(
+                        x, raws[0], qt, (n, k), cp.empty_like(out), staged=False,
+                        prequantize=False, wpr=recs[0].block[1],
+                    )  # fmt: skip
+                    a, b = cp.asnumpy(got).view("u4"), cp.asnumpy(same).view("u4")
+                    if not (a == b).all():
+                        raise SystemExit(f"{qt.name} {n}x{k} {c}: {int((a != b).sum())} outputs "
+                                         "differ from mmvq's bits")  # fmt: skip
+                s = timed(lambda i, kw=kw, x=x, raws=raws, qt=qt, shape=(n, k), out=out: (
+                    matvec.launch_matvec(x, raws[i % len(raws)], qt, shape, out, **kw)))  # fmt: skip
+                pct = 100 * nbytes / s / copy_bps
+                geo = recs[-1]
+                row = {"type": qt.name, "n": n, "k": k, "kind": kind, "rows_per_tile": rpt,
+                       "stages": recs[-1].extra.get("stages"), "blocks_per_sm": bps,
+                       "unroll": unroll, "block": list(geo.block), "grid": list(geo.grid),
+                       "us": s * 1e6, "pct_copy": pct,
+                       "kernels": [r.kernel for r in recs]}  # fmt: skip
+                rows.append(row)
+                print(f"{qt.name:6s} {n}x{k} {kind:4s} rpt={rpt} stages={row['stages']} bps={bps} "
+                      f"unroll={unroll} block={tuple(geo.block)}: {s * 1e6:7.2f} us {pct:5.1f}% of copy",
+                      flush=True)  # fmt: skip
+                key = "mmvq" if kind == "mmvq" else ("st" if c == configs[1] else "best")
+                if key not in best or s * 1e6 < best[key]["us"]:
+                    best[key] = row
+            del raws
+            cp.get_default_memory_pool().free_all_blocks()
+            summary.append((qt.name, n, k, best))
+    print(
+        "\n| type | n x k | mmvq % of copy | mmvq_st default | best mmvq_st (rows, stages, blocks/SM, unroll) |"
+    )
+    print("|---|---|---|---|---|")
+    for name, n, k, best in summary:
+        m, d, b = best.get("mmvq"), best.get("st"), best.get("best")
+        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']})"
+              if b and (not d or b["us"] < d["us"]) else "–")  # fmt: skip
+        print(f"| {name} | {n}x{k} | {m['pct_copy']:.1f} | "
+              f"{d['pct_copy']:.1f} ({d['stages']} stages) | {bs} |" if m and d else f"| {name} | {n}x{k} | ? | ? | ? |")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"copy_GBps": copy_bps / 1e9, "rows": rows}, indent=1)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""matvec.cu's mmvq_st (the weight staged in shared memory by the bulk-copy engine) run on the
+CPU (tests/kernels/host_shim: each thread a fiber), compiled with g++ twice: with
+TK_HOST_BULK, where thread 0 stands in for sm_90's bulk copy with a memcpy of exactly the span
+the device copies (and the test checks every span lies inside the weight and starts and ends
+on 16 bytes), and without it, the cooperative copy of a device before sm_90. Each through
+matvec.staged_geometry with a one-SM grid (tiles grid-strided, so the stage ring wraps and
+every stage is refilled), against matvec.ref_mmvq within its bound, and bit for bit against
+mmvq (R = 1) compiled into the same library: the staged kernel computes mmvq's terms in
+mmvq's order. The GPU tests (test_matvec_gpu.py) run both on the device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.kernels.host_build import KERNELS, aligned, build, with_static_shared
+from tests.kernels.test_matvec import gamma, random_x, weight
+from tests.kernels.test_mmvq_host import PREAMBLE
+from tracekit.kernels import matvec
+from tracekit.quants import QUANTIZED_TYPES, QuantType
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+NTS = (1, 3)
+SMEM_INTS = 1 << 16  # the test's dynamic shared array: 256 KB
+
+# tk_host_bulk_copy: the span thread 0 asks the copy engine for, checked and recorded.
+BULK = """
+#include <cstdint>
+static const unsigned char* g_lo; static const unsigned char* g_hi;
+static long long g_copies, g_bad;
+inline void tk_host_bulk_copy(unsigned char* dst, const unsigned char* src, unsigned bytes) {
+    if (bytes % 16 || ((uintptr_t)src) % 16 || ((uintptr_t)dst) % 16 || src < g_lo ||
+        src + bytes > g_hi)
+        ++g_bad;
+    else
+        std::memcpy(dst, src, bytes);
+    ++g_copies;
+}
+extern "C" long long bulk_copies() { return g_copies; }
+extern "C" long long bulk_bad() { return g_bad; }
+"""
+RUNNER = """
+int4 mmvq_smem[SMEM_INT4S];
+static const unsigned char* g_raw; static const float* g_x;
+static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes;
+#define RUN(suffix, T, NT)                                                                     \\
+    extern "C" void st_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
+                                        int n, int k, unsigned gx, unsigned by, unsigned bz,   \\
+                                        int stages, int stage_bytes) {                         \\
+        g_raw = raw, g_x = x, g_out = out, g_n = n, g_k = k, g_stages = stages;                \\
+        g_stage_bytes = stage_bytes;                                                           \\
+        BOUNDS(raw, n, k, T)                                                                   \\
+        tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
+            mmvq_st<T, NT>(g_raw, g_x, g_out, g_n, g_k, T::TS, T::QK, nullptr, g_stages,       \\
+                           g_stage_bytes);                                                     \\
+        });                                                                                    \\
+    }                                                                                          \\
+    extern "C" void mv_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
+                                        int n, int k, unsigned gx, unsigned by, unsigned bz) { \\
+        g_raw = raw, g_x = x, g_out = out, g_n = n, g_k = k;                                   \\
+        tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
+            mmvq<T, NT, false>(g_raw, g_x, nullptr, g_out, g_n, g_k, T::TS, T::QK, nullptr);   \\
+        });                                                                                    \\
+    }
+"""
+
+
+def _build(folder, bulk: bool) -> ctypes.CDLL:
+    kernel = (KERNELS / "matvec.cu").read_text()
+    bounds = (
+        "#define BOUNDS(raw, n, k, T) g_lo = raw; g_hi = raw + (long long)n * (k / T::QK) * T::TS;"
+        if bulk
+        else "#define BOUNDS(raw, n, k, T)"
+    )
+    src = [PREAMBLE, BULK if bulk else "", with_static_shared(kernel), bounds]
+    src += [f"#define SMEM_INT4S {SMEM_INTS // 4}", RUNNER]
+    src += [f"RUN({t.suffix}, {t.device}, {nt})" for t in QUANTIZED_TYPES for nt in NTS]
+    flags = ("-std=c++17", "-DMV_UNROLL=1", "-DMMVQ_RPW=1", "-DMMVQ_ST_UNROLL=2",
+             f"-DRUN_INTS={matvec.RUN_BYTES // 4}", *(("-DTK_HOST_BULK",) if bulk else ()))  # fmt: skip
+    return build(folder, "st_bulk" if bulk else "st_coop", "\n".join(src) + "\n", flags)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["bulk", "cooperative"])
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    return request.param, _build(tmp_path_factory.mktemp("mmvqst"), request.param)
+
+
+def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, smem=SMEM_INTS * 4):
+    bulk, so = lib
+    nt, k = x.shape
+    geo, dyn, st, stage = matvec.staged_geometry(
+        n, k, nt, qt, sms=1, smem_max=smem, rows_per_tile=rows_per_tile, stages=stages,
+        blocks_per_sm=2,
+    )  # fmt: skip
+    assert dyn <= SMEM_INTS * 4 and st == stages
+    out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
+    ptr = ctypes.c_void_p
+    copies = so.bulk_copies() if bulk else 0
+    getattr(so, f"st_{qt.suffix}_n{nt}")(
+        ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(out.ctypes.data), n, k,
+        geo.grid[0], geo.block[1], geo.block[2], st, stage,
+    )  # fmt: skip
+    if bulk:
+        so.bulk_copies.restype = so.bulk_bad.restype = ctypes.c_longlong
+        assert so.bulk_bad() == 0, "a bulk copy left the weight or broke its 16-byte rules"
+        assert so.bulk_copies() - copies == -(-n // rows_per_tile)  # one per tile
+    return out, geo
+
+
+def _run_mmvq(lib, qt, raw, x, n, wpr):
+    _, so = lib
+    nt, k = x.shape
+    geo, _ = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=wpr, warps_per_sm=8)
+    out = np.full((nt, n), np.nan, np.float32)
+    ptr = ctypes.c_void_p
+    getattr(so, f"mv_{qt.suffix}_n{nt}")(
+        ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(out.ctypes.data), n, k,
+        geo.grid[0], geo.block[1], geo.block[2],
+    )  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+@pytest.mark.parametrize(
+    "n, nt, rows_per_tile, stages", [(1, 1, 8, 2), (13, 3, 2, 3), (70, 1, 4, 2), (37, 3, 1, 5)]
+)
+def test_mmvq_st_on_the_host_matches_mmvq_bit_for_bit(
+    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int
+) -> None:
+    # odd block counts: the rows' and the weight's ends fall off the 16-byte grid
+    k = 3 * qt.block_size if qt.block_size > 32 else 160
+    raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
+    x = random_x(nt, k, seed=nt)
+    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages)
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+    same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
+    assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+
+
+def test_the_weights_last_bytes_come_by_plain_loads(lib) -> None:
+    """A weight whose size is not a multiple of 16 (Q4_0: 90-byte rows, 13 rows = 1170 bytes):
+    the bulk copies stop at byte 1168 (the span check above) and the last row is still right,
+    so its last two bytes came some other way; a changed last byte changes the last output."""
+    qt = next(t for t in QUANTIZED_TYPES if t.name == "Q4_0")
+    n, k = 13, 160
+    raw = aligned(weight(qt, n, k, seed=9, tame=True)[0])
+    assert raw.nbytes % 16 == 2
+    x = random_x(1, k, seed=3)
+    got, _ = _run_staged(lib, qt, raw, x, n, 4, 2)
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+    bad = raw.copy()
+    bad[-1] ^= 0x77  # the last block's last code byte: two codes change
+    got_bad, _ = _run_staged(lib, qt, bad, x, n, 4, 2)
+    assert got_bad[0, -1] != got[0, -1] and np.array_equal(got_bad[0, :-1], got[0, :-1])
+
+
+def test_a_stage_count_that_does_not_fit_is_refused() -> None:
+    qt = next(t for t in QUANTIZED_TYPES if t.name == "Q8_0")
+    with pytest.raises(matvec.KernelInputError, match="do not fit"):
+        matvec.staged_geometry(14336, 4096, 1, qt, 132, 227 * 1024, rows_per_tile=8, stages=7)
+    geo, dyn, st, stage = matvec.staged_geometry(14336, 4096, 1, qt, 132, 227 * 1024)
+    # 4352-byte rows: 8-row tiles, 6 stages of 34832 bytes next to x's 6 KB, one block an SM
+    assert (geo.block, geo.grid[0], st, stage) == ((32, 1, 8), 132, 6, 34832)
+    assert dyn == 128 * matvec.RUN_BYTES + 6 * 34832 <= 227 * 1024
