@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="14336x4096,4096x14336,151936x896")
     ap.add_argument("--types", default="", help="comma-separated (default: every quantized type)")
-    ap.add_argument("--sweep", default="Q8_0,Q4_K", help="types whose every configuration is timed")
+    ap.add_argument(
+        "--sweep", default="Q8_0,Q4_K,Q6_K", help="types whose every configuration is timed"
+    )
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
@@ -70,21 +72,24 @@ def main(argv: list[str] | None = None) -> int:
             # different, but keep the parity check meaningful
             x = cp.random.standard_normal((1, k), dtype=cp.float32)
             out = cp.empty((1, n), cp.float32)
-            configs: list[tuple] = [("mmvq", None, None, 1, None)]
-            configs.append(("st", None, None, 1, None))
+            # (kind, rows per tile, stages, blocks an SM, unroll, warps a row); None: default
+            configs: list[tuple] = [("mmvq", None, None, None, None, None)]
+            configs.append(("st", None, None, None, None, None))
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
-                    ("st", r, s, b, u)
-                    for r in (8, 4, 2) for s in (2, 3, None) for b in (1, 2) for u in (1, 2, 4)
+                    ("st", r, s, b, u, w)
+                    for r in (None, 16, 32) for s in (2, 3) for b in (1, 2, 3) for u in (1, 4)
+                    for w in (1, 2)
                 ]  # fmt: skip
             best = {}
             for c in dict.fromkeys(configs):
-                kind, rpt, st, bps, unroll = c
+                kind, rpt, st, bps, unroll, wpr = c
                 kw = (dict(staged=False) if kind == "mmvq" else
-                      dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps, unroll=unroll))  # fmt: skip
+                      dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
+                           unroll=unroll, wpr=wpr))  # fmt: skip
                 try:
                     got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
-                except matvec.KernelInputError as e:
+                except (matvec.KernelInputError, ValueError) as e:
                     print(f"{qt.name} {n}x{k} {c}: {e}")
                     continue
                 if kind == "st":
@@ -100,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
                     matvec.launch_matvec(x, raws[i % len(raws)], qt, shape, out, **kw)))  # fmt: skip
                 pct = 100 * nbytes / s / copy_bps
                 geo = recs[-1]
-                row = {"type": qt.name, "n": n, "k": k, "kind": kind, "rows_per_tile": rpt,
+                row = {"type": qt.name, "n": n, "k": k, "kind": kind,
+                       "rows_per_tile": recs[-1].extra.get("rows_per_tile"),
                        "stages": recs[-1].extra.get("stages"), "blocks_per_sm": bps,
-                       "unroll": unroll, "block": list(geo.block), "grid": list(geo.grid),
+                       "unroll": unroll, "wpr": geo.block[1], "block": list(geo.block), "grid": list(geo.grid),
                        "us": s * 1e6, "pct_copy": pct,
                        "kernels": [r.kernel for r in recs]}  # fmt: skip
                 rows.append(row)
-                print(f"{qt.name:6s} {n}x{k} {kind:4s} rpt={rpt} stages={row['stages']} bps={bps} "
+                print(f"{qt.name:6s} {n}x{k} {kind:4s} rpt={row['rows_per_tile']} stages={row['stages']} bps={bps} "
                       f"unroll={unroll} block={tuple(geo.block)}: {s * 1e6:7.2f} us {pct:5.1f}% of copy",
                       flush=True)  # fmt: skip
                 key = "mmvq" if kind == "mmvq" else ("st" if c == configs[1] else "best")
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     for name, n, k, best in summary:
         m, d, b = best.get("mmvq"), best.get("st"), best.get("best")
-        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']})"
+        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']}, {b['wpr']})"
               if b and (not d or b["us"] < d["us"]) else "–")  # fmt: skip
         print(f"| {name} | {n}x{k} | {m['pct_copy']:.1f} | "
               f"{d['pct_copy']:.1f} ({d['stages']} stages) | {bs} |" if m and d else f"| {name} | {n}x{k} | ? | ? | ? |")  # fmt: skip

@@ -123,8 +123,12 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(cp, qt: QuantType, n: int, nt: i
 
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 @pytest.mark.parametrize("n, nt", [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1), (4099, 1)])
-@pytest.mark.parametrize("rows_per_tile, stages", [(None, None), (1, 2), (2, 3), (8, 2)])
-def test_mmvq_staged_gives_mmvqs_bits(cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages):
+@pytest.mark.parametrize(
+    "rows_per_tile, stages, wpr", [(None, None, None), (1, 2, 8), (4, 3, 2), (16, 2, 1), (8, 4, 1)]
+)
+def test_mmvq_staged_gives_mmvqs_bits(
+    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr
+):
     """mmvq_st (tiles staged by the bulk-copy engine, the stage ring wrapping on a one-wave
     grid) computes mmvq's terms in mmvq's order: the fused mmvq's bits at the same warps per
     row, for weights whose rows and whole size fall off the 16-byte grid; poisoned outputs."""
@@ -135,7 +139,7 @@ def test_mmvq_staged_gives_mmvqs_bits(cp, qt: QuantType, n: int, nt: int, rows_p
     w = cp.asarray(raw)
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, rows_per_tile=rows_per_tile,
-        stages=stages,
+        stages=stages, wpr=wpr,
     )  # fmt: skip
     assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
     assert recs[0].extra["path"] == "quant"
@@ -151,24 +155,23 @@ def test_mmvq_staged_gives_mmvqs_bits(cp, qt: QuantType, n: int, nt: int, rows_p
 @pytest.mark.parametrize(
     "qt", [quant_type(t) for t in ("Q8_0", "Q4_K", "Q6_K")], ids=lambda t: t.name
 )
-@pytest.mark.parametrize("k, launches", [(14336, 1), (28672, None)])
-def test_mmvq_staged_at_long_rows_and_many_tokens(cp, qt: QuantType, k: int, launches):
-    """8 tokens of long rows: at k = 14336 x's runs (172 KB) leave room for tiles of one
-    or two rows only; at k = 28672 (344 KB) they do not fit at all, so the launch splits the tokens, each
-    launch keeping at least two stages. mmvq's bits at the same warps per row."""
+@pytest.mark.parametrize("k", [14336, 28672])
+def test_mmvq_staged_at_long_rows_and_many_tokens(cp, qt: QuantType, k: int):
+    """8 tokens of long rows: x's runs (172 or 344 KB) and two stages of 8 rows do not fit a
+    block's shared memory, so the launch takes fewer rows a block-row (more warps a row) and
+    splits the tokens, each launch with at least two stages. mmvq's bits at the same warps a
+    row."""
     n, nt = 300, 8
     raw, _ = weight(qt, n, k, seed=11, tame=True)
     x = cp.asarray(random_x(nt, k, seed=12))
     w = cp.asarray(raw)
     got, recs = matvec.launch_matvec(x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True)
-    assert all(r.extra["stages"] >= 2 for r in recs)
-    assert len(recs) == launches if launches else len(recs) > 1
-    if launches == 1:
-        assert recs[0].block[1] * recs[0].block[2] == 8 and recs[0].block[2] <= 2
-        same, _ = matvec.launch_matvec(
-            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=False, wpr=recs[0].block[1]
-        )
-        assert cp.asnumpy(got).view(np.uint32).tolist() == cp.asnumpy(same).view(np.uint32).tolist()
+    assert len(recs) > 1 and all(r.extra["stages"] >= 2 for r in recs)
+    assert len({r.block for r in recs}) == 1 and recs[0].block[1] > 1
+    same, _ = matvec.launch_matvec(
+        x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=False, wpr=recs[0].block[1]
+    )
+    assert cp.asnumpy(got).view(np.uint32).tolist() == cp.asnumpy(same).view(np.uint32).tolist()
     want, _, mag = matvec.ref_mmvq(cp.asnumpy(x), raw, qt, (n, k), bound=True)
     assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
 

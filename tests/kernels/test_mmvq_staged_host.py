@@ -47,17 +47,17 @@ extern "C" long long bulk_bad() { return g_bad; }
 RUNNER = """
 int4 mmvq_smem[SMEM_INT4S];
 static const unsigned char* g_raw; static const float* g_x;
-static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes;
+static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
 #define RUN(suffix, T, NT)                                                                     \\
     extern "C" void st_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
                                         int n, int k, unsigned gx, unsigned by, unsigned bz,   \\
-                                        int stages, int stage_bytes) {                         \\
+                                        int stages, int stage_bytes, int tile_rows) {          \\
         g_raw = raw, g_x = x, g_out = out, g_n = n, g_k = k, g_stages = stages;                \\
-        g_stage_bytes = stage_bytes;                                                           \\
+        g_stage_bytes = stage_bytes, g_tile_rows = tile_rows;                                  \\
         BOUNDS(raw, n, k, T)                                                                   \\
         tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
             mmvq_st<T, NT>(g_raw, g_x, g_out, g_n, g_k, T::TS, T::QK, nullptr, g_stages,       \\
-                           g_stage_bytes);                                                     \\
+                           g_stage_bytes, g_tile_rows);                                        \\
         });                                                                                    \\
     }                                                                                          \\
     extern "C" void mv_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
@@ -90,20 +90,20 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return request.param, _build(tmp_path_factory.mktemp("mmvqst"), request.param)
 
 
-def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, smem=SMEM_INTS * 4):
+def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1):
     bulk, so = lib
     nt, k = x.shape
-    geo, dyn, st, stage = matvec.staged_geometry(
-        n, k, nt, qt, sms=1, smem_max=smem, rows_per_tile=rows_per_tile, stages=stages,
-        blocks_per_sm=2,
+    geo, dyn, st, stage, rpt = matvec.staged_geometry(
+        n, k, nt, qt, sms=1, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
+        stages=stages, blocks_per_sm=1, warps_per_row=wpr,
     )  # fmt: skip
-    assert dyn <= SMEM_INTS * 4 and st == stages
+    assert dyn <= SMEM_INTS * 4 and st == stages and rpt == rows_per_tile
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
     ptr = ctypes.c_void_p
     copies = so.bulk_copies() if bulk else 0
     getattr(so, f"st_{qt.suffix}_n{nt}")(
         ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(out.ctypes.data), n, k,
-        geo.grid[0], geo.block[1], geo.block[2], st, stage,
+        geo.grid[0], geo.block[1], geo.block[2], st, stage, rpt,
     )  # fmt: skip
     if bulk:
         so.bulk_copies.restype = so.bulk_bad.restype = ctypes.c_longlong
@@ -127,16 +127,18 @@ def _run_mmvq(lib, qt, raw, x, n, wpr):
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
 @pytest.mark.parametrize(
-    "n, nt, rows_per_tile, stages", [(1, 1, 8, 2), (13, 3, 2, 3), (70, 1, 4, 2), (37, 3, 1, 5)]
+    "n, nt, rows_per_tile, stages, wpr",
+    [(1, 1, 8, 2, 1), (13, 3, 4, 3, 2), (70, 1, 16, 2, 1), (37, 3, 1, 5, 8), (45, 1, 6, 2, 4)],
 )
 def test_mmvq_st_on_the_host_matches_mmvq_bit_for_bit(
-    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int
+    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int, wpr: int
 ) -> None:
-    # odd block counts: the rows' and the weight's ends fall off the 16-byte grid
+    # odd block counts: the rows' and the weight's ends fall off the 16-byte grid; tiles of
+    # one row a warp and of several (16 rows on 8 warps, 6 on 2)
     k = 3 * qt.block_size if qt.block_size > 32 else 160
     raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
     x = random_x(nt, k, seed=nt)
-    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages)
+    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr)
     want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
     assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
     same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
@@ -152,20 +154,25 @@ def test_the_weights_last_bytes_come_by_plain_loads(lib) -> None:
     raw = aligned(weight(qt, n, k, seed=9, tame=True)[0])
     assert raw.nbytes % 16 == 2
     x = random_x(1, k, seed=3)
-    got, _ = _run_staged(lib, qt, raw, x, n, 4, 2)
+    got, _ = _run_staged(lib, qt, raw, x, n, 8, 2)
     want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
     assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
     bad = raw.copy()
     bad[-1] ^= 0x77  # the last block's last code byte: two codes change
-    got_bad, _ = _run_staged(lib, qt, bad, x, n, 4, 2)
+    got_bad, _ = _run_staged(lib, qt, bad, x, n, 8, 2)
     assert got_bad[0, -1] != got[0, -1] and np.array_equal(got_bad[0, :-1], got[0, :-1])
 
 
 def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     qt = next(t for t in QUANTIZED_TYPES if t.name == "Q8_0")
+    smem = 227 * 1024 - matvec.MMVQ_STATIC_SHARED
     with pytest.raises(matvec.KernelInputError, match="do not fit"):
-        matvec.staged_geometry(14336, 4096, 1, qt, 132, 227 * 1024, rows_per_tile=8, stages=7)
-    geo, dyn, st, stage = matvec.staged_geometry(14336, 4096, 1, qt, 132, 227 * 1024)
-    # 4352-byte rows: 8-row tiles, 6 stages of 34832 bytes next to x's 6 KB, one block an SM
-    assert (geo.block, geo.grid[0], st, stage) == ((32, 1, 8), 132, 6, 34832)
-    assert dyn == 128 * matvec.RUN_BYTES + 6 * 34832 <= 227 * 1024
+        matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_tile=8, stages=4)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_tile=6, warps_per_row=2)
+    geo, dyn, st, stage, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem)
+    # 4352-byte rows: 32 KB tiles of 7 rows, rounded down to the block's 8 rows -> one block-row
+    assert (geo.block, geo.grid[0], st, stage, rpt) == ((32, 1, 8), 264, 2, 34832, 8)
+    assert dyn == 128 * matvec.RUN_BYTES + 2 * 34832
+    geo, _, _, stage, rpt = matvec.staged_geometry(151936, 896, 1, qt, 132, smem)
+    assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows

@@ -380,17 +380,18 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 // Why: mmvq above waits on its global loads (session 10's ncu, Q8_0: long scoreboard 61% of
 // the stalls, DRAM 51% busy): a lane's narrow loads of its 34-byte blocks keep too few bytes in
 // flight, and more items a lane or more warps did not help (sessions 8-10). Here the copy
-// engine (sm_90's cp.async.bulk) brings a block's rows in tiles of RB = blockDim.z rows,
+// engine (sm_90's cp.async.bulk) brings a block's rows in tiles of tile_rows consecutive rows,
 // STAGES tiles in flight a block, each tile one contiguous 16-byte-aligned span that completes
 // its stage's mbarrier; the warps compute a tile from shared memory, with mmvq's own per-row
 // code (the same items per lane, the same order of terms: the same bits as mmvq at the same
 // warps per row), while the next tiles arrive. No registers wait on memory.
-// Grid contract (matvec.py's staged_geometry): block = (32, WPR, RB), WPR RB <= 8; tiles of RB
-// consecutive rows grid-strided (tile j: blocks j mod gridDim.x); dynamic shared memory = x's
-// runs (mmvq_shared_bytes) + stages x stage_bytes, stage_bytes = mmvq_stage_bytes(RB row
-// bytes): a tile's span from its first byte rounded down to 16 to its end rounded up, which
-// is the tile's RB row_bytes + up to 30 bytes. The tensor's last (< 16) bytes, past the last
-// 16-byte boundary inside it, are copied by thread 0 with plain loads: no read past the weight.
+// Grid contract (matvec.py's staged_geometry): block = (32, WPR, RB), WPR RB <= 8; tiles of
+// tile_rows (a multiple of RB) rows grid-strided (tile j: block j mod gridDim.x), warp z of a
+// tile's rows taking rows z, z + RB, ...; dynamic shared memory = x's runs
+// (mmvq_shared_bytes) + stages x stage_bytes, stage_bytes = mmvq_stage_bytes(tile_rows
+// row_bytes): a tile's span from its first byte rounded down to 16 to its end rounded up, which
+// is its bytes + up to 30. The tensor's last (< 16) bytes, past the last 16-byte boundary
+// inside it, are copied by thread 0 with plain loads: no read past the weight.
 #ifndef MMVQ_MAX_STAGES
 #define MMVQ_MAX_STAGES 8
 #endif
@@ -435,8 +436,8 @@ __device__ __forceinline__ void stage_wait(StageBarrier* b, u32 parity) {
 // also checks the span lies inside the weight).
 __device__ __forceinline__ void bulk_copy(u8* dst, const u8* src, u32 bytes, StageBarrier* bar) {
 #if __CUDA_ARCH__ >= 900
-    // the stage's earlier reads (generic proxy) come before the copy's writes (async proxy)
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    // (no proxy fence: the stage's earlier reads have returned their values before the
+    // __syncthreads that precedes every refill, as CUTLASS's TMA pipelines rely on)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
                  "r"(bytes)
                  : "memory");
@@ -478,7 +479,7 @@ template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
                                         const float* __restrict__ bias, int stages,
-                                        int stage_bytes) {
+                                        int stage_bytes, int tile_rows) {
     using C = Codes<T>;
     constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
     __shared__ float part[MV_MAX_WARPS][NT];
@@ -487,22 +488,22 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
-        stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 ||
-        stage_bytes < ((rb * row_bytes + 30) & ~(i64)15))
+        stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % rb ||
+        tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15))
         __trap();
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
     u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * (k >> 5) * (RUN_INTS * 4);
     const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int nthreads = blockDim.x * blockDim.y * rb;
-    const int tiles = (n + rb - 1) / rb;
+    const int tiles = (n + tile_rows - 1) / tile_rows;
     if (tid == 0)
         for (int s = 0; s < stages; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
     for (int s = 0; s < stages; ++s) {  // the first tiles' copies go out before x is quantized
         const int tile = blockIdx.x + s * gridDim.x;
         if (tile < tiles)
-            stage_fill(stage0 + s * stage_bytes, raw, tile * rb * row_bytes,
-                       min((i64)(tile + 1) * rb * row_bytes, total), total, &full[s], tid,
+            stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
+                       min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     }
     quantize_x(x, NT, k, sxr, tid, nthreads);
@@ -514,40 +515,43 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
         stage_wait(&full[s], (u32)(use / stages) & 1u);
-        const i64 tile_lo = (i64)tile * rb * row_bytes;
-        const int row = tile * rb + threadIdx.z;
-        float acc[NT];
+        const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
+        const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
+        for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
+            const int row = tile * tile_rows + r;
+            float acc[NT];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-        if (row < n) {
-            const u8* w = stage0 + s * stage_bytes + (tile_lo & 15) + threadIdx.z * row_bytes;
-            for (int bi = b0; bi < nb; bi += bstep * U) {
-                CodeItem<NG> it[U][1];
+            for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+            if (row < n) {
+                const u8* w = st + r * row_bytes;
+                for (int bi = b0; bi < nb; bi += bstep * U) {
+                    CodeItem<NG> it[U][1];
 #pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const int b = bi + bstep * u;
-                    if (b < nb) C::load(w + b * T::TS, sub, it[u][0]);
-                }
+                    for (int u = 0; u < U; ++u) {
+                        const int b = bi + bstep * u;
+                        if (b < nb) C::load(w + b * T::TS, sub, it[u][0]);
+                    }
 #pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const int b = bi + bstep * u;
-                    if (b >= nb) break;
+                    for (int u = 0; u < U; ++u) {
+                        const int b = bi + bstep * u;
+                        if (b >= nb) break;
 #pragma unroll
-                    for (int t = 0; t < NT; ++t) {
-                        float sums[1];
-                        group_dots<C, NG, 1>(it[u], b * T::QK, sxr + t * (k >> 5) * RUN_INTS,
-                                             sums);
-                        acc[t] += sums[0];
+                        for (int t = 0; t < NT; ++t) {
+                            float sums[1];
+                            group_dots<C, NG, 1>(it[u], b * T::QK,
+                                                 sxr + t * (k >> 5) * RUN_INTS, sums);
+                            acc[t] += sums[0];
+                        }
                     }
                 }
             }
+            write_row<NT>(acc, part, out, row, n, bias);
         }
-        write_row<NT>(acc, part, out, row, n, bias);
         __syncthreads();  // every warp is done with stage s: it may be refilled
         const int next = tile + stages * gridDim.x;
         if (next < tiles)
-            stage_fill(stage0 + s * stage_bytes, raw, (i64)next * rb * row_bytes,
-                       min((i64)(next + 1) * rb * row_bytes, total), total, &full[s], tid,
+            stage_fill(stage0 + s * stage_bytes, raw, (i64)next * tile_rows * row_bytes,
+                       min((i64)(next + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     }
 }
@@ -557,9 +561,9 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         mmvq_st_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,      \
                                  float* __restrict__ out, int n, int k, int ts, int qk,        \
                                  const float* __restrict__ bias, int stages, int stage_bytes,  \
-                                 unsigned long long* stamp) {                                  \
+                                 int tile_rows, unsigned long long* stamp) {                   \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes);                  \
+        mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes, tile_rows);       \
     }
 #define MMVQ_ST_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_ST_KERNEL, suffix, T)
 

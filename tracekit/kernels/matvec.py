@@ -506,7 +506,7 @@ def launch_matvec(
     staged: bool | None = None,
     rows_per_tile: int | None = None,
     stages: int | None = None,
-    blocks_per_sm: int = 1,
+    blocks_per_sm: int | None = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -523,6 +523,10 @@ def launch_matvec(
             kernel configuration (the bench sweeps them; None: ROWS_PER_BLOCK /
             MMVQ_ROWS_PER_BLOCK, wpr :func:`warps_per_row`, the others the type's ``mmvq``
             (quants.MmvqConfig)).
+        staged: run mmvq_st (the weight's tiles staged in shared memory by the bulk-copy
+            engine; None: :func:`stages_weight`), with ``rows_per_tile``, ``stages``,
+            ``blocks_per_sm``, ``unroll`` and ``wpr`` (None: 1, or more where a long row's
+            block-row leaves no room for x) as :func:`staged_geometry` takes them.
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -568,7 +572,7 @@ def launch_matvec(
     rpw = _check_rpw(cfg.rows_per_warp if rows_per_warp is None else rows_per_warp)
     if stages_weight(qt, n, k, staged):
         return o, _launch_staged(
-            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll
+            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr
         )
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
@@ -619,6 +623,16 @@ def mmvq_stage_bytes(span: int) -> int:
     return (span + 30) // 16 * 16
 
 
+#: mmvq_st's default geometry: tiles of about this many bytes (2 stages of them a block, 2
+#: blocks an SM), one warp a row. H200, 2026-12-02 (scripts/bench_mmvq_staged.py): fewer,
+#: smaller stages ran faster (Q8_0 14336 x 4096: 2 stages 67.5%, 6 stages 54.1% of copy): the
+#: launch's first tiles all arrive together, so the more bytes asked for at once, the later
+#: the warps start.
+STAGED_TILE_BYTES = 32 * 1024
+STAGED_STAGES = 2
+STAGED_BLOCKS_PER_SM = 2
+
+
 def staged_geometry(
     n: int,
     k: int,
@@ -628,72 +642,85 @@ def staged_geometry(
     smem_max: int,
     rows_per_tile: int | None = None,
     stages: int | None = None,
-    blocks_per_sm: int = 1,
-) -> tuple[Geometry, int, int, int]:
-    """mmvq_st's launch: block = (32, 8 / RB, RB) for tiles of RB rows, grid = at most
-    ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in
-    flight a block (default: as many as fit, up to STAGED_MAX_STAGES). ``rows_per_tile`` None:
-    the most of 8, 4, 2, 1 rows for which 3 stages fit. Returns (geometry, dynamic shared bytes,
-    stages, stage bytes).
+    blocks_per_sm: int = STAGED_BLOCKS_PER_SM,
+    warps_per_row: int = 1,
+) -> tuple[Geometry, int, int, int, int]:
+    """mmvq_st's launch: block = (32, W, 8 / W) (``warps_per_row`` W), tiles of
+    ``rows_per_tile`` rows (a multiple of 8 / W; None: the most that fit
+    :data:`STAGED_TILE_BYTES`, at least 8 / W), grid = at most ``blocks_per_sm`` blocks on each
+    of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in flight a block (None:
+    :data:`STAGED_STAGES`). Returns (geometry, dynamic shared bytes, stages, stage bytes, rows
+    per tile).
 
     Raises:
-        KernelInputError: not even two one-row stages fit next to x (a very long row).
+        KernelInputError: the stages and x do not fit a block's shared memory.
     """
+    if warps_per_row not in (1, 2, 4, 8):
+        raise ValueError(f"mmvq_st warps per row {warps_per_row} must be 1, 2, 4 or 8")
+    rb = 8 // warps_per_row
     row_bytes = (k // qt.block_size) * qt.type_size
     xbytes = mmvq_shared_bytes(nt, k)
     budget = min(smem_max, _per_block_shared(blocks_per_sm)) - xbytes
     if rows_per_tile is None:
-        fits = [r for r in (8, 4, 2, 1) if 3 * mmvq_stage_bytes(r * row_bytes) <= budget]
-        rows_per_tile = fits[0] if fits else 1
-    if rows_per_tile not in (1, 2, 4, 8):
-        raise ValueError(f"mmvq_st rows per tile {rows_per_tile} must be 1, 2, 4 or 8")
+        rows_per_tile = max(rb, STAGED_TILE_BYTES // max(1, row_bytes) // rb * rb)
+        rows_per_tile = min(rows_per_tile, -(-n // rb) * rb)  # no more than the matrix has
+    if rows_per_tile < rb or rows_per_tile % rb:
+        raise ValueError(
+            f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {rb} "
+            f"(the block's rows at {warps_per_row} warps a row)"
+        )
     stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
+    stages = STAGED_STAGES if stages is None else stages
     most = min(STAGED_MAX_STAGES, budget // stage)
-    stages = most if stages is None else stages
     if not 2 <= stages <= most:
         raise KernelInputError(
             f"mmvq_st: {stages} stages of {stage} bytes ({rows_per_tile} rows of {row_bytes}) "
             f"and x's {xbytes} bytes do not fit the {budget + xbytes} bytes of shared memory a "
-            f"block has (at least 2 stages, at most {most} here)"
+            f"block has at {blocks_per_sm} blocks an SM (2 to {STAGED_MAX_STAGES} stages)"
         )
     tiles = ceil_div(n, rows_per_tile)
     geo = Geometry(
-        (min(tiles, sms * blocks_per_sm), 1, 1),
-        (32, 8 // rows_per_tile, rows_per_tile),
-        32 * (8 // rows_per_tile) * n,
+        (min(tiles, sms * blocks_per_sm), 1, 1), (32, warps_per_row, rb), 32 * warps_per_row * n
     )
-    return geo, xbytes + stages * stage, stages, stage
+    return geo, xbytes + stages * stage, stages, stage, rows_per_tile
 
 
 def _launch_staged(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
-    rows_per_tile: int | None, stages: int | None, blocks_per_sm: int, unroll: int | None,
+    rows_per_tile: int | None, stages: int | None, blocks_per_sm: int | None,
+    unroll: int | None, wpr: int | None,
 ) -> list[LaunchRecord]:  # fmt: skip
-    """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages."""
+    """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages
+    (two of one block-row each)."""
     n, k = shape
     nt = int(x.shape[0])
     sms, smem_max = _device_limits()
     ts, qk = block_sizes(qt)
     b = cuda.NULL if bias is None else bias
+    bps = STAGED_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
+    row_bytes = (k // qt.block_size) * qt.type_size
+
+    def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
+        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(8 // w * row_bytes)
+
+    # None: one warp a row unless a long row needs fewer rows a block-row for one token's x
+    w = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= mmvq_shared_bytes(1, k)), 8)
+    per_launch = max(1, min(nt, room(w) // max(1, mmvq_shared_bytes(1, k))))
     mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True)
-    # tokens per launch: the most whose x leaves room for two one-row stages
-    row_stage = mmvq_stage_bytes((k // qt.block_size) * qt.type_size)
-    room = min(smem_max, _per_block_shared(blocks_per_sm)) - 2 * row_stage
-    per_launch = max(1, min(nt, room // max(1, mmvq_shared_bytes(1, k))))
     recs = []
     for t0 in range(0, nt, per_launch):
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
-        geo, smem, st, stage = staged_geometry(
-            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, blocks_per_sm
+        geo, smem, st, stage, rpt = staged_geometry(
+            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w
         )
         fn = mod.get_function(staged_kernel_name(qt, t1 - t0))
         cuda.allow_dynamic_shared(fn, smem)
         args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b,
-                np.int32(st), np.int32(stage), cuda.NO_STAMP)  # fmt: skip
+                np.int32(st), np.int32(stage), np.int32(rpt), cuda.NO_STAMP)  # fmt: skip
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
         recs.append(_record(staged_kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, bias,
-                            shared_bytes=smem, stages=st))  # fmt: skip
+                            shared_bytes=smem, stages=st, rows_per_tile=rpt))  # fmt: skip
     return recs
 
 
