@@ -64,6 +64,9 @@ class MmvqConfig(NamedTuple):
     #: consecutive rows a warp walks together (each activation read from shared memory serves
     #: them all): 1, 2 or 4
     rows_per_warp: int = 1
+    #: large weights (matvec.STAGED_MIN_VALUES) run mmvq_st: tiles staged in shared memory by
+    #: the bulk-copy engine (sm_90+), where scripts/bench_mmvq_staged.py measured it faster
+    staged: bool = False
 
 
 #: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).

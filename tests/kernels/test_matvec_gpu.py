@@ -124,10 +124,11 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(cp, qt: QuantType, n: int, nt: i
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 @pytest.mark.parametrize("n, nt", [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1), (4099, 1)])
 @pytest.mark.parametrize(
-    "rows_per_tile, stages, wpr", [(None, None, None), (1, 2, 8), (4, 3, 2), (16, 2, 1), (8, 4, 1)]
+    "rows_per_tile, stages, wpr, bps",
+    [(None, None, None, None), (1, 2, 8, 3), (4, 3, 2, 2), (16, 2, 1, 1), (8, 4, 1, 1)],
 )
 def test_mmvq_staged_gives_mmvqs_bits(
-    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr
+    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps
 ):
     """mmvq_st (tiles staged by the bulk-copy engine, the stage ring wrapping on a one-wave
     grid) computes mmvq's terms in mmvq's order: the fused mmvq's bits at the same warps per
@@ -139,7 +140,7 @@ def test_mmvq_staged_gives_mmvqs_bits(
     w = cp.asarray(raw)
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, rows_per_tile=rows_per_tile,
-        stages=stages, wpr=wpr,
+        stages=stages, wpr=wpr, blocks_per_sm=bps,
     )  # fmt: skip
     assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
     assert recs[0].extra["path"] == "quant"

@@ -424,16 +424,23 @@ def prequantizes(qt: QuantType, n: int, k: int, prequantize: bool | None = None)
 #: mmvq_st (the weight staged by the bulk-copy engine, sm_90+) for weights of at least this
 #: many values, where a block's tiles pipeline; smaller ones keep mmvq.
 STAGED_MIN_VALUES = 1 << 24
-#: Whether mmvq_st is the default for large weights (bench_matvec.py measures the two).
-STAGED_DEFAULT = False
+
+
+@functools.cache
+def _has_bulk_copy() -> bool:
+    """Whether the current device has sm_90's bulk-copy engine (mmvq_st's copies)."""
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability) >= 90
 
 
 def stages_weight(qt: QuantType, n: int, k: int, staged: bool | None = None) -> bool:
     """Whether mmvq runs as mmvq_st for an [n, k] weight of ``qt``: ``staged`` when given, else
-    :data:`STAGED_DEFAULT` for weights of at least :data:`STAGED_MIN_VALUES` values."""
+    the type's declaration (``MmvqConfig.staged``: where scripts/bench_mmvq_staged.py measured
+    it faster) for weights of at least :data:`STAGED_MIN_VALUES` values on an sm_90+ device."""
     if staged is not None:
         return staged
-    return STAGED_DEFAULT and n * k >= STAGED_MIN_VALUES
+    return qt.mmvq.staged and n * k >= STAGED_MIN_VALUES and _has_bulk_copy()
 
 
 def mmvq_geometry(
@@ -604,9 +611,9 @@ def launch_matvec(
     return o, recs
 
 
-#: mmvq_st (matvec.cu): its default items in flight a lane (read from shared memory, so few
-#: are needed).
-STAGED_UNROLL = 2
+#: mmvq_st (matvec.cu): its default items in flight a lane, read from shared memory (H200,
+#: 2026-12-02, 14336 x 4096: unroll 1 beat 2 and 4 for Q8_0, Q4_K and Q6_K).
+STAGED_UNROLL = 1
 #: Shared memory an SM has for its blocks (H100/H200: 228 KB, 1 KB of it reserved per block).
 _SM_SHARED = 228 * 1024
 _BLOCK_RESERVED = 1024
