@@ -130,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--w16-cache", default="auto", choices=("auto", "on", "off"))
     ap.add_argument(
+        "--staged",
+        default="declared",
+        help="comma-separated: declared (each type's MmvqConfig.staged), off (mmvq for every "
+        "weight): an A/B of mmvq_st in one run",
+    )
+    ap.add_argument(
         "--blas-threads",
         type=int,
         default=0,
@@ -150,11 +156,18 @@ def main(argv: list[str] | None = None) -> int:
         else (["off", "plan", "graph"] if be.name == "cupy" else ["off"])
     )
     paths = args.matmul.split(",") if args.matmul else [None]
+    staged = args.staged.split(",")
+    if not set(staged) <= {"declared", "off"}:
+        ap.error(f"--staged {args.staged}: each must be 'declared' or 'off'")
+    from tracekit.kernels import matvec
+
     for path in [resolve(m) for m in args.models] or default_models():
-        for mm, mode in ((mm, mode) for mm in paths for mode in modes):
+        for mm, mode, st in ((mm, mode, st) for mm in paths for mode in modes for st in staged):
+            matvec.STAGED_OVERRIDE = False if st == "off" else None
             r = measure(path, be.name, args.steps, args.prompt, mode, mm, args.w16_cache)
             print(
-                f"{path.name} [matmul {mm or 'default'}, w16 cache {args.w16_cache}, replay {mode}]: "
+                f"{path.name} [matmul {mm or 'default'}, w16 cache {args.w16_cache}, replay {mode}, "
+                f"mmvq_st {st}]: "
                 f"{r['nodes']} nodes, "
                 f"weights ready in "
                 f"{r['load_s'] * 1e3:.0f} ms ({r['load_bytes'] / 1e6:.0f} MB dequant traffic), "

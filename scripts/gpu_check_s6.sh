@@ -106,6 +106,8 @@ for spec in "$@"; do
         python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-qwen2-0.5b} --reps 2 > "$OUT/ncustats.log" 2>&1
       grep -E "stats_batch|Duration|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Grid Size|Theoretical Occ|Block Limit" "$OUT/ncustats.log" | head -60 ;;
     smlat) t python3 scripts/sm_l2_latency.py ${SMLAT_ARGS:-} 2>&1 | tee "$OUT/smlat.log" | tail -24 ;;
+    stdecode) t python3 scripts/decode_speed.py ${DECODE_MODELS:-demo qwen2-0.5b llama3-8b} --backend cupy --matmul quant \
+                --replay graph --steps 64 --staged declared,off,declared,off 2>&1 | grep tok/s | tee "$OUT/stdecode.log" ;;
     placement) t python3 scripts/placement_effect.py ${PLACE_MODEL:-demo} --runs ${PLACE_RUNS:-2} 2>&1 | tee "$OUT/placement.log" | tail -30 ;;
     stparity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 \
                 tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;

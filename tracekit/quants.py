@@ -77,6 +77,19 @@ MMVQ_K = MmvqConfig(3, 24, False)
 #: Types whose loop is short enough that a grid without prologues wins (same sweep: Q8_0 55.4
 #: -> 58.3, Q4_1 48.5 -> 50.0, Q5_1 51.0 -> 53.4, IQ4_NL 36.9 -> 37.4% of copy).
 MMVQ_PREQUANTIZED = MmvqConfig(4, 32, True)
+#: With large weights staged by the bulk-copy engine (``staged``: mmvq_st), for the types where
+#: it measured faster (H200, 2026-12-02 05:33 UTC, ``scripts/bench_mmvq_staged.py --rounds
+#: 3``: medians of 3 alternated rounds, % of copy, mmvq -> mmvq_st at 14336 x 4096 / 4096 x
+#: 14336 / 151936 x 896): Q8_0 57.5 -> 67.4 / 48.5 -> 58.3 / 64.0 -> 75.5; Q4_0 44.9 -> 49.4 /
+#: 33.6 -> 42.2 / 49.3 -> 45.9; Q4_1 48.3 -> 56.0 / 41.8 -> 47.4 / 43.8 -> 57.1; Q5_0 46.7 ->
+#: 53.5 / 36.4 -> 41.4 / 49.1 -> 50.3; Q5_1 52.0 -> 59.9 / 45.4 -> 46.8 / 48.1 -> 60.1; Q4_K
+#: 46.6 -> 45.5 / 34.3 -> 39.6; Q5_K 50.0 -> 54.0 / 36.9 -> 42.4; Q6_K 45.1 -> 51.4 / 35.0 ->
+#: 38.8; IQ4_XS 32.1 -> 36.0 / 26.4 -> 31.8. Not Q2_K (24.9 -> 23.1 / 19.2 -> 22.3), Q3_K
+#: (27.4 -> 26.9 / 21.6 -> 22.2), IQ4_NL (37.1 -> 36.1 / 31.4 -> 31.8 / 31.0 -> 33.3): their
+#: loops, not their loads, set their time.
+MMVQ_STAGED = MMVQ_DEFAULT._replace(staged=True)
+MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
+MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
 
 #: The table: GGUF enum -> its declaration, in declaration (display) order.
 QUANT_TABLE: dict[GGMLQuantizationType, QuantType] = {}
@@ -449,7 +462,7 @@ class Q8_0(
     qtype=_T.Q8_0,
     f16_fields=(0,),
     dequant=DequantConfig(2, 256, 4),
-    mmvq=MMVQ_PREQUANTIZED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED,
 ):
     """Q8_0: 32 values in 34 bytes;  x[j] = qs[j] * d.
 
@@ -467,7 +480,9 @@ class Q8_0(
         return IntParts(b[:, 2:34].view(np.int8).copy(), _per16(_f16(b, 0).T, 32), None)
 
 
-class Q4_0(QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4)):
+class Q4_0(
+    QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4), mmvq=MMVQ_STAGED
+):
     """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
 
     +-------+----------------------------------------------------+
@@ -490,7 +505,7 @@ class Q4_1(
     qtype=_T.Q4_1,
     f16_fields=(0, 2),
     dequant=DequantConfig(2, 256, 4),
-    mmvq=MMVQ_PREQUANTIZED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED,
 ):
     """Q4_1: 32 values in 20 bytes;  x = d * q + m.
 
@@ -509,7 +524,9 @@ class Q4_1(
         return IntParts(codes, _per16(dm[0][:, None], 32), _per16(dm[1][:, None], 32))
 
 
-class Q5_0(QuantType, qtype=_T.Q5_0, f16_fields=(0,), dequant=DequantConfig(2, 128, 2)):
+class Q5_0(
+    QuantType, qtype=_T.Q5_0, f16_fields=(0,), dequant=DequantConfig(2, 128, 2), mmvq=MMVQ_STAGED
+):
     """Q5_0: 32 values in 22 bytes;  x = d * (q - 16), bit 4 of q[j] = bit j of qh.
 
     +-------+----------+--------------------------+
@@ -531,7 +548,7 @@ class Q5_1(
     qtype=_T.Q5_1,
     f16_fields=(0, 2),
     dequant=DequantConfig(2, 128, 4),
-    mmvq=MMVQ_PREQUANTIZED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED,
 ):
     """Q5_1: 32 values in 24 bytes;  x = d * q + m, the 5-bit q as Q5_0's.
 
@@ -646,7 +663,11 @@ class Q3_K(
 
 
 class Q4_K(
-    QuantType, qtype=_T.Q4_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4), mmvq=MMVQ_K
+    QuantType,
+    qtype=_T.Q4_K,
+    f16_fields=(0, 2),
+    dequant=DequantConfig(2, 128, 4),
+    mmvq=MMVQ_K_STAGED,
 ):
     """Q4_K: 256 values in 144 bytes, 8 sub-blocks j of 32;  x = (d sc[j]) q - dmin m[j].
 
@@ -668,7 +689,11 @@ class Q4_K(
 
 
 class Q5_K(
-    QuantType, qtype=_T.Q5_K, f16_fields=(0, 2), dequant=DequantConfig(2, 128, 4), mmvq=MMVQ_K
+    QuantType,
+    qtype=_T.Q5_K,
+    f16_fields=(0, 2),
+    dequant=DequantConfig(2, 128, 4),
+    mmvq=MMVQ_K_STAGED,
 ):
     """Q5_K: 256 values in 176 bytes;  Q4_K's with a 5th bit: bit 4 of value l of sub-block j
     is bit j of qh[l].
@@ -707,7 +732,7 @@ class Q6_K(
     f16_fields=(208,),
     dequant=DequantConfig(2, 128, 1),
     scale_group=16,
-    mmvq=MMVQ_K,
+    mmvq=MMVQ_K_STAGED,
 ):
     """Q6_K: 256 values in 210 bytes;  x = (d scales[e // 16]) (q - 32).
 
@@ -771,7 +796,9 @@ class IQ4_NL(
         return IntParts(codes, _per16(_f16(b, 0).T, 32), None)
 
 
-class IQ4_XS(QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(2, 128, 4)):
+class IQ4_XS(
+    QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(2, 128, 4), mmvq=MMVQ_STAGED
+):
     """IQ4_XS: 256 values in 136 bytes, 8 sub-blocks j of 32;  x = (d (ls[j] - 32)) LEVELS[q].
 
     +-------+---------------+---------------+-----------------------------------+

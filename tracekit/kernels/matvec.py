@@ -434,12 +434,19 @@ def _has_bulk_copy() -> bool:
     return int(cupy.cuda.Device().compute_capability) >= 90
 
 
+#: False: no weight takes mmvq_st unless a launch asks (scripts/decode_speed.py --staged off,
+#: an A/B of the declarations); None: the declarations. The launch records name the kernel.
+STAGED_OVERRIDE: bool | None = None
+
+
 def stages_weight(qt: QuantType, n: int, k: int, staged: bool | None = None) -> bool:
     """Whether mmvq runs as mmvq_st for an [n, k] weight of ``qt``: ``staged`` when given, else
     the type's declaration (``MmvqConfig.staged``: where scripts/bench_mmvq_staged.py measured
     it faster) for weights of at least :data:`STAGED_MIN_VALUES` values on an sm_90+ device."""
     if staged is not None:
         return staged
+    if STAGED_OVERRIDE is False:
+        return False
     return qt.mmvq.staged and n * k >= STAGED_MIN_VALUES and _has_bulk_copy()
 
 
