@@ -264,6 +264,12 @@ def _add_record_args(p: argparse.ArgumentParser) -> None:
         "it runs and waits for it on the device (programmatic dependent launch, sm_90); auto "
         "(default): on where the device can, off otherwise; --pdl alone: on",
     )  # fmt: skip
+    p.add_argument(
+        "--alternate-modes", action="store_true",
+        help="with --cuda-graph: decode steps alternate between the graph and a launch-by-launch "
+        "stream replay of the same recorded step (same kernels, same buffers), so each node's "
+        "two times differ only by how it was launched",
+    )  # fmt: skip
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument(
         "--temperature",
@@ -406,6 +412,7 @@ def _record(args: argparse.Namespace) -> int:
         output=args.output,
         nvtx=not args.no_nvtx,
         cuda_graph=args.cuda_graph,
+        alternate_modes=getattr(args, "alternate_modes", False),
         pdl={"auto": None, "on": True, "off": False}[getattr(args, "pdl", "auto")],
         progress=not args.no_progress,
         sampling=sampling,

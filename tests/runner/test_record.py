@@ -536,6 +536,25 @@ def test_pdl_needs_a_cuda_graph_and_is_recorded(demo: Any, tmp_path: Path, capsy
     assert _record(demo, out, capture="timing", steps=1)["run"]["pdl"] is False
 
 
+def test_alternate_modes_needs_a_cuda_graph_and_is_recorded(
+    demo: Any, tmp_path: Path, capsys
+) -> None:
+    """--alternate-modes without --cuda-graph is refused by name before anything runs; a
+    trace without it says so (run.alternate_modes False, valid under the schema)."""
+    from tracekit.cli import main
+
+    out = tmp_path / "t.json"
+    with pytest.raises(GenerationError, match="alternating launch modes needs --cuda-graph"):
+        _record(demo, out, capture="timing", alternate_modes=True, steps=1)
+    assert not out.exists()
+    argv = ["record-trace", str(demo.path), "--backend", "numpy", "--alternate-modes", "--steps",
+            "1", "--no-progress", "-o", str(out)]  # fmt: skip
+    assert main(argv) != 0
+    assert "alternating launch modes needs --cuda-graph" in capsys.readouterr().err
+    assert not out.exists()
+    assert _record(demo, out, capture="timing", steps=1)["run"]["alternate_modes"] is False
+
+
 def test_sampling_is_seeded_and_recorded(demo: Any, tmp_path: Path) -> None:
     s = {"temperature": 1.5, "top_k": 5, "seed": 7}
     a = _record(demo, tmp_path / "a.json", sampling=s, capture="timing")

@@ -542,6 +542,7 @@ def record_trace(
     w16_cache: str = "auto",
     fuse: bool | None = None,
     pdl: bool | None = None,
+    alternate_modes: bool = False,
 ) -> Path:
     """Run prefill + ``steps`` decode steps with every node traced; write the trace file.
 
@@ -579,6 +580,12 @@ def record_trace(
             too, unless it copies an output (a memcpy node between kernels). None (the
             default): on where the device can (sm_90 and ``cuda_graph``), else off; True
             without ``cuda_graph`` is refused.
+        alternate_modes: with ``cuda_graph``, the replayed decode steps alternate between a
+            CUDA-graph pass and a stream pass (each launch into the stream, timed by its own
+            stamps) of the same recorded step: the same kernels on the same buffers, so a node's
+            two times differ only by who launched it (``run.alternate_modes``; each step's
+            ``launch_mode`` says which it was). Separate recordings put the buffers elsewhere,
+            and a one-block kernel's time follows them (scripts/placement_effect.py).
         fuse: fuse q/k/v and gate/up into one matmul each where their weights share a type
             (``runner.graph.fusion_plan``; the trace's ``run.fuse`` and a note say which); False
             keeps one matmul node per projection. None: True for a path, a Model's own setting.
@@ -619,6 +626,11 @@ def record_trace(
         raise GenerationError(
             f"the prompt of {len(ids)} tokens + {steps} decode steps need {len(ids) + steps} "
             f"positions, more than the model's context of {cfg.n_ctx}"
+        )
+    if alternate_modes and not cuda_graph:
+        raise GenerationError(
+            "alternating launch modes needs --cuda-graph: the stream passes replay the step the "
+            "graph was captured from"
         )
     if pdl and not cuda_graph:
         raise GenerationError(
@@ -701,6 +713,7 @@ def record_trace(
             "capture": capture,
             "cuda_graph": bool(cuda_graph),
             "cuda_graph_requested": bool(cuda_graph),
+            "alternate_modes": bool(alternate_modes),
             "pdl": bool(session.pdl),
             "replay": session.replay_mode,
             "warmup": bool(warmup),
@@ -780,7 +793,16 @@ def record_trace(
             name = "prefill" if k == 0 else f"decode {k}"
             bar.set_postfix_str(name)
             n_past = session.n_past
-            timing, full = _step_passes(session, tracer, feed, name, capture == "full", host)
+            # alternate_modes: decode steps 3, 5, ... (1 is the recording, in stream mode
+            # either way) replay the recorded step launch by launch instead of as the graph
+            as_stream = alternate_modes and k >= 3 and k % 2 == 1
+            if as_stream:
+                session.replay_mode = "plan"
+            try:
+                timing, full = _step_passes(session, tracer, feed, name, capture == "full", host)
+            finally:
+                if as_stream:
+                    session.replay_mode = "graph"
             logits = (full or timing)["logits"]
             token = sampler(logits)
             generated.append(token)
