@@ -88,7 +88,8 @@ def test_graph_and_stream_node_times_agree(alternating: dict) -> None:
     t = alternating
     assert t["run"]["alternate_modes"] is True
     decode = [s for s in t["steps"] if s["kind"] == "decode"]
-    assert decode[0]["launch_mode"] == "stream"  # the recording
+    # step 1: a graph (the warm-up recorded the step) or the recording; 3, 5, ... stream
+    assert decode[0]["launch_mode"] in ("graph", "stream")
     modes = [s["launch_mode"] for s in decode[1:]]
     assert modes == ["graph", "stream"] * (len(modes) // 2) + ["graph"] * (len(modes) % 2)
 
