@@ -1,6 +1,9 @@
 """The matrix-vector products of decode's MatMul on the quant path (seed §3.2).
 
     mmvq_<suffix>_n<nt>(raw, x) -> f32 [nt, n]     block-quantized weights, nt in 1..8
+    mmvq_st_<suffix>_n<nt>(raw, x) -> f32 [nt, n]  the same, the weight staged by sm_90's
+                                                   bulk-copy engine (large weights of the
+                                                   types that declare it: MmvqConfig.staged)
     matvec_<suffix>_n<nt>(raw, x) -> f32 [nt, n]   F32/F16/BF16 weights
 
 ``out = x @ W.T`` with ``W`` [n, k] read straight from its GGUF blocks (``raw``): no dequantized
@@ -20,9 +23,12 @@ GPU layout of both (the grid contract, :func:`geometry`): one warp per weight ro
 matrix has few rows), ``ROWS_PER_BLOCK`` rows per block, grid = ceil(n / rows per block). A row's 8-value chunks are dealt to the lanes
 round-robin (mmvq: its work items of 32 or 64 values); ``UNROLL`` per lane are loaded before
 their dot products. mmvq's grid is at most about one wave (rows grid-strided), since each block
-first quantizes all of x into shared memory (:func:`mmvq_shared_bytes`). Kernels are generated
-per type from the quant table (``MMVQ_KERNELS``/``MATVEC_KERNELS(<suffix>, <struct>)``, appended
-to matvec.cu), one per token count, and compiled on first use of that type.
+first quantizes all of x into shared memory (:func:`mmvq_shared_bytes`). ``mmvq_st``
+(:func:`staged_geometry`) has each block's weight rows brought into shared memory in tiles,
+two in flight, and computes them with mmvq's per-row code: the same bits as mmvq at the same
+warps a row. Kernels are generated per type from the quant table
+(``MMVQ_KERNELS``/``MMVQ_ST_KERNELS``/``MATVEC_KERNELS(<suffix>, <struct>)``, appended to
+matvec.cu), one per token count, and compiled on first use of that type.
 """
 
 from __future__ import annotations
