@@ -43,3 +43,37 @@ def test_agreement_lists_the_samples_of_the_nodes_apart(tmp_path: Path) -> None:
     assert lines[-1].startswith("FAIL")
     sample = next(line for line in lines if line.startswith(f"  {name}: without graphs "))
     assert sample.count(" us") == 2 and len(sample.split("with graphs")[1].split()) == 4
+
+
+def test_an_alternating_trace_compares_its_own_stream_and_graph_steps(tmp_path: Path) -> None:
+    """One trace whose replayed decode steps alternate graph and stream (here a NumPy trace
+    relabelled so): its stream steps against its graph steps; one node slower in the stream
+    steps alone fails, with its samples; a trace without alternate_modes is refused."""
+    import copy
+    import json
+
+    mod = load_script("bound_report")
+    assert mod.main(["--backend", "numpy", "--steps", "5", "--out", str(tmp_path), "demo"]) == 0
+    a = json.loads(next(tmp_path.glob("bound-*-numpy.json")).read_text())
+    with pytest.raises(ValueError, match="alternate_modes"):
+        mod.alternating_agreement(a)
+    t = copy.deepcopy(a)
+    t["run"]["alternate_modes"] = True
+    decode = [s for s in t["steps"] if s["kind"] == "decode"][1:]
+    assert len(decode) == 4
+    for j, s in enumerate(decode):
+        s["launch_mode"] = "graph" if j % 2 == 0 else "stream"
+    for s in decode:  # every node as fast in each step: the two modes agree
+        for x, y in zip(s["nodes"], decode[0]["nodes"], strict=True):
+            x["time_s"] = y["time_s"]
+    lines = mod.alternating_agreement(t)
+    assert "same buffers" in lines[0] and not any(x.startswith("FAIL") for x in lines), lines
+    for s in decode:  # now the stream steps' first node 1.5x slower
+        if s["launch_mode"] == "stream":
+            s["nodes"][0]["time_s"] *= 1.5
+    lines = mod.alternating_agreement(t)
+    name = t["nodes"][decode[0]["nodes"][0]["id"]]["name"]
+    assert lines[-1].startswith("FAIL")
+    assert any(x.startswith(f"  {name}: without graphs ") for x in lines)
+    info = mod.agreement(t, a, check=False)  # two traces, not a check: no FAIL line
+    assert not any(x.startswith("FAIL") for x in info)
