@@ -115,3 +115,19 @@ def test_a_trace_without_intervals_lays_bars_end_to_end_and_says_so(demo_trace):
     )
     assert "node bars end to end (v1 trace)" in f.timeline_title(t, 1)
     assert d.step_info(t, 1).split(" · ")[2] == f"kernel time {d.fmt_time(tt['kernel_s'])} (CPU)"
+
+
+def test_the_step_line_names_its_launch_mode() -> None:
+    """Each step's line says how its kernels were launched (its ``launch_mode``): the prefill
+    of a CUDA-graph trace in the stream, its decode steps as the graph; an alternating run's
+    steps each their own (here the graph trace with one decode step relabelled stream, as
+    --alternate-modes records it); the capture row says the run alternated."""
+    t = load_trace(H200[1])
+    assert t["run"]["cuda_graph"]
+    assert d.step_info(t, 0).startswith("prefill (stream) · ")
+    assert d.step_info(t, 1).startswith("decode 1 (graph) · ")
+    alt = copy.deepcopy(t)
+    alt["run"]["alternate_modes"] = True
+    alt["steps"][2]["launch_mode"] = "stream"
+    assert d.step_info(alt, 2).startswith(f"{alt['steps'][2]['name']} (stream) · ")
+    assert d.capture_summary(alt)["alternate_modes"] and not d.capture_summary(t)["alternate_modes"]

@@ -210,6 +210,11 @@ def _overview(trace: Trace, path: Path) -> html.Div:
             "capture",
             f"{cap['capture']} · CUDA graph {'on' if cap['cuda_graph'] else 'off'}"
             + (" (programmatic dependent launches)" if cap["pdl"] else "")
+            + (
+                " · decode steps alternating graph and stream replays of one recorded step"
+                if cap["alternate_modes"]
+                else ""
+            )
             + f" · NVTX {'on' if cap['nvtx'] else 'off'}",
         ),
         (

@@ -24,6 +24,7 @@ import numpy as np
 from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
 from tracekit.trace.diff import first_nonfinite_at
+from tracekit.trace.perf import step_launch_mode
 
 Trace = Mapping[str, Any]
 
@@ -561,7 +562,9 @@ def step_info(trace: Trace, j: int) -> str:
         what = f"load · w16 cache warm-up, {len(s['nodes'])} weights"
         wall = f"weight preparation {fmt_time(s['wall_s'])} (host clock)"
     else:
-        what = f"{s['name']} · {s['n_tokens']} token(s) after {s['n_past']}"
+        # how its kernels were launched: an alternating run's steps differ (run.alternate_modes)
+        mode = step_launch_mode(trace, s)
+        what = f"{s['name']} ({mode}) · {s['n_tokens']} token(s) after {s['n_past']}"
         wall = f"wall {fmt_time(s['wall_s'])}"
     kern = f"kernel time {fmt_time(t['kernel_s'])}"
     if t["span_s"] is None:
@@ -658,6 +661,7 @@ def capture_summary(trace: Trace) -> dict[str, Any]:
         "capture": run["capture"],
         "cuda_graph": run["cuda_graph"],
         "pdl": bool(run.get("pdl")),  # absent in traces before programmatic dependent launch
+        "alternate_modes": bool(run.get("alternate_modes")),  # absent before session 13
         "nvtx": run["nvtx"],
         "median_cost": float(np.median(costs)) if costs else None,
         "worst_cost": worst if costs else None,
