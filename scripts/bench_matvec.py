@@ -10,7 +10,9 @@ queued behind a spin kernel, so host launch overhead stays out; the median of 5 
 calls). GB/s counts the weight's GGUF bytes only (x and out are < 0.5% of them); "% of copy"
 divides by the D2D copy bandwidth measured in the same run (bytes read + written, as the
 tracekit bench). ``--sweep Q4_K,...`` also times every (rows per block, unroll) configuration of those types.
-Target: >= 85% of copy for every type at nt = 1.
+Target: >= 85% of copy for every type at nt = 1. The rows time mmvq (``staged=False``): a type
+declared staged (``MmvqConfig.staged``) runs mmvq_st on weights of >= 16M values by default,
+which scripts/bench_mmvq_staged.py times against mmvq.
 
 Read floor (every weight, timed the same way): ceilings.read_stream, a grid-strided stream of
 16-byte loads over the same rotated weight bytes (4, 8 or 16 in flight a thread, 2, 4 or 8
@@ -211,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                         x, w, qt, shape, out, rows_per_block=rpb, unroll=unroll, wpr=wpr,
                         warps_per_sm=wps, min_blocks=mb, prequantize=bool(qx), prefetch=bool(pf),
                         rows_per_warp=rpw if qt.is_quantized else None,
+                        # mmvq itself: a type declared staged runs mmvq_st at >= 16M values
+                        # (scripts/bench_mmvq_staged.py measures that one)
+                        staged=False if qt.is_quantized else None,
                     )  # fmt: skip
 
                 samples[c].append(timed(fn))
@@ -236,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         cp.get_default_memory_pool().free_all_blocks()
 
     print(f"\nsummary (default configuration; best of the sweep; target >= {TARGET_PCT}%):")
+    staged = sorted({qt.name for (n, k), qt in fits if matvec.stages_weight(qt, n, k)})
+    if staged:
+        print(f"(mmvq's rows: {', '.join(staged)} run mmvq_st at these shapes by default, "
+              "timed by scripts/bench_mmvq_staged.py)")  # fmt: skip
     print(
         "| type | n x k | GGUF MB | nt | µs | GB/s | % of copy | read floor % of copy | "
         "of floor | best % (rows, unroll, warps/SM, min blocks, qx, prefetch, wpr, rows/warp) | met |"
