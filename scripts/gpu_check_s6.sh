@@ -48,7 +48,7 @@ for spec in "$@"; do
              --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,regex:smsp__average_warp_latency_issue_stalled_.*\\.ratio \
              ${NCU_BENCH:-python3 scripts/bench_matvec.py --nt 1} --shapes ${NCU_SHAPES:-896x896,4864x896,14336x4096} --types ${NCU_TYPES:-Q4_0} \
                ${NCU_ARGS:-} > "$OUT/ncu.log" 2>&1
-           # (mmvq_st: NCU_KERNEL=mmvq_st NCU_BENCH="python3 scripts/bench_mmvq_staged.py --sweep ''"
+           # (mmvq_st: NCU_KERNEL=mmvq_st NCU_BENCH="python3 scripts/bench_mmvq_staged.py --sweep="
            # bench_matvec times mmvq itself, staged=False)
            # sectors / requests of the global loads: ~4 for coalesced 16-byte loads, far more when
            # a warp's 4-byte loads stride over 34-byte blocks (Q8_0); shared wavefronts: x's reads
