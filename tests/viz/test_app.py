@@ -157,3 +157,26 @@ def test_route_callback_inputs_match_the_meta_it_reads(demo_trace_path: Path, de
     assert key.strip(".").split("...") == ["step-info.children", *keys]
     for _, tab, deps in meta["views"]:
         assert set(deps) <= set(meta["deps"]) and tab in viz_app._GATED
+
+
+def test_an_alternating_trace_shows_its_mode_agreement_in_the_overview(tmp_path: Path) -> None:
+    """An --alternate-modes trace (here the shipped graph trace relabelled so) gets the
+    overview row comparing its stream and graph steps; the capture row says it alternated."""
+    import json
+
+    from tracekit.trace.format import load_trace
+
+    src = Path(__file__).resolve().parents[2] / "traces" / "demo-h200-graph.json"
+    t = json.loads(src.read_text())
+    t["run"]["alternate_modes"] = True
+    decode = [s for s in t["steps"] if s["kind"] == "decode"][1:]
+    for j, s in enumerate(decode):
+        s["launch_mode"] = "graph" if j % 2 == 0 else "stream"
+    path = tmp_path / "alt.json"
+    path.write_text(json.dumps(t))
+    load_trace(path)  # valid under the schema
+    text = _layout_text(viz_app.create_app([path]))
+    assert "graph vs stream, same buffers" in text and " nodes' stream and graph medians " in text
+    assert "alternating graph and stream replays of one recorded step" in text
+    plain = _layout_text(viz_app.create_app([src]))
+    assert "graph vs stream, same buffers" not in plain

@@ -131,3 +131,27 @@ def test_the_step_line_names_its_launch_mode() -> None:
     alt["steps"][2]["launch_mode"] = "stream"
     assert d.step_info(alt, 2).startswith(f"{alt['steps'][2]['name']} (stream) · ")
     assert d.capture_summary(alt)["alternate_modes"] and not d.capture_summary(t)["alternate_modes"]
+
+
+def test_an_alternating_trace_reports_its_graph_and_stream_agreement() -> None:
+    """The overview's row for an --alternate-modes trace: per node, the stream steps' median
+    against the graph steps'. The graph trace relabelled (its replayed steps alternating) with
+    one node 1.5x slower in the stream steps: that node is the farthest and outside 15%; a
+    trace that did not alternate has no row."""
+    t = load_trace(H200[1])
+    assert d.mode_agreement(t) is None
+    alt = copy.deepcopy(t)
+    alt["run"]["alternate_modes"] = True
+    decode = [s for s in alt["steps"] if s["kind"] == "decode"][1:]
+    for j, s in enumerate(decode):
+        s["launch_mode"] = "graph" if j % 2 == 0 else "stream"
+        for x, y in zip(s["nodes"], decode[0]["nodes"], strict=True):
+            x["time_s"] = y["time_s"]  # every step alike: all agree
+    m = d.mode_agreement(alt)
+    assert m["within"] == m["nodes"] > 0 and sum(m["steps"]) == len(decode)
+    for s in decode:
+        if s["launch_mode"] == "stream":
+            s["nodes"][3]["time_s"] *= 1.5
+    m = d.mode_agreement(alt)
+    name = alt["nodes"][decode[0]["nodes"][3]["id"]]["name"]
+    assert m["within"] == m["nodes"] - 1 and m["worst"][0] == (name, pytest.approx(1.5))

@@ -141,6 +141,19 @@ def _arch_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
     return describe_arch(settings) if isinstance(settings, dict) else []
 
 
+def _mode_row(trace: Trace) -> str | None:
+    """An --alternate-modes trace's per-node stream / graph agreement, in words (else None)."""
+    m = d.mode_agreement(trace)
+    if m is None:
+        return None
+    worst = ", ".join(f"{n} {q:.3g}×" for n, q in m["worst"])
+    return (
+        f"{m['within']} of {m['nodes']} nodes' stream and graph medians within "
+        f"{100 * d.MODE_AGREEMENT:.0f}% ({m['steps'][0]} stream, {m['steps'][1]} graph steps); "
+        f"farthest: {worst}"
+    )
+
+
 def _overview(trace: Trace, path: Path) -> html.Div:
     m, run, c = trace["model"], trace["run"], trace["ceilings"]
     cap = d.capture_summary(trace)
@@ -226,6 +239,7 @@ def _overview(trace: Trace, path: Path) -> html.Div:
         ("full ÷ timing pass: host time", ratio(cap["host_ratio"])),
         ("full ÷ timing pass: node time", ratio(cap["time_ratio"])),
         ("full ÷ timing pass: step wall time", ratio(cap["wall_ratio"])),
+        *((("graph vs stream, same buffers", x),) if (x := _mode_row(trace)) else ()),
     ]
     counts = d.bound_counts(trace)
     bound_table = html.Table(

@@ -671,6 +671,41 @@ def capture_summary(trace: Trace) -> dict[str, Any]:
     }
 
 
+#: Per node, stream and graph medians within this of each other count as agreeing (the
+#: agreement test's and scripts/bound_report.py's 15%).
+MODE_AGREEMENT = 0.15
+
+
+def mode_agreement(trace: Trace) -> dict[str, Any] | None:
+    """For a trace recorded with ``--alternate-modes`` (one session's replayed decode steps
+    alternating graph and stream, the same buffers): per node, the median of its time over the
+    stream steps against over the graph steps. Returns None for any other trace, else
+    {"within": nodes within :data:`MODE_AGREEMENT`, "nodes": nodes compared, "steps": (stream,
+    graph) step counts, "worst": [(name, stream / graph)] the five farthest}."""
+    if not trace["run"].get("alternate_modes"):
+        return None
+    decode = [s for s in trace["steps"] if s["kind"] == "decode"][1:]  # the replays
+    by_mode = {m: [s for s in decode if s.get("launch_mode") == m] for m in ("stream", "graph")}
+    if not all(by_mode.values()):
+        return None
+    med = {
+        m: np.median([[r["time_s"] for r in s["nodes"]] for s in steps], axis=0)
+        for m, steps in by_mode.items()
+    }
+    ids = [r["id"] for r in decode[0]["nodes"]]
+    ratios = [
+        (trace["nodes"][i]["name"], float(a / b))
+        for i, a, b in zip(ids, med["stream"], med["graph"], strict=True)
+        if b > 0
+    ]
+    return {
+        "within": sum(abs(q - 1) <= MODE_AGREEMENT for _, q in ratios),
+        "nodes": len(ratios),
+        "steps": (len(by_mode["stream"]), len(by_mode["graph"])),
+        "worst": sorted(ratios, key=lambda nq: -abs(nq[1] - 1))[:5],
+    }
+
+
 # -- tokens ----------------------------------------------------------------------------------
 def generated_text(trace: Trace, j: int) -> str:
     """The text generated through step ``j``: the chosen tokens of steps 0..j, concatenated."""
