@@ -68,7 +68,7 @@ for spec in "$@"; do
         echo "--- $side: TRACEKIT_CUDA_DEFINES='$defs'"; mkdir -p "$OUT/ab-$side"
         OUT="$OUT/ab-$side" TRACEKIT_CUDA_DEFINES="$defs" bash "$0" "${AB_STAGE:-fullcost}:$half" | tail -n +2
       done ;;
-    capture) t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${CAPTURE_MODELS:-demo qwen2-0.5b llama3-8b} 2>&1 \
+    capture) t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${CAPTURE_ARGS:-} ${CAPTURE_MODELS:-demo qwen2-0.5b llama3-8b} 2>&1 \
                | tee "$OUT/capture.log" | tail -14 ;;
     bound) t python3 scripts/bound_report.py --backend cupy --steps ${BOUND_STEPS:-8} --out "$OUT" qwen2-0.5b 2>&1 \
              | tee "$OUT/bound.log" | tail -60 ;;
