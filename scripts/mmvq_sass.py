@@ -5,12 +5,14 @@ per iteration, the values and GGUF bytes an iteration consumes, instructions per
 On the H200 the issue-bound types ran at about 280 / (instructions per byte) % of copy
 (BENCHMARKS.md, 2026-12-01), so this is the number a change to Codes<T> or the loop moves.
 
-    .venv/bin/python scripts/mmvq_sass.py [TYPE,...]   (needs nvcc, cuobjdump, nvdisasm on PATH;
+    .venv/bin/python scripts/mmvq_sass.py [TYPE,...] [--mix]   (--mix: each loop's opcodes;
+                                                       needs nvcc, cuobjdump, nvdisasm on PATH;
                                                        pip's nvidia-cuda-cuobjdump/-nvdisasm do)
 """
 
 from __future__ import annotations
 
+import collections
 import re
 import shutil
 import subprocess
@@ -45,7 +47,10 @@ def main(argv: list[str]) -> int:
     missing = [t for t in ("nvcc", "cuobjdump", "nvdisasm") if shutil.which(t) is None]
     if missing:
         sys.exit(f"needs {', '.join(missing)} on PATH")
+    mix = "--mix" in argv  # also each loop's opcode histogram: where its instructions go
+    argv = [a for a in argv if a != "--mix"]
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
+    mixes = {}
     defines = [f"-DMV_UNROLL={matvec.MMVQ_UNROLL}", f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]
     print("| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte |")
     print("|---|---|---|---|---|---|")
@@ -67,6 +72,12 @@ def main(argv: list[str]) -> int:
             nbytes = values * qt.type_size / qt.block_size
             print(f"| {qt.name} | {len(loop)} | {dp4a} | {values} | {nbytes:.0f} | "
                   f"{len(loop) / nbytes:.2f} |")  # fmt: skip
+            # the opcode without its modifiers or predicate (@P0 FMUL.FTZ -> FMUL)
+            ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in loop]
+            mixes[qt.name] = collections.Counter(ops)
+    if mix:
+        for name, c in mixes.items():
+            print(f"{name}: " + ", ".join(f"{op} {k}" for op, k in c.most_common()))
     return 0
 
 
