@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decode_speed import resolve  # noqa: E402
 
-AGREE = 0.15  # node times with and without graphs within 15%
+from tracekit.trace.perf import MODE_AGREEMENT, replayed_node_times  # noqa: E402
+
 PROMPT = [3, 17, 42, 7, 99, 5, 11, 23]
 
 
@@ -106,24 +107,10 @@ def report(trace: dict[str, Any], mode: str) -> list[str]:
     return lines
 
 
-def replayed_samples(t: dict[str, Any], mode: str | None = None) -> dict[int, list[float]]:
-    """Per node id, its times over the replayed decode steps (all decode steps but the first,
-    the recording, when there are more); ``mode``: only the steps of that ``launch_mode``."""
-    steps = [s for s in t["steps"] if s["kind"] == "decode"]
-    steps = steps[1:] or steps
-    if mode is not None:
-        steps = [s for s in steps if s.get("launch_mode") == mode]
-    by_id: dict[int, list[float]] = {}
-    for s in steps:
-        for x in s["nodes"]:
-            by_id.setdefault(x["id"], []).append(x["time_s"])
-    return by_id
-
-
 def replayed_medians(t: dict[str, Any], mode: str | None = None) -> dict[int, float]:
-    """Per node id, the median of its :func:`replayed_samples`: one ~1 µs sample varies by
-    10-20%."""
-    return {i: statistics.median(v) for i, v in replayed_samples(t, mode).items()}
+    """Per node id, the median of its times over the replayed decode steps
+    (``perf.replayed_node_times``): one ~1 µs sample varies by 10-20%."""
+    return {i: statistics.median(v) for i, v in replayed_node_times(t, mode).items()}
 
 
 def agreement(a: dict[str, Any], b: dict[str, Any], check: bool = True) -> list[str]:
@@ -149,20 +136,20 @@ def _agreement(
 ) -> list[str]:
     ma, mb = replayed_medians(a, modes[0]), replayed_medians(b, modes[1])
     ratios = [(ma[i] / mb[i], a["nodes"][i]["name"]) for i in ma if mb.get(i, 0) > 0]
-    ok = sum(1 for q, _ in ratios if abs(q - 1) <= AGREE)
+    ok = sum(1 for q, _ in ratios if abs(q - 1) <= MODE_AGREEMENT)
     worst = sorted(ratios, key=lambda qn: -abs(qn[0] - 1))[:5]
     lines = [
         f"node time without / with graphs{' (' + how + ')' if how else ''}: {ok} of "
-        f"{len(ratios)} within {100 * AGREE:.0f}%; "
+        f"{len(ratios)} within {100 * MODE_AGREEMENT:.0f}%; "
         "worst: " + ", ".join(f"{n} {q:.3g}x" for q, n in worst)
     ]
     if ok < len(ratios):
         # each node outside the tolerance with its samples, to tell a mode effect (every
         # sample apart) from a bimodal one (some samples apart)
-        sa, sb = replayed_samples(a, modes[0]), replayed_samples(b, modes[1])
+        sa, sb = replayed_node_times(a, modes[0]), replayed_node_times(b, modes[1])
         index = {n["name"]: n["id"] for n in a["nodes"]}
         for q, name in ratios:
-            if abs(q - 1) > AGREE:
+            if abs(q - 1) > MODE_AGREEMENT:
                 i = index[name]
                 lines.append(
                     f"  {name}: without graphs "

@@ -318,6 +318,28 @@ def step_launch_mode(trace: Mapping[str, Any], step: Mapping[str, Any]) -> str:
     return "graph" if run.get("cuda_graph") and step.get("kind") == "decode" else "stream"
 
 
+#: A node's times in two launch modes agree within this (the graph/stream agreement test,
+#: scripts/bound_report.py and the dashboard's overview).
+MODE_AGREEMENT = 0.15
+
+
+def replayed_node_times(
+    trace: Mapping[str, Any], mode: str | None = None
+) -> dict[int, list[float]]:
+    """Per node id, its times over the replayed decode steps (all decode steps but the first,
+    the recording, when there are more); ``mode``: only the steps of that launch mode
+    (:func:`step_launch_mode`; an ``--alternate-modes`` run has both)."""
+    steps = [s for s in trace["steps"] if s["kind"] == "decode"]
+    steps = steps[1:] or steps
+    if mode is not None:
+        steps = [s for s in steps if step_launch_mode(trace, s) == mode]
+    by_id: dict[int, list[float]] = {}
+    for s in steps:
+        for x in s["nodes"]:
+            by_id.setdefault(x["id"], []).append(x["time_s"])
+    return by_id
+
+
 def derive_trace(trace: dict[str, Any]) -> dict[str, Any]:
     """Add the derived keys, in place: ``classification``; per step ``breakdown`` (see
     tracekit.trace.timeline); per node record ``perf`` and ``host_wait_s``; ``derived``

@@ -24,7 +24,7 @@ import numpy as np
 from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
 from tracekit.trace.diff import first_nonfinite_at
-from tracekit.trace.perf import step_launch_mode
+from tracekit.trace.perf import MODE_AGREEMENT, replayed_node_times, step_launch_mode
 
 Trace = Mapping[str, Any]
 
@@ -671,37 +671,23 @@ def capture_summary(trace: Trace) -> dict[str, Any]:
     }
 
 
-#: Per node, stream and graph medians within this of each other count as agreeing (the
-#: agreement test's and scripts/bound_report.py's 15%).
-MODE_AGREEMENT = 0.15
-
-
 def mode_agreement(trace: Trace) -> dict[str, Any] | None:
     """For a trace recorded with ``--alternate-modes`` (one session's replayed decode steps
     alternating graph and stream, the same buffers): per node, the median of its time over the
     stream steps against over the graph steps. Returns None for any other trace, else
-    {"within": nodes within :data:`MODE_AGREEMENT`, "nodes": nodes compared, "steps": (stream,
-    graph) step counts, "worst": [(name, stream / graph)] the five farthest}."""
+    {"within": nodes within ``perf.MODE_AGREEMENT``, "nodes": nodes compared, "steps":
+    (stream, graph) step counts, "worst": [(name, stream / graph)] the five farthest}."""
     if not trace["run"].get("alternate_modes"):
         return None
-    decode = [s for s in trace["steps"] if s["kind"] == "decode"][1:]  # the replays
-    by_mode = {m: [s for s in decode if s.get("launch_mode") == m] for m in ("stream", "graph")}
-    if not all(by_mode.values()):
+    times = {m: replayed_node_times(trace, m) for m in ("stream", "graph")}
+    if not all(times.values()):
         return None
-    med = {
-        m: np.median([[r["time_s"] for r in s["nodes"]] for s in steps], axis=0)
-        for m, steps in by_mode.items()
-    }
-    ids = [r["id"] for r in decode[0]["nodes"]]
-    ratios = [
-        (trace["nodes"][i]["name"], float(a / b))
-        for i, a, b in zip(ids, med["stream"], med["graph"], strict=True)
-        if b > 0
-    ]
+    stream, graph = ({i: float(np.median(v)) for i, v in t.items()} for t in times.values())
+    ratios = [(trace["nodes"][i]["name"], a / graph[i]) for i, a in stream.items() if graph[i] > 0]
     return {
         "within": sum(abs(q - 1) <= MODE_AGREEMENT for _, q in ratios),
         "nodes": len(ratios),
-        "steps": (len(by_mode["stream"]), len(by_mode["graph"])),
+        "steps": tuple(len(next(iter(t.values()))) for t in times.values()),
         "worst": sorted(ratios, key=lambda nq: -abs(nq[1] - 1))[:5],
     }
 
