@@ -115,6 +115,13 @@ def pinned_array(n: int, dtype: Any) -> np.ndarray:
     return np.frombuffer(cupy.cuda.alloc_pinned_memory(max(n, 1) * dtype.itemsize), dtype, n)
 
 
+def compute_capability() -> int:
+    """The current device's compute capability as an integer (9.0: 90)."""
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability)
+
+
 def is_device_array(a: Any) -> bool:
     """True for a CuPy ndarray (checked without importing CuPy where it is absent)."""
     return type(a).__module__.startswith("cupy")

@@ -396,7 +396,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #define MMVQ_MAX_STAGES 8
 #endif
 #ifndef MMVQ_ST_UNROLL
-#define MMVQ_ST_UNROLL 2  // items a lane loads (from shared memory) before their dot products
+#define MMVQ_ST_UNROLL 1  // items a lane loads (from shared memory) before their dot products
 #endif
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {

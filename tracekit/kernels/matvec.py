@@ -385,11 +385,11 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
     return nt * (k // 32) * RUN_BYTES
 
 
-#: mmvq's static shared memory, at most: matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats (NT <=
-#: MAX_NT), LaunchStamp's exit counter (stamp.cuh), aligned, and mmvq_st's stage barriers: the dynamic part may use the
-#: opt-in limit less this.
 #: mmvq_st (matvec.cu): at most this many tiles in flight a block (a barrier of 8 bytes each).
 STAGED_MAX_STAGES = 8
+#: mmvq's static shared memory, at most: matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats (NT <=
+#: MAX_NT), LaunchStamp's exit counter (stamp.cuh), aligned, and mmvq_st's stage barriers: the
+#: dynamic part may use the opt-in limit less this.
 MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16 + 8 * STAGED_MAX_STAGES
 
 
@@ -435,9 +435,7 @@ STAGED_MIN_VALUES = 1 << 24
 @functools.cache
 def _has_bulk_copy() -> bool:
     """Whether the current device has sm_90's bulk-copy engine (mmvq_st's copies)."""
-    import cupy
-
-    return int(cupy.cuda.Device().compute_capability) >= 90
+    return cuda.compute_capability() >= 90
 
 
 #: False: no weight takes mmvq_st unless a launch asks (scripts/decode_speed.py --staged off,
@@ -678,7 +676,7 @@ def staged_geometry(
     if warps_per_row not in (1, 2, 4, 8):
         raise ValueError(f"mmvq_st warps per row {warps_per_row} must be 1, 2, 4 or 8")
     rb = 8 // warps_per_row
-    row_bytes = (k // qt.block_size) * qt.type_size
+    row_bytes = qt.row_bytes(k)
     xbytes = mmvq_shared_bytes(nt, k)
     budget = min(smem_max, _per_block_shared(blocks_per_sm)) - xbytes
     if rows_per_tile is None:
@@ -718,7 +716,7 @@ def _launch_staged(
     ts, qk = block_sizes(qt)
     b = cuda.NULL if bias is None else bias
     bps = STAGED_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
-    row_bytes = (k // qt.block_size) * qt.type_size
+    row_bytes = qt.row_bytes(k)
 
     def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
         return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(8 // w * row_bytes)

@@ -168,9 +168,9 @@ def pdl_missing(replay: str, backend: Any) -> str | None:
             f"programmatic dependent launch (pdl) needs replay 'graph' on the cupy backend, "
             f"not replay {replay!r} on {backend.name}"
         )
-    import cupy
+    from tracekit.kernels.cuda import compute_capability
 
-    cc = int(cupy.cuda.Device().compute_capability)
+    cc = compute_capability()
     if cc < 90:
         return (
             f"programmatic dependent launch (pdl) needs compute capability 9.0 or newer; this "
