@@ -793,16 +793,12 @@ def record_trace(
             name = "prefill" if k == 0 else f"decode {k}"
             bar.set_postfix_str(name)
             n_past = session.n_past
-            # alternate_modes: decode steps 3, 5, ... (1 is the recording, in stream mode
-            # either way) replay the recorded step launch by launch instead of as the graph
-            as_stream = alternate_modes and k >= 3 and k % 2 == 1
-            if as_stream:
-                session.replay_mode = "plan"
-            try:
-                timing, full = _step_passes(session, tracer, feed, name, capture == "full", host)
-            finally:
-                if as_stream:
-                    session.replay_mode = "graph"
+            # alternate_modes: decode steps 3, 5, ... replay the recorded step launch by
+            # launch (Session.run_step with the tracer's hook) instead of as the graph
+            stream = alternate_modes and k >= 3 and k % 2 == 1
+            timing, full = _step_passes(
+                session, tracer, feed, name, capture == "full", host, stream=stream
+            )
             logits = (full or timing)["logits"]
             token = sampler(logits)
             generated.append(token)
@@ -1091,17 +1087,19 @@ def _step_passes(
     name: str,
     with_full: bool,
     host: _HostBuffers | None = None,
+    stream: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One step's passes: (timing, full or None). The full pass runs first, then the step is
     rewound and the timing pass re-runs it (module docstring). A CUDA-graph pass comes back
     unformatted (its host copies, :func:`_graph_run`): the caller formats it with
-    :func:`_formatted` when it builds the step's record, after the run (see record_trace)."""
+    :func:`_formatted` when it builds the step's record, after the run (see record_trace).
+    ``stream``: no graph pass even where the session could replay one (alternate_modes)."""
     if not with_full:
-        return _pass(session, tracer, feed, name, False, host, dump=True), None
+        return _pass(session, tracer, feed, name, False, host, dump=True, stream=stream), None
     n_past = session.n_past
-    full = _pass(session, tracer, feed, name, True, host, dump=True)
+    full = _pass(session, tracer, feed, name, True, host, dump=True, stream=stream)
     session.n_past = n_past  # rewind: the timing pass re-runs this step
-    return _pass(session, tracer, feed, name, False, host), full
+    return _pass(session, tracer, feed, name, False, host, stream=stream), full
 
 
 def _formatted(session: Any, p: dict[str, Any]) -> dict[str, Any]:
@@ -1117,18 +1115,19 @@ def _pass(
     full: bool,
     host: _HostBuffers | None = None,
     dump: bool = False,
+    stream: bool = False,
 ) -> dict[str, Any]:
     """One pass of one step: {"nodes", "logits", "wall_s", "stats_s", "stats_collects",
     "stats_launches", "stats_format_s", "dumps"}; a CUDA-graph pass unformatted
-    (:func:`_graph_run`). ``dump``: this pass keeps the ``--dump`` nodes' outputs, read back to
-    the host after its wall (``dumps``: node name -> array).
+    (:func:`_graph_run`) unless ``stream``. ``dump``: this pass keeps the ``--dump`` nodes'
+    outputs, read back to the host after its wall (``dumps``: node name -> array).
 
     ``wall_s`` runs from an idle device to the logits on the host, and in the full pass to the
     statistics on the host too (collected after the last node, inside the step's NVTX range);
     formatting them into dicts comes after (``stats_format_s``).
     """
     be = session.backend
-    if session.can_replay_graph(feed):
+    if not stream and session.can_replay_graph(feed):
         return _graph_run(session, tracer, feed, name, full, host, dump)
     be.synchronize()
     t0 = time.perf_counter()
