@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     from tracekit.kernels.ceilings import (
         gpu_times_queued,
         launch_read_stream,
+        read_floor,
         read_stream_kernel,
-        read_stream_reference,
     )
     from tracekit.kernels.elementwise import launch_empty
     from tracekit.quants import QUANT_TABLE, quant_type
@@ -102,34 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)")
     empty_s = timed(lambda i: launch_empty())
     print(f"empty kernel back to back: {empty_s * 1e6:.2f} us a launch")
-    # (unroll, hint) -> kernel; each timed at 2, 4 and 8 blocks an SM
-    readers = {(u, h): read_stream_kernel(u, h) for u in (4, 8, 16) for h in (False, True)}
     xor_word = cp.zeros(1, cp.uint32)
-    big_s = timed(
-        lambda i: launch_read_stream(readers[(8, False)], src.view(cp.uint8), xor_word, 4)
-    )
+    reader = read_stream_kernel(8, False)
+    big_s = timed(lambda i: launch_read_stream(reader, src.view(cp.uint8), xor_word, 4))
     print(f"read_stream over the 1 GiB copy source: {src.nbytes / big_s / copy_bps * 100:.1f}% "
           "of copy (unroll 8, 4 blocks/SM): the floor of a large read")  # fmt: skip
-
-    def read_floor(raws: list) -> tuple[float, str]:
-        """The best read_stream time over the weight copies, and its configuration."""
-        want = read_stream_reference(cp.asnumpy(raws[0]))
-        for (u, h), fn in readers.items():  # each variant's fold is right before it is timed
-            xor_word.fill(0)
-            launch_read_stream(fn, raws[0], xor_word, 4)
-            if int(xor_word.get()[0]) != want:
-                raise SystemExit(
-                    f"read_stream (unroll {u}, hint {h}) XOR {int(xor_word.get()[0]):#x} "
-                    f"!= NumPy's {want:#x}"
-                )
-        best = None
-        for (u, h), fn in readers.items():
-            for bps in (2, 4, 8):
-                s = timed(lambda i, fn=fn, bps=bps: launch_read_stream(
-                    fn, raws[i % len(raws)], xor_word, bps))  # fmt: skip
-                if best is None or s < best[0]:
-                    best = (s, f"unroll {u}, {bps} blocks/SM{', L2 256B hint' if h else ''}")
-        return best
 
     shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")]
     nts = [int(t) for t in args.nt.split(",")]
@@ -166,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             cp.random.randint(0, 2**31 - 1, words, dtype=cp.int32).view(cp.uint8)[:nbytes]
             for _ in range(sets)
         ]
-        floor_s, floor_cfg = read_floor(raws)
+        floor_s, floor_cfg = read_floor(raws, {"queued": timed})["queued"]
         floors[(n, k, qt.name)] = floor_s
         print(
             f"{qt.name:5s} {n}x{k} read floor ({floor_cfg}): {floor_s * 1e6:7.2f} us "

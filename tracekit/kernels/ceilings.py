@@ -128,6 +128,91 @@ def gpu_times_queued(
     return out
 
 
+class _OwnTimer:
+    """The stamper (``tracekit.kernels.cuda.set_stamper``) of :func:`gpu_own_times`: each
+    stamped launch made through ``cuda.launch`` gets a stamp slot of its own, in call order."""
+
+    def __init__(self, capacity: int) -> None:
+        import cupy
+
+        from tracekit.kernels.elementwise import SLOT_WORDS
+
+        self.words = SLOT_WORDS
+        self.capacity = capacity
+        self.buf = cupy.zeros(capacity * SLOT_WORDS, dtype=cupy.uint64)
+        self.calls: list[list[int]] = []  # per call of the timed function, its launches' slots
+
+    def issue(self, entry: Any) -> None:
+        from tracekit.kernels.cuda import NO_STAMP, STAMPED
+
+        if not isinstance(entry, tuple):
+            raise RuntimeError(
+                "gpu_own_times: a host call (a cuBLAS GEMM) cannot time itself; only stamped "
+                "kernels have an own device time"
+            )
+        fn, grid, block, args, smem = entry
+        name = getattr(fn, "name", None)
+        if name not in STAMPED or not (args and isinstance(args[-1], np.uint64)
+                                       and args[-1] == NO_STAMP):  # fmt: skip
+            raise RuntimeError(
+                f"gpu_own_times: kernel {name!r} is not stamped (stamp.cuh: its last parameter "
+                "the stamp slot, passed as cuda.NO_STAMP), so it has no own device time"
+            )
+        k = sum(len(c) for c in self.calls)
+        if k >= self.capacity:
+            raise RuntimeError(f"gpu_own_times: more than {self.capacity} launches to time")
+        slot = self.buf[self.words * k : self.words * (k + 1)]
+        fn(grid, block, (*args[:-1], slot), shared_mem=smem)
+        self.calls[-1].append(k)
+
+
+def gpu_own_times(
+    fn: Callable[[int], Any], launches: int = 20, reps: int = 5, warmup: int = 3,
+    max_launches_per_call: int = 4,
+) -> list[float]:  # fmt: skip
+    """Per round, the median own device time of a call of ``fn(i)``: the sum of its launches'
+    LaunchStamp start-to-end times (block 0's entry to the last thread's exit, stamp.cuh), the
+    time a trace gives the same launches. The calls run as :func:`gpu_times_queued` runs them
+    (``launches`` back to back behind a spin kernel, ``reps`` rounds); unlike its time per call,
+    this one excludes the gap between one launch's end and the next one's start. Every launch
+    ``fn`` makes must be a stamped kernel issued through ``cuda.launch`` (else RuntimeError).
+    """
+    import cupy
+
+    from tracekit.kernels import cuda
+    from tracekit.kernels.elementwise import launch_spin
+
+    for i in range(warmup):
+        fn(i)
+    stream = cupy.cuda.get_current_stream()
+    stream.synchronize()
+    timer = _OwnTimer(launches * max_launches_per_call)
+    out = []
+    for r in range(reps):
+        timer.calls = []
+        timer.buf.fill(0)
+        launch_spin(2_000_000)  # 2 ms: the host queues the calls before the first one runs
+        cuda.set_stamper(timer)
+        try:
+            for i in range(launches):
+                timer.calls.append([])
+                fn(warmup + r * launches + i)
+                if not timer.calls[-1]:
+                    raise RuntimeError("gpu_own_times: a call of fn launched no stamped kernel")
+        finally:
+            cuda.set_stamper(None)
+        stream.synchronize()
+        w = timer.buf.get().reshape(-1, timer.words).astype(np.int64)
+        per_call = []
+        for slots in timer.calls:
+            start, end = w[slots, 0], w[slots, 1]
+            if (start == 0).any() or (end < start).any():
+                raise RuntimeError("gpu_own_times: a stamped launch wrote no start/end stamp")
+            per_call.append(float((end - start).sum()) * 1e-9)
+        out.append(median(per_call))
+    return out
+
+
 def host_times(fn: Callable[[int], Any], warmup: int = 2, iters: int = 10) -> list[float]:
     """Seconds per call of ``fn(i)`` on the host clock (``time.perf_counter``)."""
     for i in range(warmup):
@@ -299,8 +384,10 @@ def _imma_peak() -> float:
 #: buffer, READ_UNROLL loads in flight a thread, folded with XOR into one word (so no load is
 #: dead code, and the result has a NumPy twin: :func:`read_stream_reference`). bench_matvec
 #: times it on a matvec's own weight bytes: the fastest a kernel can read those bytes back to
-#: back in a stream, which a matvec's "% of copy" is then read against.
+#: back in a stream, which a matvec's "% of copy" is then read against. It is stamped (its last
+#: parameter, stamp.cuh), so :func:`gpu_own_times` times it as a trace times a matvec.
 _READ_SRC = r"""
+#include "stamp.cuh"
 // READ_HINT 1: the load skips L1 and asks L2 for the whole 256-byte line group (a prefetch
 // hint, sm_80+); 0: the read-only path (__ldg)
 __device__ __forceinline__ uint4 read16(const uint4* p) {
@@ -314,7 +401,9 @@ __device__ __forceinline__ uint4 read16(const uint4* p) {
 #endif
 }
 extern "C" __global__ void __launch_bounds__(256) read_stream(const uint4* __restrict__ p,
-                                                               long long n16, unsigned* out) {
+                                                               long long n16, unsigned* out,
+                                                               unsigned long long* stamp) {
+    const LaunchStamp launch_stamp(stamp);  // timed by gpu_own_times as a trace times a launch
     unsigned a = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -343,7 +432,10 @@ def read_stream_kernel(unroll: int, hint: bool = False) -> Any:
 
     if unroll < 1:
         raise ValueError(f"read_stream unroll {unroll} must be >= 1")
-    opts = (f"-DREAD_UNROLL={unroll}", f"-DREAD_HINT={int(hint)}")
+    from tracekit.kernels.cuda import options, register_stamped
+
+    register_stamped(["read_stream"])
+    opts = (*options("ceilings"), f"-DREAD_UNROLL={unroll}", f"-DREAD_HINT={int(hint)}")
     return cupy.RawKernel(_READ_SRC, "read_stream", options=opts)
 
 
@@ -360,7 +452,10 @@ def launch_read_stream(fn: Any, buf: Any, out: Any, blocks_per_sm: int) -> None:
         raise ValueError(
             f"read_stream out must be uint32 with a word, not {out.dtype} x {out.size}"
         )
-    fn((blocks_per_sm * sm_count(),), (256,), (buf, np.int64(buf.nbytes // 16), out))
+    from tracekit.kernels import cuda
+
+    args = (buf, np.int64(buf.nbytes // 16), out, cuda.NO_STAMP)
+    cuda.launch(fn, (blocks_per_sm * sm_count(), 1, 1), (256, 1, 1), args)
 
 
 def read_stream_reference(buf: np.ndarray) -> int:
@@ -368,6 +463,42 @@ def read_stream_reference(buf: np.ndarray) -> int:
     words, as uint32 words."""
     words = np.ascontiguousarray(buf[: buf.nbytes // 16 * 16]).view(np.uint32)
     return int(np.bitwise_xor.reduce(words)) if words.size else 0
+
+
+#: read_stream configurations read_floor tries: (loads in flight a thread, L2 prefetch hint,
+#: blocks an SM); the best is the floor.
+READ_FLOOR_CONFIGS = tuple((u, h, b) for u in (4, 8, 16) for h in (False, True) for b in (2, 4, 8))
+
+
+def read_floor(
+    raws: list[Any], timers: dict[str, Callable[[Callable[[int], Any]], float]]
+) -> dict[str, tuple[float, str]]:
+    """The read floor of a weight: per timer (e.g. ``{"queued": ..., "own": ...}``, each
+    taking ``fn(i)`` and returning seconds a call), the best read_stream time over
+    :data:`READ_FLOOR_CONFIGS` and that configuration in words. Call ``i`` reads ``raws[i %
+    len(raws)]`` (copies of the weight's bytes, rotated past the L2). Each variant's XOR is
+    checked against :func:`read_stream_reference` first (RuntimeError if it differs)."""
+    import cupy
+
+    want = read_stream_reference(cupy.asnumpy(raws[0]))
+    word = cupy.zeros(1, cupy.uint32)
+    kernels = {(u, h): read_stream_kernel(u, h) for u, h, _ in READ_FLOOR_CONFIGS}
+    for (u, h), fn in kernels.items():
+        word.fill(0)
+        launch_read_stream(fn, raws[0], word, 4)
+        got = int(word.get()[0])
+        if got != want:
+            raise RuntimeError(
+                f"read_stream (unroll {u}, hint {h}) XOR {got:#x} != NumPy's {want:#x}"
+            )
+    best: dict[str, tuple[float, str]] = {}
+    for u, h, b in READ_FLOOR_CONFIGS:
+        fn = kernels[(u, h)]
+        for name, timer in timers.items():
+            s = timer(lambda i, fn=fn, b=b: launch_read_stream(fn, raws[i % len(raws)], word, b))
+            if name not in best or s < best[name][0]:
+                best[name] = (s, f"unroll {u}, {b} blocks/SM{', L2 256B hint' if h else ''}")
+    return best
 
 
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:
