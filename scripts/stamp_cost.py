@@ -44,9 +44,6 @@ VARIANTS = {
     ),
     "exit barrier up to 4 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=4",),
     "exit barrier up to 16 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=16",),
-    "warp ends up to 1 block (no barrier: each warp's atomic max)": ("-DSTAMP_WARP_END_BLOCKS=1",),
-    "warp ends up to 16 blocks": ("-DSTAMP_WARP_END_BLOCKS=16",),
-    "warp ends up to 132 blocks": ("-DSTAMP_WARP_END_BLOCKS=132",),
     "start only (no end)": ("-DSTAMP_PROBE=1",),
 }
 SLOT = 1 + 16 * 32 + 7  # words per launch: room for the widest variant

@@ -67,6 +67,9 @@ class MmvqConfig(NamedTuple):
     #: large weights (matvec.STAGED_MIN_VALUES) run mmvq_st: tiles staged in shared memory by
     #: the bulk-copy engine (sm_90+), where scripts/bench_mmvq_staged.py measured it faster
     staged: bool = False
+    #: ... and only rows of at least this many values (k): a shorter row's tile ran slower
+    #: staged for some types (Q4_0 at k = 896, below)
+    staged_min_k: int = 0
 
 
 #: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).
@@ -88,6 +91,11 @@ MMVQ_PREQUANTIZED = MmvqConfig(4, 32, True)
 #: (27.4 -> 26.9 / 21.6 -> 22.2), IQ4_NL (37.1 -> 36.1 / 31.4 -> 31.8 / 31.0 -> 33.3): their
 #: loops, not their loads, set their time.
 MMVQ_STAGED = MMVQ_DEFAULT._replace(staged=True)
+#: Q4_0 stages rows of k >= 1024 only: at the 0.5B shape's 151936 x 896 output mmvq was faster
+#: on both cards (H200 05:33 above: 49.3 against 45.9% of copy; H100, 2026-12-02 20:39 UTC,
+#: ``bench_mmvq_staged.py --shapes 151936x896 --rounds 2``: 69.4 against 63.2% queued, 74.1
+#: against 67.4% at own device time), while at k = 4096 and 14336 mmvq_st wins (above).
+MMVQ_STAGED_LONG_ROWS = MMVQ_STAGED._replace(staged_min_k=1024)
 MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
 MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
 
@@ -481,7 +489,11 @@ class Q8_0(
 
 
 class Q4_0(
-    QuantType, qtype=_T.Q4_0, f16_fields=(0,), dequant=DequantConfig(2, 256, 4), mmvq=MMVQ_STAGED
+    QuantType,
+    qtype=_T.Q4_0,
+    f16_fields=(0,),
+    dequant=DequantConfig(2, 256, 4),
+    mmvq=MMVQ_STAGED_LONG_ROWS,
 ):
     """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
 

@@ -431,3 +431,22 @@ def test_balanced_warps_per_row_evens_the_last_round() -> None:
     assert geo.block == (32, 2, 4) and geo.grid == (396, 1, 1)
     old, _ = matvec.mmvq_geometry(4096, 4096, 1, sms=132, wpr=1, warps_per_sm=24)
     assert old.block == (32, 1, 8) and old.grid == (396, 1, 1)  # an explicit count is kept
+
+
+def test_staged_declaration_reads_the_row_length(monkeypatch):
+    """mmvq_st runs where the type's declaration says: large weights of a staged type, and for
+    Q4_0 only rows of k >= its staged_min_k (the 0.5B output's k = 896 ran faster unstaged)."""
+    from tracekit.quants import quant_type
+
+    monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: True)
+    monkeypatch.setattr(matvec, "STAGED_OVERRIDE", None)
+    q4_0, q8_0, q2_k = quant_type("Q4_0"), quant_type("Q8_0"), quant_type("Q2_K")
+    assert q4_0.mmvq.staged_min_k > 896
+    assert not matvec.stages_weight(q4_0, 151936, 896)
+    assert matvec.stages_weight(q4_0, 14336, 4096)
+    assert matvec.stages_weight(q8_0, 151936, 896)
+    assert not matvec.stages_weight(q8_0, 896, 896)  # under STAGED_MIN_VALUES
+    assert not matvec.stages_weight(q2_k, 14336, 4096)  # not declared staged
+    assert matvec.stages_weight(q2_k, 14336, 4096, staged=True)  # asked for: runs it
+    monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: False)
+    assert not matvec.stages_weight(q8_0, 14336, 4096)

@@ -446,12 +446,18 @@ STAGED_OVERRIDE: bool | None = None
 def stages_weight(qt: QuantType, n: int, k: int, staged: bool | None = None) -> bool:
     """Whether mmvq runs as mmvq_st for an [n, k] weight of ``qt``: ``staged`` when given, else
     the type's declaration (``MmvqConfig.staged``: where scripts/bench_mmvq_staged.py measured
-    it faster) for weights of at least :data:`STAGED_MIN_VALUES` values on an sm_90+ device."""
+    it faster) for weights of at least :data:`STAGED_MIN_VALUES` values and rows of at least
+    ``MmvqConfig.staged_min_k`` values, on an sm_90+ device."""
     if staged is not None:
         return staged
     if STAGED_OVERRIDE is False:
         return False
-    return qt.mmvq.staged and n * k >= STAGED_MIN_VALUES and _has_bulk_copy()
+    return (
+        qt.mmvq.staged
+        and n * k >= STAGED_MIN_VALUES
+        and k >= qt.mmvq.staged_min_k
+        and _has_bulk_copy()
+    )
 
 
 def mmvq_geometry(

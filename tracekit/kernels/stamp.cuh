@@ -79,21 +79,6 @@ __device__ __forceinline__ bool launch_stamp_small_grid() {
 #endif
 }
 
-// STAMP_WARP_END_BLOCKS N: a grid of at most N blocks has no barrier and no count at all: each
-// warp group leaving the kernel folds its own end into the end word (a RED: atomicMax, result
-// unread), so the grid's end is the latest warp's. A block's warps are 8 at most here, so a
-// small grid queues few atomics on the word; a knob measured by scripts/stamp_cost.py (0: off).
-#ifndef STAMP_WARP_END_BLOCKS
-#define STAMP_WARP_END_BLOCKS 0
-#endif
-__device__ __forceinline__ bool launch_stamp_warp_end() {
-#if STAMP_WARP_END_BLOCKS > 0
-    return launch_stamp_blocks() <= STAMP_WARP_END_BLOCKS;
-#else
-    return false;
-#endif
-}
-
 __device__ __forceinline__ unsigned int& launch_stamp_exited() {
     __shared__ unsigned int exited;  // threads of this block that have left the kernel
     return exited;
@@ -110,8 +95,7 @@ struct LaunchStamp {
         if (slot == nullptr) return;
         const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
         const bool grid_first = first && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
-        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER || launch_stamp_small_grid() ||
-            launch_stamp_warp_end()) {  // no exit count
+        if (STAMP_PROBE == 1 || STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {  // no exit count
             if (grid_first) slot[0] = globaltimer_ns();
             return;
         }
@@ -123,12 +107,6 @@ struct LaunchStamp {
     __device__ __forceinline__ ~LaunchStamp() {
         if (slot == nullptr || STAMP_PROBE == 1) return;
         const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-        if (launch_stamp_warp_end()) {
-            const unsigned int group = __activemask();
-            const unsigned int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-            if ((t & 31u) == (unsigned int)(__ffs(group) - 1)) atomicMax(&slot[1], globaltimer_ns());
-            return;
-        }
         if (STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {
             __syncthreads();
             if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
