@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 if c in configs[:2]:  # mmvq and mmvq_st's default: A/B, queued and own times
                     samples, owns = [], []
                     for _ in range(args.rounds):
-                        for kw2 in (kw, other_kw(c)):
+                        # alternated with its partner only when there is more than one round
+                        for kw2 in (kw, other_kw(c)) if args.rounds > 1 else (kw,):
                             t, o = timed(call(kw2)), own(call(kw2))
                             if kw2 is kw:
                                 samples.append(t)

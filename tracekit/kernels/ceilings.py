@@ -27,6 +27,7 @@ classification (launch / bandwidth / compute) reads these numbers and writes the
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import re
@@ -141,6 +142,7 @@ class _OwnTimer:
         self.capacity = capacity
         self.buf = cupy.zeros(capacity * SLOT_WORDS, dtype=cupy.uint64)
         self.calls: list[list[int]] = []  # per call of the timed function, its launches' slots
+        self.used = 0  # slots taken this round
 
     def issue(self, entry: Any) -> None:
         from tracekit.kernels.cuda import NO_STAMP, STAMPED
@@ -158,12 +160,13 @@ class _OwnTimer:
                 f"gpu_own_times: kernel {name!r} is not stamped (stamp.cuh: its last parameter "
                 "the stamp slot, passed as cuda.NO_STAMP), so it has no own device time"
             )
-        k = sum(len(c) for c in self.calls)
+        k = self.used
         if k >= self.capacity:
             raise RuntimeError(f"gpu_own_times: more than {self.capacity} launches to time")
         slot = self.buf[self.words * k : self.words * (k + 1)]
         fn(grid, block, (*args[:-1], slot), shared_mem=smem)
         self.calls[-1].append(k)
+        self.used += 1
 
 
 def gpu_own_times(
@@ -189,7 +192,7 @@ def gpu_own_times(
     timer = _OwnTimer(launches * max_launches_per_call)
     out = []
     for r in range(reps):
-        timer.calls = []
+        timer.calls, timer.used = [], 0
         timer.buf.fill(0)
         launch_spin(2_000_000)  # 2 ms: the host queues the calls before the first one runs
         cuda.set_stamper(timer)
@@ -425,6 +428,7 @@ extern "C" __global__ void __launch_bounds__(256) read_stream(const uint4* __res
 """
 
 
+@functools.cache
 def read_stream_kernel(unroll: int, hint: bool = False) -> Any:
     """The compiled :data:`_READ_SRC` with ``unroll`` 16-byte loads in flight a thread
     (``hint``: each load with L1 bypassed and a 256-byte L2 prefetch)."""
