@@ -45,6 +45,82 @@ VARIANTS = {
     "exit barrier up to 4 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=4",),
     "exit barrier up to 16 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=16",),
     "start only (no end)": ("-DSTAMP_PROBE=1",),
+    "compact 1: exit barrier, one atomic a block": ("-DSTAMP_COMPACT=1",),
+    "compact 2: each warp's atomic, no barrier": ("-DSTAMP_COMPACT=2",),
+    "exit barrier up to 1 block, end word a constant (no timer read)": (
+        "-DSTAMP_EXIT_BARRIER_BLOCKS=1",
+        "-DSTAMP_END_SOURCE=1",
+    ),
+    "exit barrier up to 1 block, end word %clock64": (
+        "-DSTAMP_EXIT_BARRIER_BLOCKS=1",
+        "-DSTAMP_END_SOURCE=2",
+    ),
+    "one end word, a constant (no timer read)": ("-DSTAMP_END_SOURCE=1",),
+}
+# --mechanism: what in an end stamp costs, one change at a time (1-block grids; no LaunchStamp:
+# each kernel spells out its stores). MODE 0 untimed; 1 start stamp only; 2 two start stores;
+# 3 start + end store with no barrier (thread 0 after its own output); 4 start + an end barrier
+# and no end store; 5 start + barrier + end store (the 1-block exit-barrier stamp); 6 start +
+# barrier + end store into the line thread 0 has just written (out[0..1]); 8 as 5 with 48
+# FMAs before the end store (is the cost fetching the timed path's code?). (A slot in
+# host-mapped pinned memory cost as 5 did: +0.10 us, H200, 2026-12-05.)
+MECHANISM_SRC = r"""
+// 48 FMAs in 8 independent chains (~0.04 us to issue): code the timed path alone runs
+__device__ __forceinline__ unsigned long long pad48(unsigned long long g) {
+    float a[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) a[c] = (float)(g >> (4 * c));
+#pragma unroll
+    for (int r = 0; r < 6; ++r)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) asm volatile("fma.rn.f32 %0, %0, 1.0001, 0.5;" : "+f"(a[c]));
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) s += a[c];
+    return s > 1e30f ? 1ull : 0ull;
+}
+extern "C" __global__ void __launch_bounds__(256)
+    mech_probe(float* out, int n, unsigned long long* slot, int mode) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    // modes 9, 10: thread 0 of block 0 told by all six coordinates, as LaunchStamp does
+    const bool t0 = mode >= 9 ? (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y
+                                 | blockIdx.z) == 0
+                              : threadIdx.x == 0 && blockIdx.x == 0;
+    unsigned long long g;
+    if (mode >= 1 && t0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        slot[0] = g;
+        if (mode == 2) slot[2] = g + 1;
+    }
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __fmaf_rn(out[i], 1.0001f, 1.0f);
+    if (mode == 3 && t0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        slot[1] = g;
+    }
+    if (mode >= 4) {
+        __syncthreads();
+        if (t0 && mode != 4) {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+            if (mode == 8) g += pad48(g);  // 48 more instructions (6 new 128-byte lines)
+            if (mode == 6) *reinterpret_cast<unsigned long long*>(out) = g;
+            else if (mode == 10 && gridDim.x * gridDim.y * gridDim.z > 1) atomicMax(slot + 1, g);
+            else slot[1] = g;
+        }
+    }
+}
+"""
+MECHANISMS = {
+    1: "start store only",
+    2: "two start stores",
+    3: "start + end store, no barrier (thread 0 after its output)",
+    4: "start + end barrier, no end store",
+    5: "start + barrier + end store (the 1-block stamp)",
+    6: "start + barrier + end store into out[0]'s line",
+    8: "as 5, 48 more instructions before the end store (timed path only)",
+    9: "as 5, thread 0 of block 0 by tid.xyz and ctaid.xyz",
+    10: "as 9, and a store if one block, else an atomic max",
 }
 SLOT = 1 + 16 * 32 + 7  # words per launch: room for the widest variant
 GRIDS = (1, 2, 3, 14, 33, 132, 396, 1056, 4224)
@@ -54,7 +130,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=100)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--only", default="", help="comma-separated substrings of VARIANTS labels")
+    ap.add_argument(
+        "--mechanism",
+        action="store_true",
+        help="the end stamp's parts one at a time (MECHANISMS), 1-block grids",
+    )
     args = ap.parse_args()
+    if args.mechanism:
+        return mechanism(args)
 
     import cupy as cp
     import numpy as np
@@ -68,7 +152,10 @@ def main() -> int:
           f"a graph, median of {args.reps} graph launches")  # fmt: skip
     print("| variant | " + " | ".join(f"{g} blocks" for g in GRIDS) + " |")
     print("|---|" + "---|" * len(GRIDS))
+    picked = [w for w in args.only.split(",") if w]
     for label, defines in VARIANTS.items():
+        if picked and not any(w in label for w in picked):
+            continue
         mod = cp.RawModule(code=SRC, options=("-I" + str(KERNELS), "--std=c++17", *defines))
         fn = mod.get_function("stamp_probe")
         cells = []
@@ -109,12 +196,85 @@ def main() -> int:
             u, t = per_launch_us(plain), per_launch_us(timed)
             w = buf.get().reshape(L, SLOT).astype(np.int64)
             end = w[:, 1:].max(axis=1)
-            own = "–" if "PROBE" in " ".join(defines) else f"{np.median(end - w[:, 0]) * 1e-3:.2f}"
+            no_end = "PROBE" in " ".join(defines) or "END_SOURCE" in " ".join(defines)
+            own = "–" if no_end else f"{np.median(end - w[:, 0]) * 1e-3:.2f}"
+            # start to start: an upper bound of a launch's time that needs no end stamp
+            pitch = f"{np.median(np.diff(w[:, 0])) * 1e-3:.2f}"
             bad = int(((end < w[:, 0]) & (end > 0)).sum())
             flag = f", {bad} ends before their start" if bad else ""
-            cells.append(f"+{t - u:.3f} µs (untimed {u:.2f}, own {own}{flag})")
+            cells.append(f"+{t - u:.3f} µs (untimed {u:.2f}, own {own}, pitch {pitch}{flag})")
             del keep0, keep1
         print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+def mechanism(args) -> int:
+    import cupy as cp
+    import numpy as np
+
+    from tracekit.kernels.packed import PackedLaunch, issue
+
+    L = args.launches
+    stream = cp.cuda.Stream(non_blocking=True)
+    mech = cp.RawModule(code=MECHANISM_SRC, options=("--std=c++17",)).get_function("mech_probe")
+    stamped = {  # the production stamp (LaunchStamp) around the same one-block body
+        label: cp.RawModule(code=SRC, options=("-I" + str(KERNELS), "--std=c++17", *defs))
+        .get_function("stamp_probe")
+        for label, defs in (("LaunchStamp (main)", ()),
+                            ("LaunchStamp, 1-block exit barrier", ("-DSTAMP_EXIT_BARRIER_BLOCKS=1",)),
+                            ("LaunchStamp, exit barrier", ("-DSTAMP_EXIT_BARRIER=1",)),
+                            ("LaunchStamp, compact 1 (exit barrier, one atomic)", ("-DSTAMP_COMPACT=1",)),
+                            ("LaunchStamp, compact 2 (each warp's atomic)", ("-DSTAMP_COMPACT=2",)))
+    }  # fmt: skip
+    dev_slot = cp.zeros(SLOT * L, cp.uint64)
+    print(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {L} pdl launches "
+          f"of one 256-thread block a graph, median of {args.reps} graph launches")  # fmt: skip
+    out = cp.ones(256 + 64, cp.float32)
+
+    def graph_of(fn, mode: int | None, stride: int, timed: bool):
+        objs = []
+        for k in range(L):
+            slot = dev_slot[stride * k : stride * k + 4] if timed else np.uint64(0)
+            extra = () if mode is None else (np.int32(mode if timed else 0),)
+            objs.append(PackedLaunch((fn, (1,), (256,), (out, np.int32(256), slot, *extra), 0),
+                                     stream.ptr, True))  # fmt: skip
+        with stream:
+            stream.begin_capture()
+            issue([o.args for o in objs])
+            graph = stream.end_capture()
+        return graph, objs
+
+    def per_launch_us(graph) -> float:
+        for _ in range(3):
+            graph.launch(stream)
+        ts = []
+        for _ in range(args.reps):
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            a.record(stream)
+            graph.launch(stream)
+            b.record(stream)
+            b.synchronize()
+            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / L)
+        return statistics.median(ts)
+
+    rows = [(mech, m, label) for m, label in MECHANISMS.items()]
+    rows += [(fn, None, label) for label, fn in stamped.items()]
+    print("| what the kernel does | slot stride (words) | + µs a launch over untimed | untimed µs "
+          "| start-to-start µs |\n|---|---|---|---|---|")  # fmt: skip
+    for rnd in range(2):  # twice, interleaved: the spread between rounds is the noise
+        for fn, mode, label in rows:
+            for stride in (4, SLOT):
+                plain, keep = graph_of(fn, mode, stride, False)
+                timed, keep2 = graph_of(fn, mode, stride, True)
+                dev_slot.fill(0)
+                u, t = per_launch_us(plain), per_launch_us(timed)
+                cp.cuda.runtime.deviceSynchronize()
+                w = dev_slot.get()[: stride * L]
+                starts = w.reshape(L, stride)[:, 0].astype(np.int64)
+                pitch = np.median(np.diff(starts)) * 1e-3
+                print(f"| {label} (round {rnd + 1}) | {stride} | +{t - u:.3f} | {u:.2f} "
+                      f"| {pitch:.2f} |", flush=True)  # fmt: skip
+                del keep, keep2
     return 0
 
 

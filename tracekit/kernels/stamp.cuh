@@ -58,6 +58,22 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
     return g;
 }
 
+// STAMP_END_SOURCE (a stamp_cost.py knob): what the end word holds. 0: the global timer (the
+// layout above); 1: a constant (no timer read: what the end costs without it); 2: the SM's
+// cycle counter (%clock64: a cheaper read, not a time on the global clock).
+#ifndef STAMP_END_SOURCE
+#define STAMP_END_SOURCE 0
+#endif
+__device__ __forceinline__ unsigned long long launch_stamp_end_time() {
+#if STAMP_END_SOURCE == 1
+    return 1ull;
+#elif STAMP_END_SOURCE == 2
+    return clock64();
+#else
+    return globaltimer_ns();
+#endif
+}
+
 // A small grid (at most STAMP_EXIT_BARRIER_BLOCKS blocks: a decode step's norms and adds are
 // one block, 52 of the 0.5B shape's 245 launches) takes the exit-barrier path whatever
 // STAMP_EXIT_BARRIER says: no entry barrier, no exit count, and a one-block grid's end is a
@@ -84,6 +100,18 @@ __device__ __forceinline__ unsigned int& launch_stamp_exited() {
     return exited;
 }
 
+// STAMP_COMPACT (a stamp_cost.py knob): the fewest instructions on the timed path, so that it
+// touches few code lines the untimed path does not. 1: block 0's first thread stores the start;
+// each block meets at an exit barrier and its first thread folds its end in with one atomic
+// max (no entry barrier, no exit count, no grid-size branch). 2: no barrier: each warp's first
+// active lane folds its end in as it leaves (a warp's lanes leaving apart fold in apart).
+#ifndef STAMP_COMPACT
+#define STAMP_COMPACT 0
+#endif
+__device__ __forceinline__ bool launch_stamp_block_first() {
+    return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+}
+
 struct LaunchStamp {
     unsigned long long* slot;
 
@@ -91,6 +119,11 @@ struct LaunchStamp {
 #if __CUDA_ARCH__ >= 900
         asm volatile("griddepcontrol.wait;" ::: "memory");
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+#if STAMP_COMPACT
+        if (slot != nullptr && launch_stamp_block_first() && (blockIdx.x | blockIdx.y | blockIdx.z) == 0)
+            slot[0] = globaltimer_ns();
+        return;
 #endif
         if (slot == nullptr) return;
         const bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
@@ -105,16 +138,28 @@ struct LaunchStamp {
     }
 
     __device__ __forceinline__ ~LaunchStamp() {
+#if STAMP_COMPACT == 1
+        if (slot == nullptr) return;
+        __syncthreads();
+        if (launch_stamp_block_first()) atomicMax(slot + 1, globaltimer_ns());
+        return;
+#elif STAMP_COMPACT == 2
+        if (slot == nullptr) return;
+        unsigned int lane_id;
+        asm("mov.u32 %0, %%laneid;" : "=r"(lane_id));
+        if (lane_id == (unsigned int)(__ffs(__activemask()) - 1)) atomicMax(slot + 1, globaltimer_ns());
+        return;
+#endif
         if (slot == nullptr || STAMP_PROBE == 1) return;
         const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
         if (STAMP_EXIT_BARRIER || launch_stamp_small_grid()) {
             __syncthreads();
             if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
                 if (launch_stamp_blocks() == 1)  // the grid's only block: its end is the grid's
-                    slot[1] = globaltimer_ns();
+                    slot[1] = launch_stamp_end_time();
                 else
                     atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)],
-                              globaltimer_ns());
+                              launch_stamp_end_time());
             }
             return;
         }
@@ -128,7 +173,7 @@ struct LaunchStamp {
         // no __threadfence: the end is when the last block has issued its work (its stores
         // may still drain), and a fence would lengthen every timed block by its latency
         atomicMax(&slot[1 + STAMP_END_STRIDE * (block % STAMP_END_WORDS)],
-                  globaltimer_ns());  // this block's end; the grid's is the max
+                  launch_stamp_end_time());  // this block's end; the grid's is the max
     }
 };
 
