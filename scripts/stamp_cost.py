@@ -47,6 +47,7 @@ VARIANTS = {
     "start only (no end)": ("-DSTAMP_PROBE=1",),
     "compact 1: exit barrier, one atomic a block": ("-DSTAMP_COMPACT=1",),
     "compact 2: each warp's atomic, no barrier": ("-DSTAMP_COMPACT=2",),
+    "compact 3: as 2, predicated (no branch on the slot)": ("-DSTAMP_COMPACT=3",),
     "exit barrier up to 1 block, end word a constant (no timer read)": (
         "-DSTAMP_EXIT_BARRIER_BLOCKS=1",
         "-DSTAMP_END_SOURCE=1",
@@ -224,7 +225,8 @@ def mechanism(args) -> int:
                             ("LaunchStamp, 1-block exit barrier", ("-DSTAMP_EXIT_BARRIER_BLOCKS=1",)),
                             ("LaunchStamp, exit barrier", ("-DSTAMP_EXIT_BARRIER=1",)),
                             ("LaunchStamp, compact 1 (exit barrier, one atomic)", ("-DSTAMP_COMPACT=1",)),
-                            ("LaunchStamp, compact 2 (each warp's atomic)", ("-DSTAMP_COMPACT=2",)))
+                            ("LaunchStamp, compact 2 (each warp's atomic)", ("-DSTAMP_COMPACT=2",)),
+                            ("LaunchStamp, compact 3 (2 predicated)", ("-DSTAMP_COMPACT=3",)))
     }  # fmt: skip
     dev_slot = cp.zeros(SLOT * L, cp.uint64)
     print(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {L} pdl launches "

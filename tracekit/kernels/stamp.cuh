@@ -104,7 +104,8 @@ __device__ __forceinline__ unsigned int& launch_stamp_exited() {
 // touches few code lines the untimed path does not. 1: block 0's first thread stores the start;
 // each block meets at an exit barrier and its first thread folds its end in with one atomic
 // max (no entry barrier, no exit count, no grid-size branch). 2: no barrier: each warp's first
-// active lane folds its end in as it leaves (a warp's lanes leaving apart fold in apart).
+// active lane folds its end in as it leaves (a warp's lanes leaving apart fold in apart). 3: as
+// 2 with no branch on a null slot (the untimed path runs the same instructions, predicated off).
 #ifndef STAMP_COMPACT
 #define STAMP_COMPACT 0
 #endif
@@ -142,6 +143,14 @@ struct LaunchStamp {
         if (slot == nullptr) return;
         __syncthreads();
         if (launch_stamp_block_first()) atomicMax(slot + 1, globaltimer_ns());
+        return;
+#elif STAMP_COMPACT == 3
+        // as 2, with no branch on the slot: the untimed path runs the same (predicated-off)
+        // instructions, so the timed one fetches no code line the untimed one does not
+        unsigned int lane_id;
+        asm("mov.u32 %0, %%laneid;" : "=r"(lane_id));
+        if ((slot != nullptr) & (lane_id == (unsigned int)(__ffs(__activemask()) - 1)))
+            atomicMax(slot + 1, globaltimer_ns());
         return;
 #elif STAMP_COMPACT == 2
         if (slot == nullptr) return;
