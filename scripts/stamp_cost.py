@@ -127,6 +127,38 @@ SLOT = 1 + 16 * 32 + 7  # words per launch: room for the widest variant
 GRIDS = (1, 2, 3, 14, 33, 132, 396, 1056, 4224)
 
 
+def pdl_graph(stream, fn, grid: int, arg_lists: list[tuple]):
+    """One programmatic dependent launch of ``fn`` (``grid`` blocks of 256 threads) per
+    argument tuple, captured into one CUDA graph: (graph, the packed launches, to be kept alive
+    while the graph runs)."""
+    from tracekit.kernels.packed import PackedLaunch, issue
+
+    objs = [PackedLaunch((fn, (grid,), (256,), a, 0), stream.ptr, True) for a in arg_lists]
+    with stream:
+        stream.begin_capture()
+        issue([o.args for o in objs])
+        graph = stream.end_capture()
+    return graph, objs
+
+
+def per_launch_us(stream, graph, launches: int, reps: int) -> float:
+    """Device µs a launch of ``graph`` (``launches`` kernels): events around each of ``reps``
+    replays after 3 warm-up replays, the median."""
+    import cupy as cp
+
+    for _ in range(3):
+        graph.launch(stream)
+    ts = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(stream)
+        graph.launch(stream)
+        b.record(stream)
+        b.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / launches)
+    return statistics.median(ts)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=100)
@@ -143,8 +175,6 @@ def main() -> int:
 
     import cupy as cp
     import numpy as np
-
-    from tracekit.kernels.packed import PackedLaunch, issue
 
     L = args.launches
     stream = cp.cuda.Stream(non_blocking=True)
@@ -163,38 +193,17 @@ def main() -> int:
         for g in GRIDS:
             out = cp.ones(g * 256, cp.float32)
 
-            def graph_of(timed: bool, fn=fn, g=g, out=out):
-                objs = [
-                    PackedLaunch(
-                        (fn, (g,), (256,), (out, np.int32(out.size),
-                         buf[SLOT * k : SLOT * (k + 1)] if timed else np.uint64(0)), 0),
-                        stream.ptr, True,
-                    )
-                    for k in range(L)
-                ]  # fmt: skip
-                with stream:
-                    stream.begin_capture()
-                    issue([o.args for o in objs])
-                    graph = stream.end_capture()
-                return graph, objs
+            def args_of(k: int, timed: bool, out=out):
+                return (
+                    out,
+                    np.int32(out.size),
+                    buf[SLOT * k : SLOT * (k + 1)] if timed else np.uint64(0),
+                )
 
-            def per_launch_us(graph) -> float:
-                for _ in range(3):
-                    graph.launch(stream)
-                ts = []
-                for _ in range(args.reps):
-                    a, b = cp.cuda.Event(), cp.cuda.Event()
-                    a.record(stream)
-                    graph.launch(stream)
-                    b.record(stream)
-                    b.synchronize()
-                    ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / L)
-                return statistics.median(ts)
-
-            plain, keep0 = graph_of(False)
-            timed, keep1 = graph_of(True)
+            plain, keep0 = pdl_graph(stream, fn, g, [args_of(k, False) for k in range(L)])
+            timed, keep1 = pdl_graph(stream, fn, g, [args_of(k, True) for k in range(L)])
             buf.fill(0)
-            u, t = per_launch_us(plain), per_launch_us(timed)
+            u, t = (per_launch_us(stream, x, L, args.reps) for x in (plain, timed))
             w = buf.get().reshape(L, SLOT).astype(np.int64)
             end = w[:, 1:].max(axis=1)
             no_end = "PROBE" in " ".join(defines) or "END_SOURCE" in " ".join(defines)
@@ -212,8 +221,6 @@ def main() -> int:
 def mechanism(args) -> int:
     import cupy as cp
     import numpy as np
-
-    from tracekit.kernels.packed import PackedLaunch, issue
 
     L = args.launches
     stream = cp.cuda.Stream(non_blocking=True)
@@ -233,31 +240,14 @@ def mechanism(args) -> int:
           f"of one 256-thread block a graph, median of {args.reps} graph launches")  # fmt: skip
     out = cp.ones(256 + 64, cp.float32)
 
-    def graph_of(fn, mode: int | None, stride: int, timed: bool):
-        objs = []
-        for k in range(L):
-            slot = dev_slot[stride * k : stride * k + 4] if timed else np.uint64(0)
-            extra = () if mode is None else (np.int32(mode if timed else 0),)
-            objs.append(PackedLaunch((fn, (1,), (256,), (out, np.int32(256), slot, *extra), 0),
-                                     stream.ptr, True))  # fmt: skip
-        with stream:
-            stream.begin_capture()
-            issue([o.args for o in objs])
-            graph = stream.end_capture()
-        return graph, objs
-
-    def per_launch_us(graph) -> float:
-        for _ in range(3):
-            graph.launch(stream)
-        ts = []
-        for _ in range(args.reps):
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            a.record(stream)
-            graph.launch(stream)
-            b.record(stream)
-            b.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / L)
-        return statistics.median(ts)
+    def args_of(k: int, mode: int | None, stride: int, timed: bool):
+        slot = dev_slot[stride * k : stride * k + 4] if timed else np.uint64(0)
+        return (
+            out,
+            np.int32(256),
+            slot,
+            *(() if mode is None else (np.int32(mode if timed else 0),)),
+        )
 
     rows = [(mech, m, label) for m, label in MECHANISMS.items()]
     rows += [(fn, None, label) for label, fn in stamped.items()]
@@ -266,10 +256,14 @@ def mechanism(args) -> int:
     for rnd in range(2):  # twice, interleaved: the spread between rounds is the noise
         for fn, mode, label in rows:
             for stride in (4, SLOT):
-                plain, keep = graph_of(fn, mode, stride, False)
-                timed, keep2 = graph_of(fn, mode, stride, True)
+                plain, keep = pdl_graph(
+                    stream, fn, 1, [args_of(k, mode, stride, False) for k in range(L)]
+                )
+                timed, keep2 = pdl_graph(
+                    stream, fn, 1, [args_of(k, mode, stride, True) for k in range(L)]
+                )
                 dev_slot.fill(0)
-                u, t = per_launch_us(plain), per_launch_us(timed)
+                u, t = (per_launch_us(stream, x, L, args.reps) for x in (plain, timed))
                 cp.cuda.runtime.deviceSynchronize()
                 w = dev_slot.get()[: stride * L]
                 starts = w.reshape(L, stride)[:, 0].astype(np.int64)
