@@ -105,7 +105,7 @@ __device__ __forceinline__ unsigned int& launch_stamp_exited() {
 // each block meets at an exit barrier and its first thread folds its end in with one atomic
 // max (no entry barrier, no exit count, no grid-size branch). 2: no barrier: each warp's first
 // active lane folds its end in as it leaves (a warp's lanes leaving apart fold in apart). 3: as
-// 2 with no branch on a null slot (the untimed path runs the same instructions, predicated off).
+// 2 with no branch on a null slot at the end (the untimed path runs the election predicated off).
 #ifndef STAMP_COMPACT
 #define STAMP_COMPACT 0
 #endif
@@ -146,7 +146,7 @@ struct LaunchStamp {
         return;
 #elif STAMP_COMPACT == 3
         // as 2, with no branch on the slot: the untimed path runs the same (predicated-off)
-        // instructions, so the timed one fetches no code line the untimed one does not
+        // instructions, so the timed end fetches few code lines the untimed path has not
         unsigned int lane_id;
         asm("mov.u32 %0, %%laneid;" : "=r"(lane_id));
         if ((slot != nullptr) & (lane_id == (unsigned int)(__ffs(__activemask()) - 1)))
