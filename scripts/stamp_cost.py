@@ -123,6 +123,15 @@ MECHANISMS = {
     9: "as 5, thread 0 of block 0 by tid.xyz and ctaid.xyz",
     10: "as 9, and a store if one block, else an atomic max",
 }
+#: the grid table's variants --mechanism also times (LaunchStamp around its one-block body)
+MECHANISM_STAMPS = (
+    "one end word (main)",
+    "exit barrier up to 1 block (a plain store for the end)",
+    "exit barrier (no entry barrier, no shared atomics)",
+    "compact 1: exit barrier, one atomic a block",
+    "compact 2: each warp's atomic, no barrier",
+    "compact 3: as 2, predicated (no branch on the slot)",
+)
 SLOT = 1 + 16 * 32 + 7  # words per launch: room for the widest variant
 GRIDS = (1, 2, 3, 14, 33, 132, 396, 1056, 4224)
 
@@ -226,15 +235,11 @@ def mechanism(args) -> int:
     stream = cp.cuda.Stream(non_blocking=True)
     mech = cp.RawModule(code=MECHANISM_SRC, options=("--std=c++17",)).get_function("mech_probe")
     stamped = {  # the production stamp (LaunchStamp) around the same one-block body
-        label: cp.RawModule(code=SRC, options=("-I" + str(KERNELS), "--std=c++17", *defs))
-        .get_function("stamp_probe")
-        for label, defs in (("LaunchStamp (main)", ()),
-                            ("LaunchStamp, 1-block exit barrier", ("-DSTAMP_EXIT_BARRIER_BLOCKS=1",)),
-                            ("LaunchStamp, exit barrier", ("-DSTAMP_EXIT_BARRIER=1",)),
-                            ("LaunchStamp, compact 1 (exit barrier, one atomic)", ("-DSTAMP_COMPACT=1",)),
-                            ("LaunchStamp, compact 2 (each warp's atomic)", ("-DSTAMP_COMPACT=2",)),
-                            ("LaunchStamp, compact 3 (2 predicated)", ("-DSTAMP_COMPACT=3",)))
-    }  # fmt: skip
+        f"LaunchStamp: {label}": cp.RawModule(
+            code=SRC, options=("-I" + str(KERNELS), "--std=c++17", *VARIANTS[label])
+        ).get_function("stamp_probe")
+        for label in MECHANISM_STAMPS
+    }
     dev_slot = cp.zeros(SLOT * L, cp.uint64)
     print(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {L} pdl launches "
           f"of one 256-thread block a graph, median of {args.reps} graph launches")  # fmt: skip

@@ -142,21 +142,16 @@ struct LaunchStamp {
 #if STAMP_COMPACT == 1
         if (slot == nullptr) return;
         __syncthreads();
-        if (launch_stamp_block_first()) atomicMax(slot + 1, globaltimer_ns());
+        if (launch_stamp_block_first()) atomicMax(slot + 1, launch_stamp_end_time());
         return;
-#elif STAMP_COMPACT == 3
-        // as 2, with no branch on the slot: the untimed path runs the same (predicated-off)
-        // instructions, so the timed end fetches few code lines the untimed path has not
+#elif STAMP_COMPACT >= 2
+        // 2 leaves an untimed launch by a branch; 3 runs the election predicated off instead,
+        // so the timed end fetches few code lines the untimed path has not
+        if (STAMP_COMPACT == 2 && slot == nullptr) return;
         unsigned int lane_id;
         asm("mov.u32 %0, %%laneid;" : "=r"(lane_id));
         if ((slot != nullptr) & (lane_id == (unsigned int)(__ffs(__activemask()) - 1)))
-            atomicMax(slot + 1, globaltimer_ns());
-        return;
-#elif STAMP_COMPACT == 2
-        if (slot == nullptr) return;
-        unsigned int lane_id;
-        asm("mov.u32 %0, %%laneid;" : "=r"(lane_id));
-        if (lane_id == (unsigned int)(__ffs(__activemask()) - 1)) atomicMax(slot + 1, globaltimer_ns());
+            atomicMax(slot + 1, launch_stamp_end_time());
         return;
 #endif
         if (slot == nullptr || STAMP_PROBE == 1) return;
