@@ -141,7 +141,9 @@ struct LaunchStamp {
     __device__ __forceinline__ ~LaunchStamp() {
 #if STAMP_COMPACT == 1
         if (slot == nullptr) return;
-        __syncthreads();
+        // barrier.sync without .aligned: a thread that returned early meets the block here
+        // from another copy of this destructor (__syncthreads' bar.sync wants one instruction)
+        asm volatile("barrier.sync 0;" ::: "memory");
         if (launch_stamp_block_first()) atomicMax(slot + 1, launch_stamp_end_time());
         return;
 #elif STAMP_COMPACT >= 2
