@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=1,
         help="time mmvq and mmvq_st's default this many times each, alternating; the median",
     )  # fmt: skip
+    ap.add_argument(
+        "--mmvq-unroll", default="",
+        help="also time mmvq with these items in flight a lane (comma-separated; default: its own)",
+    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
@@ -95,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             # (kind, rows per tile, stages, blocks an SM, unroll, warps a row); None: default
             configs: list[tuple] = [("mmvq", None, None, None, None, None)]
             configs.append(("st", None, None, None, None, None))
+            configs += [
+                ("mmvq", None, None, None, int(u), None) for u in args.mmvq_unroll.split(",") if u
+            ]
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
                     ("st", r, s, b, u, w)
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
             for c in dict.fromkeys(configs):
                 kind, rpt, st, bps, unroll, wpr = c
-                kw = (dict(staged=False) if kind == "mmvq" else
+                kw = (dict(staged=False, unroll=unroll) if kind == "mmvq" else
                       dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
                            unroll=unroll, wpr=wpr))  # fmt: skip
                 try:
@@ -116,10 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                 except (matvec.KernelInputError, ValueError) as e:
                     print(f"{qt.name} {n}x{k} {c}: {e}")
                     continue
-                if kind == "st":
+                if kind == "st" or unroll:  # the same bits as mmvq's default (one item a lane)
                     same, _ = matvec.launch_matvec(
                         x, raws[0], qt, (n, k), cp.empty_like(out), staged=False,
-                        prequantize=False, wpr=recs[0].block[1],
+                        prequantize=None if kind == "mmvq" else False, wpr=recs[-1].block[1],
                     )  # fmt: skip
                     a, b = cp.asnumpy(got).view("u4"), cp.asnumpy(same).view("u4")
                     if not (a == b).all():
@@ -132,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
 
                 own_s = None
-                if c in configs[:2]:  # mmvq and mmvq_st's default: A/B, queued and own times
+                if c in configs[:2] or kind == "mmvq":  # A/B rows: queued and own times
                     samples, owns = [], []
                     for _ in range(args.rounds):
                         # alternated with its partner only when there is more than one round
@@ -159,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"unroll={unroll} block={tuple(geo.block)}: {s * 1e6:7.2f} us {pct:5.1f}% of copy"
                       + (f", own {own_s * 1e6:7.2f} us {row['own_pct_copy']:5.1f}%" if own_s else ""),
                       flush=True)  # fmt: skip
-                key = "mmvq" if kind == "mmvq" else ("st" if c == configs[1] else "best")
+                key = ("mmvq" if c == configs[0] else "unroll" if kind == "mmvq" else
+                       "st" if c == configs[1] else "best")  # fmt: skip
                 if key not in best or s * 1e6 < best[key]["us"]:
                     best[key] = row
             del raws
@@ -169,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "\n% of copy, queued / own device time. | type | n x k | read floor | mmvq | "
         "mmvq_st default | best mmvq_st queued (rows, stages, blocks/SM, unroll, wpr) | "
-        f"engine's kernel, own | >= {TARGET_PCT:.0f}% |"
+        f"engine's kernel, own | >= {TARGET_PCT:.0f}% | best mmvq --mmvq-unroll (unroll) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, n, k, best, floor, nbytes, engine in summary:
         m, d, b = best.get("mmvq"), best.get("st"), best.get("best")
         if not (m and d):
@@ -184,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         e = (d if engine == "st" else m)["own_pct_copy"]
         print(f"| {name} | {n}x{k} | {fl} | {m['pct_copy']:.1f} / {m['own_pct_copy']:.1f} | "
               f"{d['pct_copy']:.1f} / {d['own_pct_copy']:.1f} | {bs} | "
-              f"{'mmvq_st' if engine == 'st' else 'mmvq'} {e:.1f} | {'yes' if e >= TARGET_PCT else 'no'} |")  # fmt: skip
+              f"{'mmvq_st' if engine == 'st' else 'mmvq'} {e:.1f} | {'yes' if e >= TARGET_PCT else 'no'} | "
+              + (f"{u['pct_copy']:.1f} / {u['own_pct_copy']:.1f} ({u['unroll']}) |" if (u := best.get("unroll")) else "– |"))  # fmt: skip
     if args.json:
         Path(args.json).write_text(
             json.dumps({"copy_GBps": copy_bps / 1e9, "rows": rows}, indent=1)

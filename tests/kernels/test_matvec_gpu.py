@@ -93,11 +93,14 @@ def test_mmvq_matches_its_reference(cp, qt: QuantType, n: int, nt: int, qx: bool
 
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 @pytest.mark.parametrize("n, nt", [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1), (4099, 1)])
-@pytest.mark.parametrize("rpw", [2, 4])
-def test_mmvq_rows_per_warp_gives_the_same_bits(cp, qt: QuantType, n: int, nt: int, rpw: int):
-    """R rows a warp (one read of x from shared memory for R rows' items): each row's terms
-    are summed in the one-row kernel's order, so the outputs are its bits, for row counts that
-    leave a warp's last rows outside the matrix (n % R != 0), in both variants; poisoned."""
+@pytest.mark.parametrize("rpw, unroll", [(2, 1), (4, 1), (1, 2), (1, 4), (2, 2)])
+def test_mmvq_rows_per_warp_gives_the_same_bits(
+    cp, qt: QuantType, n: int, nt: int, rpw: int, unroll: int
+):
+    """R rows a warp (one read of x from shared memory for R rows' items) and U items fetched
+    a lane before the first is decoded: each row's terms are summed in the one-row, one-item
+    kernel's order, so the outputs are its bits, for row counts that leave a warp's last rows
+    outside the matrix (n % R != 0), in both variants; poisoned."""
     k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}.get(n, 512)
     k = max(k // qt.block_size, 1) * qt.block_size
     raw, _ = weight(qt, n, k, seed=n + nt + 1, tame=True)
@@ -106,11 +109,12 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(cp, qt: QuantType, n: int, nt: i
     want, _, mag = matvec.ref_mmvq(cp.asnumpy(x), raw, qt, (n, k), bound=True)
     for qx in (False, True):
         one, _ = matvec.launch_matvec(
-            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, rows_per_warp=1
+            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, rows_per_warp=1, unroll=1
         )
         got, recs = matvec.launch_matvec(
-            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, rows_per_warp=rpw
-        )
+            x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=qx, rows_per_warp=rpw,
+            unroll=unroll,
+        )  # fmt: skip
         assert cp.asnumpy(got).view(np.uint32).tolist() == cp.asnumpy(one).view(np.uint32).tolist()
         assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
         if not qx:
