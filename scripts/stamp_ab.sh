@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One device call: the 0.5B decode step's device times (full_pass_cost.py) with main's stamp and
-# STAMP_AB_DEFINES' (default -DSTAMP_COMPACT=3), then (unless STAMP_AB_TESTS=0) the stamp GPU
-# tests compiled with those;
+# STAMP_AB_DEFINES' (default -DSTAMP_COMPACT=0: the exit count of before), then (unless
+# STAMP_AB_TESTS=0) the stamp GPU tests compiled with those;
 # STAMP_AB_MORE=1 adds the capture ratios (capture_overhead.py, 3 rounds) of both and
 # stamp_cost.py's grid table and --mechanism rows (unless STAMP_AB_GRID=0).
 source scripts/gpu_env.sh
-alt=${STAMP_AB_DEFINES:--DSTAMP_COMPACT=3}
+alt=${STAMP_AB_DEFINES:--DSTAMP_COMPACT=0}
 for d in "" "$alt"; do
   echo "== fullcost '$d' $(date +%T)"; TRACEKIT_CUDA_DEFINES="$d" timeout 110 python3 scripts/full_pass_cost.py qwen2-0.5b > "$OUT/fullcost$d.log" 2>&1; grep -E "^  (plain|timed|full) |Error" "$OUT/fullcost$d.log"
 done

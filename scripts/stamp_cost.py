@@ -31,33 +31,36 @@ extern "C" __global__ void __launch_bounds__(256)
     if (i < n) out[i] = __fmaf_rn(out[i], 1.0001f, 1.0f);
 }
 """
+# (main is STAMP_COMPACT=1 since 2026-12-05; the exit count it replaced is STAMP_COMPACT=0, which
+# the END_WORDS / EXIT_BARRIER knobs vary)
+OLD = ("-DSTAMP_COMPACT=0",)
 VARIANTS = {
-    "one end word (main)": (),
-    "exit barrier up to 1 block (a plain store for the end)": ("-DSTAMP_EXIT_BARRIER_BLOCKS=1",),
-    "8 end words, 32 B apart": ("-DSTAMP_END_WORDS=8", "-DSTAMP_END_STRIDE=4"),
-    "32 end words, 128 B apart": ("-DSTAMP_END_WORDS=32", "-DSTAMP_END_STRIDE=16"),
-    "exit barrier (no entry barrier, no shared atomics)": ("-DSTAMP_EXIT_BARRIER=1",),
-    "exit barrier, 32 end words 128 B apart": (
-        "-DSTAMP_EXIT_BARRIER=1",
-        "-DSTAMP_END_WORDS=32",
-        "-DSTAMP_END_STRIDE=16",
+    "main: exit barrier, one atomic a block": (),
+    "exit count (before 2026-12-05)": OLD,
+    "exit count, exit barrier up to 1 block (a plain store for the end)": (
+        *OLD, "-DSTAMP_EXIT_BARRIER_BLOCKS=1",
     ),
-    "exit barrier up to 4 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=4",),
-    "exit barrier up to 16 blocks": ("-DSTAMP_EXIT_BARRIER_BLOCKS=16",),
-    "start only (no end)": ("-DSTAMP_PROBE=1",),
-    "compact 1: exit barrier, one atomic a block": ("-DSTAMP_COMPACT=1",),
+    "exit count, 8 end words, 32 B apart": (*OLD, "-DSTAMP_END_WORDS=8", "-DSTAMP_END_STRIDE=4"),
+    "exit count, 32 end words, 128 B apart": (
+        *OLD, "-DSTAMP_END_WORDS=32", "-DSTAMP_END_STRIDE=16",
+    ),
+    "exit barrier (no entry barrier, no shared atomics)": (*OLD, "-DSTAMP_EXIT_BARRIER=1"),
+    "exit barrier, 32 end words 128 B apart": (
+        *OLD, "-DSTAMP_EXIT_BARRIER=1", "-DSTAMP_END_WORDS=32", "-DSTAMP_END_STRIDE=16",
+    ),
+    "exit count, exit barrier up to 4 blocks": (*OLD, "-DSTAMP_EXIT_BARRIER_BLOCKS=4"),
+    "exit count, exit barrier up to 16 blocks": (*OLD, "-DSTAMP_EXIT_BARRIER_BLOCKS=16"),
+    "start only (no end)": (*OLD, "-DSTAMP_PROBE=1"),
     "compact 2: each warp's atomic, no barrier": ("-DSTAMP_COMPACT=2",),
     "compact 3: as 2, predicated (no branch on the slot)": ("-DSTAMP_COMPACT=3",),
-    "exit barrier up to 1 block, end word a constant (no timer read)": (
-        "-DSTAMP_EXIT_BARRIER_BLOCKS=1",
-        "-DSTAMP_END_SOURCE=1",
+    "exit count, 1-block exit barrier, end word a constant (no timer read)": (
+        *OLD, "-DSTAMP_EXIT_BARRIER_BLOCKS=1", "-DSTAMP_END_SOURCE=1",
     ),
-    "exit barrier up to 1 block, end word %clock64": (
-        "-DSTAMP_EXIT_BARRIER_BLOCKS=1",
-        "-DSTAMP_END_SOURCE=2",
+    "exit count, 1-block exit barrier, end word %clock64": (
+        *OLD, "-DSTAMP_EXIT_BARRIER_BLOCKS=1", "-DSTAMP_END_SOURCE=2",
     ),
-    "one end word, a constant (no timer read)": ("-DSTAMP_END_SOURCE=1",),
-}
+    "main, end word a constant (no timer read)": ("-DSTAMP_END_SOURCE=1",),
+}  # fmt: skip
 # --mechanism: what in an end stamp costs, one change at a time (1-block grids; no LaunchStamp:
 # each kernel spells out its stores). MODE 0 untimed; 1 start stamp only; 2 two start stores;
 # 3 start + end store with no barrier (thread 0 after its own output); 4 start + an end barrier
@@ -125,10 +128,10 @@ MECHANISMS = {
 }
 #: the grid table's variants --mechanism also times (LaunchStamp around its one-block body)
 MECHANISM_STAMPS = (
-    "one end word (main)",
-    "exit barrier up to 1 block (a plain store for the end)",
+    "main: exit barrier, one atomic a block",
+    "exit count (before 2026-12-05)",
+    "exit count, exit barrier up to 1 block (a plain store for the end)",
     "exit barrier (no entry barrier, no shared atomics)",
-    "compact 1: exit barrier, one atomic a block",
     "compact 2: each warp's atomic, no barrier",
     "compact 3: as 2, predicated (no branch on the slot)",
 )

@@ -56,7 +56,7 @@ def test_the_mechanism_kernel_compiles(tmp_path: Path):
 def test_knobs_at_their_defaults_build_the_production_stamp(tmp_path: Path):
     plain = _ptx(tmp_path, STAMP_COST.SRC)
     spelled = _ptx(
-        tmp_path, STAMP_COST.SRC, "-DSTAMP_COMPACT=0", "-DSTAMP_END_SOURCE=0", "-DSTAMP_PROBE=0",
+        tmp_path, STAMP_COST.SRC, "-DSTAMP_COMPACT=1", "-DSTAMP_END_SOURCE=0", "-DSTAMP_PROBE=0",
         "-DSTAMP_EXIT_BARRIER=0", "-DSTAMP_EXIT_BARRIER_BLOCKS=0", "-DSTAMP_END_WORDS=1",
     )  # fmt: skip
     assert plain == spelled

@@ -283,10 +283,9 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     const i64 row_bytes = (i64)nb * T::TS;
     const int rows_per_step = gridDim.x * blockDim.z * R;  // rows a grid stride covers
-    // the first rows' first items are fetched before x is quantized: their latency hides the
-    // prologue's. Items wait on memory raw and are decoded one at a time (Fetch<C>).
-    using F = Fetch<C>;
-    typename F::Raw it[MV_UNROLL][R];
+    // the first rows' first items are loaded before x is quantized: their latency hides the
+    // prologue's
+    CodeItem<NG> it[MV_UNROLL][R];
     int row0 = (blockIdx.x * blockDim.z + threadIdx.z) * R;  // this warp's first row
 #pragma unroll
     for (int r = 0; r < R; ++r) prefetch_row_l2(raw, row_bytes, row0 + r, n);
@@ -297,7 +296,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
             const int b = b0 + bstep * u;
-            if (b < nb) F::fetch(w + b * T::TS, sub, it[u][r]);
+            if (b < nb) C::load(w + b * T::TS, sub, it[u][r]);
         }
     }
     if (!QX) {
@@ -327,7 +326,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #pragma unroll
                         for (int u = 0; u < MV_UNROLL; ++u) {
                             const int b = bi + bstep * u;
-                            if (b < nb) F::fetch(w + r * row_bytes + b * T::TS, sub, it[u][r]);
+                            if (b < nb) C::load(w + r * row_bytes + b * T::TS, sub, it[u][r]);
                         }
                     }
                 }
@@ -337,14 +336,11 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                     const int b = bi + bstep * u;
                     if (b >= nb) break;
                     const int vbase = b * T::QK;
-                    // rows past the matrix (r >= live) compute on stale items, never written
-                    CodeItem<NG> item[R];
-#pragma unroll
-                    for (int r = 0; r < R; ++r) F::decode(it[u][r], sub, item[r]);
 #pragma unroll
                     for (int t = 0; t < NT; ++t) {
+                        // rows past the matrix (r >= live) compute on stale items, never written
                         float sums[R];
-                        group_dots<C, NG, R>(item, vbase, xr + t * (k >> 5) * RUN_INTS, sums);
+                        group_dots<C, NG, R>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS, sums);
 #pragma unroll
                         for (int r = 0; r < R; ++r) acc[r][t] += sums[r];
                     }

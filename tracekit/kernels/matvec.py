@@ -388,7 +388,7 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
 #: mmvq_st (matvec.cu): at most this many tiles in flight a block (a barrier of 8 bytes each).
 STAGED_MAX_STAGES = 8
 #: mmvq's static shared memory, at most: matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats (NT <=
-#: MAX_NT), LaunchStamp's exit counter (stamp.cuh), aligned, and mmvq_st's stage barriers: the
+#: MAX_NT), LaunchStamp's exit counter (stamp.cuh's STAMP_COMPACT=0 knob), aligned, and mmvq_st's stage barriers: the
 #: dynamic part may use the opt-in limit less this.
 MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16 + 8 * STAGED_MAX_STAGES
 

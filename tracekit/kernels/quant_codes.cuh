@@ -32,38 +32,6 @@ struct CodeItem {
     float a[NG], b[NG];
 };
 
-// Fetch, then decode (mmvq): a lane's MV_UNROLL items are fetched (their loads only, into Raw:
-// the words as loaded, no arithmetic on them) before the first is decoded, so what waits on
-// memory is the raw bytes, not the decoded codes. A K-quant item decoded is 28 registers (16
-// code words, 4 offsets, 4 + 4 factors) against 7-20 raw: with four decoded ahead, mmvq's
-// K-quant kernels spilled to local memory (ptxas, sm_90, 80 registers: Q2_K 616 bytes of
-// spill stores, Q4_K 472). A type with such a form declares Raw, fetch(b, i, raw) and
-// decode(raw, i, it), and its load is decode(fetch); a type without one (the 32-value types,
-// Q6_K: their items are about as small decoded) is fetched decoded, by its load.
-template <class C, class = void>
-struct Fetch {
-    using Raw = CodeItem<C::NG>;
-    static __device__ __forceinline__ void fetch(const u8* b, int i, Raw& r) { C::load(b, i, r); }
-    static __device__ __forceinline__ void decode(const Raw& r, int, CodeItem<C::NG>& it) {
-        it = r;
-    }
-};
-template <class C>
-struct Fetch<C, decltype((void)sizeof(typename C::Raw))> {
-    using Raw = typename C::Raw;
-    static __device__ __forceinline__ void fetch(const u8* b, int i, Raw& r) { C::fetch(b, i, r); }
-    static __device__ __forceinline__ void decode(const Raw& r, int i, CodeItem<C::NG>& it) {
-        C::decode(r, i, it);
-    }
-};
-// load = decode(fetch), for a type that declares the two
-#define LOAD_BY_FETCH(NG)                                                                      \
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<NG>& it) {         \
-        Raw r;                                                                                 \
-        fetch(b, i, r);                                                                        \
-        decode(r, i, it);                                                                      \
-    }
-
 // 16 bytes at a 2-byte aligned p as four little-endian words (5 aligned loads at p % 4 == 2,
 // the fifth word predicated off at p % 4 == 0 so a tensor's last bytes are not overrun).
 __device__ __forceinline__ uint4 ld16_a2(const u8* p) {
@@ -73,22 +41,6 @@ __device__ __forceinline__ uint4 ld16_a2(const u8* p) {
     const u32 s = 8 * q;
     return make_uint4(__funnelshift_r(w0, w1, s), __funnelshift_r(w1, w2, s),
                       __funnelshift_r(w2, w3, s), __funnelshift_r(w3, w4, s));
-}
-// ld16_a2 in two steps: the loads (Raw16a2: the five words and the shift), then the shifts.
-struct Raw16a2 {
-    u32 w[5], s;
-};
-__device__ __forceinline__ void fetch16_a2(const u8* p, Raw16a2& r) {
-    const u32 q = (u32)(reinterpret_cast<unsigned long long>(p) & 3);
-    const u32* w = reinterpret_cast<const u32*>(p - q);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r.w[i] = w[i];
-    r.w[4] = q ? w[4] : 0u;
-    r.s = 8 * q;
-}
-__device__ __forceinline__ uint4 words16_a2(const Raw16a2& r) {
-    return make_uint4(__funnelshift_r(r.w[0], r.w[1], r.s), __funnelshift_r(r.w[1], r.w[2], r.s),
-                      __funnelshift_r(r.w[2], r.w[3], r.s), __funnelshift_r(r.w[3], r.w[4], r.s));
 }
 __device__ __forceinline__ uint4 ld16_a4(const u8* p) {  // p 4-byte aligned
     const u32* w = reinterpret_cast<const u32*>(p);
@@ -252,17 +204,10 @@ struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin
     SCALE_GROUP(Q4_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
-    struct Raw {
-        uint4 head, q0, q1;
-    };
-    static __device__ __forceinline__ void fetch(const u8* b, int r, Raw& raw) {
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
-        raw.head = p[0], raw.q0 = p[1 + 2 * r], raw.q1 = p[2 + 2 * r];
+        k_item(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
     }
-    static __device__ __forceinline__ void decode(const Raw& raw, int r, CodeItem<4>& it) {
-        k_item(raw.head, raw.q0, raw.q1, r, it);
-    }
-    LOAD_BY_FETCH(4)
 };
 
 template <>
@@ -270,20 +215,13 @@ struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of val
     SCALE_GROUP(Q5_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0;
     static constexpr bool MIN = true;
-    struct Raw {
-        uint4 head, qh0, qh1, q0, q1;  // qh0, qh1: qh[0..16), qh[16..32)
-    };
-    static __device__ __forceinline__ void fetch(const u8* b, int r, Raw& raw) {
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
-        raw.head = p[0], raw.qh0 = p[1], raw.qh1 = p[2], raw.q0 = p[3 + 2 * r];
-        raw.q1 = p[4 + 2 * r];
-    }
-    LOAD_BY_FETCH(4)
-    static __device__ __forceinline__ void decode(const Raw& raw, int r, CodeItem<4>& it) {
-        k_item(raw.head, raw.q0, raw.q1, r, it);
+        const uint4 qh0 = p[1], qh1 = p[2];  // qh[0..16), qh[16..32)
+        k_item(p[0], p[3 + 2 * r], p[4 + 2 * r], r, it);
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-            const uint4 qh = (g & 1) ? raw.qh1 : raw.qh0;
+            const uint4 qh = (g & 1) ? qh1 : qh0;
             const int j = 2 * r + (g >> 1);
 #pragma unroll
             for (int k = 0; k < 4; ++k) it.w[4 * g + k] |= ((word(qh, k) >> j) & 0x01010101u) << 4;
@@ -324,32 +262,24 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
     static constexpr bool MIN = true;
     // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
     // 128 h + 32 s + 16 l.. (group s): 64 values, sub-blocks j = 8 h + 2 s + l
-    struct Raw {
-        uint4 q;
-        u32 sc0, sc1, dm;  // scales[8 h, 8 h + 8) as two words; d | dmin
-    };
-    static __device__ __forceinline__ void fetch(const u8* b, int i, Raw& r) {
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
-        r.q = ld16_a4(b + 16 + 32 * h + 16 * l);
+        const uint4 q = ld16_a4(b + 16 + 32 * h + 16 * l);
         // the item's four scale bytes (j - 8 h = 2 s + l) lie in scales[8 h, 8 h + 8): two words
         const u32* sw = reinterpret_cast<const u32*>(b + 8 * h);
-        r.sc0 = sw[0], r.sc1 = sw[1];
-        r.dm = *reinterpret_cast<const u32*>(b + 80);
-    }
-    static __device__ __forceinline__ void decode(const Raw& r, int i, CodeItem<4>& it) {
-        const int h = i >> 1, l = i & 1;
+        const u32 sc0 = sw[0], sc1 = sw[1];
+        const u32 dm = *reinterpret_cast<const u32*>(b + 80);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int j = 8 * h + 2 * s + l, e = 2 * s + l;
-            const u32 scj = (((e >> 2) ? r.sc1 : r.sc0) >> (8 * (e & 3))) & 0xFFu;
+            const u32 scj = (((e >> 2) ? sc1 : sc0) >> (8 * (e & 3))) & 0xFFu;
             it.v[s] = 16 * j;
-            it.a[s] = __fmul_rn(half_lo(r.dm), code_f(scj & 15u, 0.0f));
-            it.b[s] = -__fmul_rn(half_hi(r.dm), code_f(scj >> 4, 0.0f));
+            it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
+            it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
 #pragma unroll
-            for (int k = 0; k < 4; ++k) it.w[4 * s + k] = (word(r.q, k) >> (2 * s)) & 0x03030303u;
+            for (int k = 0; k < 4; ++k) it.w[4 * s + k] = (word(q, k) >> (2 * s)) & 0x03030303u;
         }
     }
-    LOAD_BY_FETCH(4)
 };
 
 template <>
@@ -359,29 +289,18 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
     static constexpr bool MIN = false;
     // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
     // third bit = bit g of hmask[16 l..]
-    struct Raw {
-        Raw16a2 q, m;
-        u32 w0, w1, w2, dw;  // the aligned words holding scales[12] and d (bytes 96..110)
-    };
-    static __device__ __forceinline__ void fetch(const u8* b, int i, Raw& r) {
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
-        fetch16_a2(b + 32 + 32 * h + 16 * l, r.q);
-        fetch16_a2(b + 16 * l, r.m);
+        const uint4 q = ld16_a2(b + 32 + 32 * h + 16 * l);
+        const uint4 m = ld16_a2(b + 16 * l);
+        // scales[12] and d (bytes 96..110) as the four aligned words that hold them
         const u32 q4 = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2 (TS 110)
         const u32* sw = reinterpret_cast<const u32*>(b + 96 - q4);
-        r.w0 = sw[0], r.w1 = sw[1], r.w2 = sw[2];
-        // at b % 4 == 0 the fourth word would pass the block's end: d's two bytes are read alone
-        r.dw = q4 ? sw[3] : (u32) * reinterpret_cast<const u16*>(b + 108);
-    }
-    LOAD_BY_FETCH(4)
-    static __device__ __forceinline__ void decode(const Raw& r, int i, CodeItem<4>& it) {
-        const int h = i >> 1, l = i & 1;
-        const uint4 q = words16_a2(r.q), m = words16_a2(r.m);
-        const u32 q4 = r.q.s >> 3;  // b % 4 (q's address has b's alignment: 32 + 32 h + 16 l)
-        const u32 w3 = q4 ? r.dw : 0u;
-        const u32 s0 = __funnelshift_r(r.w0, r.w1, 8 * q4), s1 = __funnelshift_r(r.w1, r.w2, 8 * q4);
-        const u32 s2 = __funnelshift_r(r.w2, w3, 8 * q4);
-        const float d = q4 ? half_hi(r.dw) : half_lo(r.dw);
+        // (at b % 4 == 0 the fourth word would pass the block's end: d is read on its own)
+        const u32 w0 = sw[0], w1 = sw[1], w2 = sw[2], w3 = q4 ? sw[3] : 0u;
+        const u32 s0 = __funnelshift_r(w0, w1, 8 * q4), s1 = __funnelshift_r(w1, w2, 8 * q4);
+        const u32 s2 = __funnelshift_r(w2, w3, 8 * q4);
+        const float d = q4 ? half_hi(w3) : f16_at(b + 108);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int g = 4 * h + s, j = 2 * g + l;
@@ -402,20 +321,12 @@ struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] -
     SCALE_GROUP(IQ4_XS);
     static constexpr int ITEMS = 8, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    struct Raw {
-        uint2 hd;
-        uint4 q;
-    };
-    static __device__ __forceinline__ void fetch(const u8* b, int i, Raw& r) {
-        r.hd = ld8_al(b);  // (TS 136: 8-byte aligned)
-        r.q = ld16_a8(b + 8 + 16 * i);
-    }
-    LOAD_BY_FETCH(2)
-    static __device__ __forceinline__ void decode(const Raw& r, int i, CodeItem<2>& it) {
-        const uint2 hd = r.hd;
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
         const u32 ls = ((hd.y >> (4 * i)) & 15u) | (((hd.x >> (16 + 2 * i)) & 3u) << 4);
+        const uint4 q = ld16_a8(b + 8 + 16 * i);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) iq4_levels_lohi(word(r.q, k), it.w[k], it.w[4 + k]);
+        for (int k = 0; k < 4; ++k) iq4_levels_lohi(word(q, k), it.w[k], it.w[4 + k]);
         it.v[0] = 32 * i, it.v[1] = 32 * i + 16;
         it.a[0] = it.a[1] = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
     }

@@ -5,14 +5,19 @@
 // derived from the sources by that rule). Launchers pass null (NO_STAMP): then the scope does
 // nothing but one uniform branch. A timed pass passes a slot of STAMP_SLOT_WORDS words:
 //   slot[0]  start: the global timer (ns) when block 0's first thread enters;
-//   slot[1]  end:   the global timer when the grid's last thread leaves (the scope's
-//                   destructor runs on every return path, so early returns are counted): the
-//                   latest of the blocks' ends, each block's last warp group folding its time
-//                   in with an atomic max. The timer only grows, so a slot reused by a later
+//   slot[1]  end:   the global timer when the grid's last thread leaves: each block meets at
+//                   an exit barrier in the scope's destructor (it ends every return path, so
+//                   early returns are counted) and its first thread folds the block's end in
+//                   with an atomic max. The timer only grows, so a slot reused by a later
 //                   launch or replay needs no reset.
-// Cost when timed: one __syncthreads at entry, a shared-memory atomic per exiting warp group
-// and one global atomic max per block, whose result nobody waits for (a RED: the warp exits at
-// once; same address, so a grid of thousands of blocks serializes a few ns per block at L2).
+// Cost when timed: a start store (block 0), the exit barrier and one global atomic max per
+// block, whose result nobody waits for (a RED: same address, so a grid of thousands of blocks
+// serializes a few ns per block at L2); the fewest instructions on the timed path, which
+// measured cheapest (BENCHMARKS.md, 2026-12-05: the 0.5B decode step's stamps 71 -> 40 us on the
+// H200; a one-block probe 0.08 us a launch against 0.24 with the exit count it replaced).
+// The rule it asks of a stamped kernel: a return that only some of a block's threads take
+// comes after the body's last __syncthreads (a thread waiting at the exit barrier is not at
+// the body's). Returns the whole block takes may lie anywhere (attention_f32's splits).
 // Measured cost: scripts/capture_overhead.py (timing pass vs untraced).
 // A launch that cannot be stamped (a cuBLAS GEMM, an unstamped kernel) is timed by
 // `globaltimer_stamp` kernels queued either side of it (stamps.py documents their error).
@@ -100,14 +105,14 @@ __device__ __forceinline__ unsigned int& launch_stamp_exited() {
     return exited;
 }
 
-// STAMP_COMPACT (a stamp_cost.py knob): the fewest instructions on the timed path, so that it
-// touches few code lines the untimed path does not. 1: block 0's first thread stores the start;
-// each block meets at an exit barrier and its first thread folds its end in with one atomic
-// max (no entry barrier, no exit count, no grid-size branch). 2: no barrier: each warp's first
-// active lane folds its end in as it leaves (a warp's lanes leaving apart fold in apart). 3: as
-// 2 with no branch on a null slot at the end (the untimed path runs the election predicated off).
+// STAMP_COMPACT: 1 (the default) the stamp described at the top. The rest are stamp_cost.py
+// knobs: 0 the exit count of before (an entry barrier, a shared count of exited threads, the
+// last one's atomic; the knobs above apply to it); 2 no barrier: each warp's first active lane
+// folds its end in as it leaves (a warp's lanes leaving apart fold in apart); 3 as 2 with no
+// branch on a null slot at the end (the untimed path runs the election predicated off). 2 and 3
+// cost +20 us a launch at 4224 blocks (a thousand atomics on one word).
 #ifndef STAMP_COMPACT
-#define STAMP_COMPACT 0
+#define STAMP_COMPACT 1
 #endif
 __device__ __forceinline__ bool launch_stamp_block_first() {
     return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
