@@ -1,6 +1,6 @@
 """The bound model's report on a decode step, with and without CUDA graphs (issue 11's check).
 
-    python3 scripts/bound_report.py [--backend cupy] [--steps 8] [--out DIR] MODEL...
+    python3 scripts/bound_report.py [--backend cupy] [--steps 8] [--pdl auto|on|off] [--out DIR] MODEL...
 
 MODEL is a GGUF path, ``demo`` or a synthetic benchmark model's name (``qwen2-0.5b``, written
 once into the tracekit cache). Per model, it records a timing-capture trace of a short prompt
@@ -12,10 +12,11 @@ it back (verdicts derived on load) and prints, for the last decode step of each 
 - the ten lowest-efficiency nodes with their reasons;
 - the output matmul's verdict (bandwidth-bound on the GPU, or the check fails);
 
-then, on cupy, each node's time without graphs against with graphs (per node the median over
-the replayed decode steps; the fraction of nodes within 15%, the worst ones), from a third
-trace recorded with ``alternate_modes`` (one session's decode steps alternating graph and
-stream replays of the same recorded step: the same buffers, so only the launch mode differs).
+then, on cupy, each node's time without graphs against with graphs (the fraction of nodes
+within 15%, the worst ones), from a third trace recorded with ``alternate_modes`` (one session's decode steps
+alternating graph and stream replays of the same recorded step: the same buffers, so only the
+launch mode differs; per node, each stream step against the graph steps either side, the
+median of those ratios).
 The two separate traces are compared too, for information: their buffers lie elsewhere, and
 a one-block kernel's time follows them (scripts/placement_effect.py). It exits 1 when a check
 of the issue's acceptance fails: the output node not bandwidth-bound, a breakdown off by more
@@ -35,13 +36,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decode_speed import resolve  # noqa: E402
 
-from tracekit.trace.perf import MODE_AGREEMENT, replayed_node_times  # noqa: E402
+from tracekit.trace.perf import (  # noqa: E402
+    MODE_AGREEMENT,
+    alternating_mode_ratios,
+    replayed_node_times,
+)
 
 PROMPT = [3, 17, 42, 7, 99, 5, 11, 23]
 
 
 def record(
-    model: Path, backend: str, steps: int, graph: bool, out: Path, alternate: bool = False
+    model: Path,
+    backend: str,
+    steps: int,
+    graph: bool,
+    out: Path,
+    alternate: bool = False,
+    pdl: bool | None = None,
 ) -> dict[str, Any]:
     from tracekit.runner.record import record_trace
     from tracekit.trace.format import load_trace
@@ -49,6 +60,7 @@ def record(
     path = record_trace(
         model, tokens=PROMPT, steps=steps, backend=backend, capture="timing", output=out,
         nvtx=False, cuda_graph=graph, progress=False, alternate_modes=alternate,
+        pdl=pdl if graph else None,
     )  # fmt: skip
     return load_trace(path)
 
@@ -117,25 +129,27 @@ def agreement(a: dict[str, Any], b: dict[str, Any], check: bool = True) -> list[
     """Node times without graphs (a) against with graphs (b), two traces: per node, the median
     over the replayed decode steps. ``check`` False: nodes apart are listed, not failed (two
     sessions' buffers lie elsewhere)."""
-    return _agreement(a, (None, None), b, check=check)
+    ma, mb = replayed_medians(a), replayed_medians(b)
+    ratios = {i: ma[i] / mb[i] for i in ma if mb.get(i, 0) > 0}
+    return _agreement(a, (None, None), b, ratios, check=check)
 
 
 def alternating_agreement(t: dict[str, Any]) -> list[str]:
-    """Node times of one alternating trace's stream steps against its graph steps."""
-    if not t["run"].get("alternate_modes"):
-        raise ValueError("the trace was not recorded with alternate_modes")
-    return _agreement(t, ("stream", "graph"), t, "in one session, on the same buffers")
+    """Node times of one alternating trace's stream steps against the graph steps either side
+    of each (``perf.alternating_mode_ratios``)."""
+    return _agreement(t, ("stream", "graph"), t, alternating_mode_ratios(t),
+                      "in one session, on the same buffers")  # fmt: skip
 
 
 def _agreement(
     a: dict[str, Any],
     modes: tuple[str | None, str | None],
     b: dict[str, Any],
+    by_id: dict[int, float],
     how: str = "",
     check: bool = True,
 ) -> list[str]:
-    ma, mb = replayed_medians(a, modes[0]), replayed_medians(b, modes[1])
-    ratios = [(ma[i] / mb[i], a["nodes"][i]["name"]) for i in ma if mb.get(i, 0) > 0]
+    ratios = [(q, a["nodes"][i]["name"]) for i, q in by_id.items()]
     ok = sum(1 for q, _ in ratios if abs(q - 1) <= MODE_AGREEMENT)
     worst = sorted(ratios, key=lambda qn: -abs(qn[0] - 1))[:5]
     lines = [
@@ -173,6 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cupy")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None, help="keep the traces in this folder")
+    ap.add_argument(
+        "--pdl",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the graphs' programmatic dependent launches (record_trace's pdl)",
+    )
     args = ap.parse_args(argv)
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,13 +202,14 @@ def main(argv: list[str] | None = None) -> int:
             path = resolve(name)
             modes = [False, True] if args.backend == "cupy" else [False]
             traces = {}
+            pdl = {"auto": None, "on": True, "off": False}[args.pdl]
             for graph in modes:
                 mode = "cuda-graph" if graph else "no graph"
                 out = (
                     folder
                     / f"bound-{Path(name).stem}-{args.backend}{'-graph' if graph else ''}.json"
                 )
-                traces[graph] = record(path, args.backend, args.steps, graph, out)
+                traces[graph] = record(path, args.backend, args.steps, graph, out, pdl=pdl)
                 lines = report(traces[graph], mode)
                 print("\n".join(lines), flush=True)
                 failed |= any(x.startswith("FAIL") for x in lines)
@@ -198,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("separate sessions: " + "\n".join(lines), flush=True)
                 alt = record(path, args.backend, 2 * args.steps + 1, True,
                              folder / f"bound-{Path(name).stem}-{args.backend}-alternate.json",
-                             alternate=True)  # fmt: skip
+                             alternate=True, pdl=pdl)  # fmt: skip
                 lines = alternating_agreement(alt)
                 print("\n".join(lines), flush=True)
                 failed |= any(x.startswith("FAIL") for x in lines)

@@ -80,8 +80,9 @@ def test_packed_launch_with_and_without_pdl() -> None:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("arch, has", [("sm_90", True), ("sm_80", False)])
 def test_stamped_kernels_wait_for_the_grid_before_them(tmp_path: Path, arch: str, has: bool):
-    """LaunchStamp (every stamped kernel's first statement) opens with griddepcontrol.wait and
-    launch_dependents on sm_90 and later, before the kernel's first load; not below sm_90."""
+    """LaunchStamp (every stamped kernel's first statement) opens with griddepcontrol.wait on
+    sm_90 and later, before the kernel's first load, and lets the next kernel launch as the
+    block leaves (launch_dependents after the body's loads); not below sm_90."""
     from tracekit.kernels import cuda, norm  # noqa: F401  (norm registers its defines)
 
     (tmp_path / "norm.cu").write_text(cuda.source("norm"))
@@ -98,4 +99,4 @@ def test_stamped_kernels_wait_for_the_grid_before_them(tmp_path: Path, arch: str
         body.index("griddepcontrol.wait"),
         body.index("griddepcontrol.launch_dependents"),
     )
-    assert wait < trigger < body.index("ld.global")
+    assert wait < body.index("ld.global") < trigger

@@ -1,7 +1,10 @@
 """The bound model on hand-built launch records: each class, the flag above 1, a two-launch
-node, floors per launch mode, math paths, CPU ceilings, legacy (v1) ceilings."""
+node, floors per launch mode, math paths, CPU ceilings, legacy (v1) ceilings; the graph/stream
+ratios of an alternating trace."""
 
 from __future__ import annotations
+
+import statistics
 
 import pytest
 
@@ -9,6 +12,7 @@ from tracekit.kernels.launch import LaunchRecord, grid_1d
 from tracekit.trace.perf import (
     RULE,
     TOLERANCE,
+    alternating_mode_ratios,
     annotate,
     bounds,
     classification,
@@ -169,3 +173,39 @@ def test_classification_states_rule_and_ridge() -> None:
 def test_formatters() -> None:
     assert fmt_bytes(122_640) == "123 KB" and fmt_bytes(12) == "12 B"
     assert fmt_time(6.7e-6) == "6.7 µs" and fmt_time(2.5e-3) == "2.5 ms"
+
+
+def _alternating(times: list[list[float]], modes: list[str]) -> dict:
+    """A hand-built --alternate-modes trace: decode step k's node times ``times[k]`` (node 0 a
+    view: time 0), launched in ``modes[k]``; step 0 is the recording (left out)."""
+    steps = [
+        {"kind": "decode", "launch_mode": m,
+         "nodes": [{"id": i, "time_s": t} for i, t in enumerate(ts)]}
+        for ts, m in zip(times, modes, strict=True)
+    ]  # fmt: skip
+    return {"run": {"alternate_modes": True, "backend": "cupy"}, "steps": steps}
+
+
+def test_alternating_ratios_pair_each_stream_step_with_its_graph_neighbours() -> None:
+    """Node 1 grows with the position (attention over the cache), the same in both modes: paired
+    with its neighbours it agrees (1.0), where the two modes' medians would not (the stream
+    steps sit one position later). Node 2 is 1.2x slower in every stream step: 1.2. Node 0, a
+    view (no time), is left out."""
+    modes = ["graph"] + ["graph", "stream"] * 4  # the last stream step has one neighbour
+    grow = [1e-6 * (1 + 0.5 * k) for k in range(len(modes))]
+    pairs = list(zip(grow, modes, strict=True))
+    times = [[0.0, g, 2e-6 * (1.2 if m == "stream" else 1.0)] for g, m in pairs]
+    r = alternating_mode_ratios(_alternating(times, modes))
+    assert set(r) == {1, 2}
+    assert r[1] == pytest.approx(1.0) and r[2] == pytest.approx(1.2)
+    # what the medians of the two modes would have said of node 1: 3.5 against 3.0 µs
+    stream = statistics.median(g for g, m in pairs[1:] if m == "stream")
+    graph = statistics.median(g for g, m in pairs[1:] if m == "graph")
+    assert stream / graph == pytest.approx(7 / 6)
+
+
+def test_alternating_ratios_refuse_a_trace_that_did_not_alternate() -> None:
+    t = _alternating([[0.0, 1e-6]] * 3, ["graph"] * 3)
+    t["run"]["alternate_modes"] = False
+    with pytest.raises(ValueError, match="alternate_modes"):
+        alternating_mode_ratios(t)

@@ -25,12 +25,16 @@
 // Programmatic dependent launch (sm_90; packed.py, Session(pdl=True)): a stamped kernel may be
 // launched before the kernel ahead of it in its stream has ended. The scope's first act,
 // before any thread reads memory, is griddepcontrol.wait: it returns once the grids this one
-// depends on have completed and their writes are visible. Then launch_dependents lets the
-// kernel after this one launch at once: its blocks get resident and wait in their own
-// griddepcontrol.wait while this grid runs (they launch only after every block of this grid
-// has started, so they never keep this grid's later blocks off the SMs). A start stamp is
-// taken after the wait: the time is the kernel's own. Launched without the attribute (every
-// launch but a pdl graph's), both instructions return at once.
+// depends on have completed and their writes are visible. A start stamp is taken after the
+// wait: the time is the kernel's own. Each block runs launch_dependents as it leaves (in the
+// destructor): the kernel after this one launches as this grid's blocks finish, its blocks
+// getting resident and waiting in their own griddepcontrol.wait while this grid's last blocks
+// run. Triggered at the start instead, the next kernel's blocks sat resident through this
+// grid's whole run and slowed the short kernels it overlapped: one-block norms and ropes of
+// ~1.3-1.6 us took 0.2-0.3 us more in a pdl graph than in a stream, and 2 to 5 of the 0.5B
+// step's 221 nodes disagreed by over 15%; triggered at the end, none did, and the untraced
+// graph step did not slow (BENCHMARKS.md, 2026-12-05 on the H100). Launched without the
+// attribute (every launch but a pdl graph's), both instructions return at once.
 #pragma once
 
 #define STAMP_SLOT_WORDS 2
@@ -118,13 +122,21 @@ __device__ __forceinline__ bool launch_stamp_block_first() {
     return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
 }
 
+// STAMP_PDL_TRIGGER (a measurement knob): where a block lets the next kernel launch. 1 (the
+// default) as it leaves, as above; 0 at its start, right after the wait (before 2026-12-05).
+#ifndef STAMP_PDL_TRIGGER
+#define STAMP_PDL_TRIGGER 1
+#endif
+
 struct LaunchStamp {
     unsigned long long* slot;
 
     __device__ __forceinline__ explicit LaunchStamp(unsigned long long* s) : slot(s) {
 #if __CUDA_ARCH__ >= 900
         asm volatile("griddepcontrol.wait;" ::: "memory");
+#if STAMP_PDL_TRIGGER == 0
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 #if STAMP_COMPACT
         if (slot != nullptr && launch_stamp_block_first() && (blockIdx.x | blockIdx.y | blockIdx.z) == 0)
@@ -144,6 +156,9 @@ struct LaunchStamp {
     }
 
     __device__ __forceinline__ ~LaunchStamp() {
+#if __CUDA_ARCH__ >= 900 && STAMP_PDL_TRIGGER == 1
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #if STAMP_COMPACT == 1
         if (slot == nullptr) return;
         // barrier.sync without .aligned: a thread that returned early meets the block here

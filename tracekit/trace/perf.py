@@ -28,6 +28,7 @@ call on the CPU). The floors are ``ceilings.launch_floor_s[mode]``, measured per
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -338,6 +339,32 @@ def replayed_node_times(
         for x in s["nodes"]:
             by_id.setdefault(x["id"], []).append(x["time_s"])
     return by_id
+
+
+def alternating_mode_ratios(trace: Mapping[str, Any]) -> dict[int, float]:
+    """For an ``--alternate-modes`` trace (its replayed decode steps alternate graph, stream,
+    graph, ... on the same buffers): per node id, its time in a stream step over the mean of its
+    times in the graph steps either side, the median over the stream steps. Pairing neighbours
+    compares one position with the next: a node whose time grows with the position (attention
+    over the cache) would otherwise compare the medians of different positions, a few percent
+    apart. Nodes whose graph time is zero (views, no launch) are left out."""
+    if not trace.get("run", {}).get("alternate_modes"):
+        raise ValueError("the trace was not recorded with alternate_modes")
+    steps = [s for s in trace["steps"] if s["kind"] == "decode"]
+    steps = steps[1:] or steps
+    modes = [step_launch_mode(trace, s) for s in steps]
+    by_id: dict[int, list[float]] = {}
+    for k, s in enumerate(steps):
+        if modes[k] != "stream":
+            continue
+        sides = [steps[j] for j in (k - 1, k + 1) if 0 <= j < len(steps) and modes[j] == "graph"]
+        if not sides:
+            continue
+        for i, x in enumerate(s["nodes"]):
+            graph = sum(g["nodes"][i]["time_s"] for g in sides) / len(sides)
+            if graph > 0:
+                by_id.setdefault(x["id"], []).append(x["time_s"] / graph)
+    return {i: float(statistics.median(v)) for i, v in by_id.items()}
 
 
 def derive_trace(trace: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,12 @@ import numpy as np
 from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
 from tracekit.trace.diff import first_nonfinite_at
-from tracekit.trace.perf import MODE_AGREEMENT, replayed_node_times, step_launch_mode
+from tracekit.trace.perf import (
+    MODE_AGREEMENT,
+    alternating_mode_ratios,
+    replayed_node_times,
+    step_launch_mode,
+)
 
 Trace = Mapping[str, Any]
 
@@ -673,17 +678,17 @@ def capture_summary(trace: Trace) -> dict[str, Any]:
 
 def mode_agreement(trace: Trace) -> dict[str, Any] | None:
     """For a trace recorded with ``--alternate-modes`` (one session's replayed decode steps
-    alternating graph and stream, the same buffers): per node, the median of its time over the
-    stream steps against over the graph steps. Returns None for any other trace, else
-    {"within": nodes within ``perf.MODE_AGREEMENT``, "nodes": nodes compared, "steps":
-    (stream, graph) step counts, "worst": [(name, stream / graph)] the five farthest}."""
+    alternating graph and stream, the same buffers): per node, its stream time against the
+    graph steps either side (``perf.alternating_mode_ratios``). Returns None for any other
+    trace, else {"within": nodes within ``perf.MODE_AGREEMENT``, "nodes": nodes compared,
+    "steps": (stream, graph) step counts, "worst": [(name, stream / graph)] the five
+    farthest}."""
     if not trace["run"].get("alternate_modes"):
         return None
     times = {m: replayed_node_times(trace, m) for m in ("stream", "graph")}
     if not all(times.values()):
         return None
-    stream, graph = ({i: float(np.median(v)) for i, v in t.items()} for t in times.values())
-    ratios = [(trace["nodes"][i]["name"], a / graph[i]) for i, a in stream.items() if graph[i] > 0]
+    ratios = [(trace["nodes"][i]["name"], q) for i, q in alternating_mode_ratios(trace).items()]
     return {
         "within": sum(abs(q - 1) <= MODE_AGREEMENT for _, q in ratios),
         "nodes": len(ratios),
