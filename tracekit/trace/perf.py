@@ -343,11 +343,12 @@ def replayed_node_times(
 
 def alternating_mode_ratios(trace: Mapping[str, Any]) -> dict[int, float]:
     """For an ``--alternate-modes`` trace (its replayed decode steps alternate graph, stream,
-    graph, ... on the same buffers): per node id, its time in a stream step over the mean of its
-    times in the graph steps either side, the median over the stream steps. Pairing neighbours
-    compares one position with the next: a node whose time grows with the position (attention
-    over the cache) would otherwise compare the medians of different positions, a few percent
-    apart. Nodes whose graph time is zero (views, no launch) are left out."""
+    graph, ... on the same buffers): per node id, the median over every stream step and each
+    graph step beside it of the node's stream time over its graph time. Neighbours compare one
+    position with the next: a node whose time grows with the position (attention over the
+    cache) would otherwise compare the medians of different positions. The median of the
+    pairs, not of each stream step against its neighbours' mean: one slow ~1 us sample then
+    moves one pair, not two. Nodes whose graph time is zero (views, no launch) are left out."""
     if not trace.get("run", {}).get("alternate_modes"):
         raise ValueError("the trace was not recorded with alternate_modes")
     steps = [s for s in trace["steps"] if s["kind"] == "decode"]
@@ -357,13 +358,12 @@ def alternating_mode_ratios(trace: Mapping[str, Any]) -> dict[int, float]:
     for k, s in enumerate(steps):
         if modes[k] != "stream":
             continue
-        sides = [steps[j] for j in (k - 1, k + 1) if 0 <= j < len(steps) and modes[j] == "graph"]
-        if not sides:
-            continue
-        for i, x in enumerate(s["nodes"]):
-            graph = sum(g["nodes"][i]["time_s"] for g in sides) / len(sides)
-            if graph > 0:
-                by_id.setdefault(x["id"], []).append(x["time_s"] / graph)
+        for j in (k - 1, k + 1):
+            if not (0 <= j < len(steps) and modes[j] == "graph"):
+                continue
+            for x, g in zip(s["nodes"], steps[j]["nodes"], strict=True):
+                if g["time_s"] > 0:
+                    by_id.setdefault(x["id"], []).append(x["time_s"] / g["time_s"])
     return {i: float(statistics.median(v)) for i, v in by_id.items()}
 
 
