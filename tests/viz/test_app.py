@@ -176,7 +176,7 @@ def test_an_alternating_trace_shows_its_mode_agreement_in_the_overview(tmp_path:
     path.write_text(json.dumps(t))
     load_trace(path)  # valid under the schema
     text = _layout_text(viz_app.create_app([path]))
-    assert "graph vs stream, same buffers" in text and " nodes' stream and graph medians " in text
+    assert "graph vs stream, same buffers" in text and " nodes' stream / graph times " in text
     assert "alternating graph and stream replays of one recorded step" in text
     plain = _layout_text(viz_app.create_app([src]))
     assert "graph vs stream, same buffers" not in plain

@@ -148,8 +148,9 @@ def _mode_row(trace: Trace) -> str | None:
         return None
     worst = ", ".join(f"{n} {q:.3g}×" for n, q in m["worst"])
     return (
-        f"{m['within']} of {m['nodes']} nodes' stream and graph medians within "
-        f"{100 * d.MODE_AGREEMENT:.0f}% ({m['steps'][0]} stream, {m['steps'][1]} graph steps); "
+        f"{m['within']} of {m['nodes']} nodes' stream / graph times within "
+        f"{100 * d.MODE_AGREEMENT:.0f}% (median over each stream step against the graph steps "
+        f"beside it; {m['steps'][0]} stream, {m['steps'][1]} graph steps); "
         f"farthest: {worst}"
     )
 
