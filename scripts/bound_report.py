@@ -13,10 +13,9 @@ it back (verdicts derived on load) and prints, for the last decode step of each 
 - the output matmul's verdict (bandwidth-bound on the GPU, or the check fails);
 
 then, on cupy, each node's time without graphs against with graphs (the fraction of nodes
-within 15%, the worst ones), from a third trace recorded with ``alternate_modes`` (one session's decode steps
-alternating graph and stream replays of the same recorded step: the same buffers, so only the
-launch mode differs; per node, each stream step against the graph steps either side, the
-median of those ratios).
+within 15%, the worst ones), from a third trace recorded with ``alternate_modes`` (one
+session's decode steps alternating graph and stream replays of the same recorded step: the
+same buffers, so only the launch mode differs; per node, ``perf.alternating_mode_ratios``).
 The two separate traces are compared too, for information: their buffers lie elsewhere, and
 a one-block kernel's time follows them (scripts/placement_effect.py). It exits 1 when a check
 of the issue's acceptance fails: the output node not bandwidth-bound, a breakdown off by more
@@ -195,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     failed = False
+    pdl = {"auto": None, "on": True, "off": False}[args.pdl]
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.out or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -202,7 +202,6 @@ def main(argv: list[str] | None = None) -> int:
             path = resolve(name)
             modes = [False, True] if args.backend == "cupy" else [False]
             traces = {}
-            pdl = {"auto": None, "on": True, "off": False}[args.pdl]
             for graph in modes:
                 mode = "cuda-graph" if graph else "no graph"
                 out = (
