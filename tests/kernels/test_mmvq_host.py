@@ -30,14 +30,8 @@ NTS = (1, 3)
 PREAMBLE = """
 #include "cuda_block.h"
 #include <cstring>
-struct int4 { int x, y, z, w; };
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
-inline int __dp4a(int a, int b, int c) {
-    for (int i = 0; i < 4; ++i) c += (signed char)(a >> (8 * i)) * (signed char)(b >> (8 * i));
-    return c;
-}
 """
 RUNNER = """
 int4 mmvq_smem[1 << 14];

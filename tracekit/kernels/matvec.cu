@@ -192,6 +192,18 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 // each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
 // group's term; only the order in which the terms are summed differs.
 
+// A lane's item groups read x at fixed offsets from one run (Codes<T>::RUN_STEP runs apart), so
+// the compiler computes one address a lane and item, not one a group.
+template <class C>
+__device__ __forceinline__ constexpr int run_step() {
+    if constexpr (C::NG * 16 / C::SG > 1) {
+        static_assert(C::RUN_STEP > 0, "a type with several scale groups an item declares RUN_STEP");
+        return C::RUN_STEP;
+    } else {
+        return 0;
+    }
+}
+
 // One item position of R rows (a lane's item u of each of its warp's R rows: the same values
 // of x): each group's activations are read from shared memory once for the R rows, whose
 // items' terms add into sums[r] in the order the one-row loop adds them (each row's result is
@@ -200,13 +212,14 @@ template <class C, int NG, int R>
 __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbase, const int* xr,
                                            float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
+    // vbase (a block's first value) is a multiple of 32 and it.v[g] (a multiple of 16) the
+    // same for all of a lane's items: the run and half split so the compiler sees that
+    const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
+    const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;  // the same for all the item's groups
 #pragma unroll
     for (int m = 0; m < NG / PER; ++m) {
-        // vbase (a block's first value) is a multiple of 32 and it.v[g] (a multiple of 16) the
-        // same for all of a lane's items: the run and half split so the compiler sees that
         const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
-        const int* run = xr + ((vbase >> 5) + (it[0].v[g] >> 5)) * RUN_INTS;
-        const int half = (it[0].v[g] >> 4) & 1;  // 0 when PER is 2
+        const int* run = run0 + m * run_step<C>() * RUN_INTS;
         int4 q[PER];
 #pragma unroll
         for (int h = 0; h < PER; ++h) q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
@@ -217,18 +230,76 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
         for (int r = 0; r < R; ++r) {
             int s = 0;
 #pragma unroll
-            for (int h = 0; h < PER; ++h) {
-                s = __dp4a((int)it[r].w[4 * (g + h)], q[h].x, s);
-                s = __dp4a((int)it[r].w[4 * (g + h) + 1], q[h].y, s);
-                s = __dp4a((int)it[r].w[4 * (g + h) + 2], q[h].z, s);
-                s = __dp4a((int)it[r].w[4 * (g + h) + 3], q[h].w, s);
-            }
+            for (int h = 0; h < PER; ++h) s = dot16(it[r].w + 4 * (g + h), q[h], s);
             if (C::OFF != 0) s += C::OFF * qs;
             float term = __fmul_rn(__fmul_rn(it[r].a[g], dx), (float)s);
             if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it[r].b[g], dx), (float)qs));
             sums[r] = m == 0 ? term : __fadd_rn(sums[r], term);
         }
     }
+}
+
+// The same for a type whose scales and mins are small integers (Codes<T>::INT_SCALES: Q2_K,
+// Q3_K; load_int's items): a group's isc s and imn qsum are integers (|.| < 2^19: exact in
+// f32), so per item  sd = sum_g dx(g) (isc s),  sm = sum_g dx(g) (imn qsum)  (one FFMA a group
+// each) and the item adds d sd - dmin sm: d and dmin once an item, not a product a group. The
+// terms are rounded otherwise than ref_mmvq's (a few ulps of the item's sum |term|), within
+// the bound the tests hold every mmvq to.
+template <class C, int NG, int R>
+__device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int vbase,
+                                               const int* xr, float (&sums)[R]) {
+    static_assert(C::SG == 16, "integer scales: one scale a 16-value group");
+    const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
+    const int half = (it[0].v[0] >> 4) & 1;
+    float sd[R], sm[R];
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+        const int* run = run0 + g * run_step<C>() * RUN_INTS;
+        const int4 q = *reinterpret_cast<const int4*>(run + 4 * half);
+        const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
+        const int qs = half ? meta.z : meta.y;
+        const float dx = __int_as_float(meta.x);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            int s = C::dot(it[r].w + 4 * g, q, g);
+            if (C::OFF != 0) s += C::OFF * qs;
+            const float fs = (float)(it[r].isc[g] * s);
+            sd[r] = g == 0 ? __fmul_rn(dx, fs) : __fmaf_rn(dx, fs, sd[r]);
+            if (C::MIN) {
+                const float fm = (float)(it[r].imn[g] * qs);
+                sm[r] = g == 0 ? __fmul_rn(dx, fm) : __fmaf_rn(dx, fm, sm[r]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        sums[r] = C::MIN ? __fmaf_rn(it[r].d, sd[r], -__fmul_rn(it[r].dmin, sm[r]))
+                         : __fmul_rn(it[r].d, sd[r]);
+}
+
+// mmvq's item load and dot products: the integer-scale pair where the type has it.
+template <class C, class = void>
+struct IntScales {
+    static constexpr bool value = false;
+};
+template <class C>
+struct IntScales<C, decltype((void)C::INT_SCALES)> {
+    static constexpr bool value = C::INT_SCALES;
+};
+template <class C, int NG>
+__device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it) {
+    if constexpr (IntScales<C>::value)
+        C::load_int(b, sub, it);
+    else
+        C::load(b, sub, it);
+}
+template <class C, int NG, int R>
+__device__ __forceinline__ void mmvq_dots(const CodeItem<NG> (&it)[R], int vbase, const int* xr,
+                                          float (&sums)[R]) {
+    if constexpr (IntScales<C>::value)
+        group_dots_int<C, NG, R>(it, vbase, xr, sums);
+    else
+        group_dots<C, NG, R>(it, vbase, xr, sums);
 }
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
@@ -296,7 +367,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
             const int b = b0 + bstep * u;
-            if (b < nb) C::load(w + b * T::TS, sub, it[u][r]);
+            if (b < nb) mmvq_load<C>(w + b * T::TS, sub, it[u][r]);
         }
     }
     if (!QX) {
@@ -326,7 +397,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #pragma unroll
                         for (int u = 0; u < MV_UNROLL; ++u) {
                             const int b = bi + bstep * u;
-                            if (b < nb) C::load(w + r * row_bytes + b * T::TS, sub, it[u][r]);
+                            if (b < nb)
+                                mmvq_load<C>(w + r * row_bytes + b * T::TS, sub, it[u][r]);
                         }
                     }
                 }
@@ -340,7 +412,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                     for (int t = 0; t < NT; ++t) {
                         // rows past the matrix (r >= live) compute on stale items, never written
                         float sums[R];
-                        group_dots<C, NG, R>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS, sums);
+                        mmvq_dots<C, NG, R>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS, sums);
 #pragma unroll
                         for (int r = 0; r < R; ++r) acc[r][t] += sums[r];
                     }
@@ -529,7 +601,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;
-                        if (b < nb) C::load(w + b * T::TS, sub, it[u][0]);
+                        if (b < nb) mmvq_load<C>(w + b * T::TS, sub, it[u][0]);
                     }
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
@@ -538,8 +610,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
 #pragma unroll
                         for (int t = 0; t < NT; ++t) {
                             float sums[1];
-                            group_dots<C, NG, 1>(it[u], b * T::QK,
-                                                 sxr + t * (k >> 5) * RUN_INTS, sums);
+                            mmvq_dots<C, NG, 1>(it[u], b * T::QK,
+                                                sxr + t * (k >> 5) * RUN_INTS, sums);
                             acc[t] += sums[0];
                         }
                     }

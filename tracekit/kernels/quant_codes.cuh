@@ -19,6 +19,14 @@
 //   load(b, i, it)   item i of the block at b: it.w[4g..4g+4) the codes of group g, it.v[g] its
 //                    first value's index in the block, it.a[g] / it.b[g] its factors (f32,
 //                    exact products of the f16 scale and a small integer, as gguf-py's)
+//   RUN_STEP         (types with more than one scale group an item) the x runs of 32 values
+//                    from one scale group's first value to the next's, the same for every item:
+//                    mmvq reads a lane's groups at fixed offsets from one address
+// and, where the scales are small integers (Q2_K, Q3_K: INT_SCALES), also
+//   load_int(b, i, it)  the same item with it.isc[g] / it.imn[g] the integer scale and min and
+//                    it.d / it.dmin the block's two f16 factors (a[g] = d isc[g], b[g] = -dmin
+//                    imn[g]), so mmvq applies d and dmin once an item (group_dots_int), and
+//   dot(w, q, g)     group g's codes (as load_int left them) against 16 int8 activations
 // A block is at raw + i * TS with raw 16-byte aligned (the launcher checks), so each type's
 // fields have a fixed alignment: gcd(TS, 16).
 #pragma once
@@ -30,7 +38,29 @@ struct CodeItem {
     u32 w[4 * NG];
     int v[NG];
     float a[NG], b[NG];
+    int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
+    float d, dmin;
 };
+
+// dp4a of 4 unsigned bytes (codes up to 255, Q2_K's masked in place) with 4 signed ones.
+__device__ __forceinline__ int dp4a_us(u32 a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+    int r;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#else
+    for (int i = 0; i < 4; ++i) c += (int)((a >> (8 * i)) & 0xFFu) * (signed char)(b >> (8 * i));
+    return c;
+#endif
+}
+
+// A group's 16 codes (four words of one byte each) against 16 int8 activations, added to s.
+__device__ __forceinline__ int dot16(const u32* w, int4 q, int s = 0) {
+    s = __dp4a((int)w[0], q.x, s);
+    s = __dp4a((int)w[1], q.y, s);
+    s = __dp4a((int)w[2], q.z, s);
+    return __dp4a((int)w[3], q.w, s);
+}
 
 // 16 bytes at a 2-byte aligned p as four little-endian words (5 aligned loads at p % 4 == 2,
 // the fifth word predicated off at p % 4 == 0 so a tensor's last bytes are not overrun).
@@ -202,7 +232,7 @@ __device__ __forceinline__ void k_item(uint4 head, uint4 q0, uint4 q1, int r, Co
 template <>
 struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
     SCALE_GROUP(Q4_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
@@ -213,7 +243,7 @@ struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin
 template <>
 struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
     SCALE_GROUP(Q5_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
     static constexpr bool MIN = true;
     static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
@@ -232,7 +262,7 @@ struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of val
 template <>
 struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
     SCALE_GROUP(Q6_K);
-    static constexpr int ITEMS = 8, NG = 2, OFF = -32;
+    static constexpr int ITEMS = 8, NG = 2, OFF = -32, RUN_STEP = 2;
     static constexpr bool MIN = false;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
     // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
@@ -258,38 +288,60 @@ struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 1
 template <>
 struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
     SCALE_GROUP(Q2_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = 0;
-    static constexpr bool MIN = true;
+    static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = 1;
+    static constexpr bool MIN = true, INT_SCALES = true;
     // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
-    // 128 h + 32 s + 16 l.. (group s): 64 values, sub-blocks j = 8 h + 2 s + l
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+    // 128 h + 32 s + 16 l.. (group s): 64 values, sub-blocks j = 8 h + 2 s + l.
+    // INT: the codes stay at bits 2 s (masked, not shifted: dot shifts the sum back, exact)
+    template <bool INT>
+    static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
         const uint4 q = ld16_a4(b + 16 + 32 * h + 16 * l);
         // the item's four scale bytes (j - 8 h = 2 s + l) lie in scales[8 h, 8 h + 8): two words
         const u32* sw = reinterpret_cast<const u32*>(b + 8 * h);
         const u32 sc0 = sw[0], sc1 = sw[1];
         const u32 dm = *reinterpret_cast<const u32*>(b + 80);
+        if (INT) it.d = half_lo(dm), it.dmin = half_hi(dm);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int j = 8 * h + 2 * s + l, e = 2 * s + l;
             const u32 scj = (((e >> 2) ? sc1 : sc0) >> (8 * (e & 3))) & 0xFFu;
             it.v[s] = 16 * j;
-            it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
-            it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
+            if (INT) {
+                it.isc[s] = (int)(scj & 15u), it.imn[s] = (int)(scj >> 4);
+            } else {
+                it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
+                it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
+            }
 #pragma unroll
-            for (int k = 0; k < 4; ++k) it.w[4 * s + k] = (word(q, k) >> (2 * s)) & 0x03030303u;
+            for (int k = 0; k < 4; ++k)
+                it.w[4 * s + k] = INT ? word(q, k) & (0x03030303u << (2 * s))
+                                      : (word(q, k) >> (2 * s)) & 0x03030303u;
         }
+    }
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+        fill<false>(b, i, it);
+    }
+    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<4>& it) {
+        fill<true>(b, i, it);
+    }
+    static __device__ __forceinline__ int dot(const u32* w, int4 q, int g) {  // 4^g the sum
+        int s = dp4a_us(w[0], q.x, 0);
+        s = dp4a_us(w[1], q.y, s);
+        s = dp4a_us(w[2], q.z, s);
+        return dp4a_us(w[3], q.w, s) >> (2 * g);
     }
 };
 
 template <>
 struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
     SCALE_GROUP(Q3_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = -4;
-    static constexpr bool MIN = false;
+    static constexpr int ITEMS = 4, NG = 4, OFF = -4, RUN_STEP = 1;
+    static constexpr bool MIN = false, INT_SCALES = true;
     // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
     // third bit = bit g of hmask[16 l..]
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+    template <bool INT>
+    static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
         const uint4 q = ld16_a2(b + 32 + 32 * h + 16 * l);
         const uint4 m = ld16_a2(b + 16 * l);
@@ -301,19 +353,30 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
         const u32 s0 = __funnelshift_r(w0, w1, 8 * q4), s1 = __funnelshift_r(w1, w2, 8 * q4);
         const u32 s2 = __funnelshift_r(w2, w3, 8 * q4);
         const float d = q4 ? half_hi(w3) : f16_at(b + 108);
+        if (INT) it.d = d;
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int g = 4 * h + s, j = 2 * g + l;
             const u32 lo = (((j & 4) ? s1 : s0) >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
             const u32 hi = (s2 >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
             it.v[s] = 16 * j;
-            it.a[s] = __fmul_rn(d, code_f(lo | (hi << 4), 32.0f));
+            if (INT)
+                it.isc[s] = (int)(lo | (hi << 4)) - 32;
+            else
+                it.a[s] = __fmul_rn(d, code_f(lo | (hi << 4), 32.0f));
 #pragma unroll
             for (int k = 0; k < 4; ++k)
                 it.w[4 * s + k] = ((word(q, k) >> (2 * s)) & 0x03030303u) |
                                   (((word(m, k) >> g) & 0x01010101u) << 2);
         }
     }
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
+        fill<false>(b, i, it);
+    }
+    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<4>& it) {
+        fill<true>(b, i, it);
+    }
+    static __device__ __forceinline__ int dot(const u32* w, int4 q, int) { return dot16(w, q); }
 };
 
 template <>

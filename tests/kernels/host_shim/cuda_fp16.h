@@ -14,6 +14,8 @@ struct __half { uint16_t bits; };
 struct uint2 { unsigned int x, y; };
 struct uint4 { unsigned int x, y, z, w; };
 struct float4 { float x, y, z, w; };
+struct int4 { int x, y, z, w; };
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
 inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
     return {x, y, z, w};
@@ -31,6 +33,11 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+// DP4A (.s32.s32): c + the sum of the four signed byte products
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += (signed char)(a >> (8 * i)) * (signed char)(b >> (8 * i));
+    return c;
+}
 // PRMT (default mode): result byte i = byte (s >> 4i) & 7 of {y, x}, or its sign bit replicated
 // when bit 3 of that selector nibble is set.
 inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {

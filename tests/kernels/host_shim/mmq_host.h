@@ -24,8 +24,6 @@ using std::min;
 struct dim3h { unsigned x = 0, y = 0, z = 0; };
 inline thread_local dim3h threadIdx;
 inline dim3h blockIdx, blockDim, gridDim;
-struct int4 { int x, y, z, w; };
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
