@@ -114,6 +114,13 @@ for spec in "$@"; do
     stparity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 \
                 tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;
     stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
+    # stbench on a copy of this tree with the kernel files in .ab/ put back (an A/B in one call:
+    # .ab/ holds the older matvec.cu, quant_codes.cuh, ... as `git show REV:PATH` wrote them)
+    stbenchold) rm -rf /tmp/abtree && mkdir -p /tmp/abtree && cp -r tracekit scripts /tmp/abtree/ \
+                  && cp .ab/* /tmp/abtree/tracekit/kernels/ \
+                  && (cd /tmp/abtree && PYTHONPATH=/tmp/site:/tmp/abtree TRACEKIT_CACHE=/tmp/abtree-cache \
+                      t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st_old.json" 2>&1) \
+                  | tee "$OUT/st_old.log" | tail -45 ;;
     stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;

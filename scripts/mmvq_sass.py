@@ -26,6 +26,9 @@ from tracekit.kernels import matvec  # noqa: E402
 from tracekit.quants import QUANTIZED_TYPES, cuda_defines, quant_type  # noqa: E402
 
 KERNELS = Path(matvec.__file__).resolve().parent
+# DP4A a type's dot products take for 4 values: 1, but Q3_K's integer path (Codes<Q3_K>::dot)
+# dots the two low bits and the third in two chains
+DP4A_PER_4_VALUES = {"Q3_K": 2}
 _INS = re.compile(r"\s+/\*([0-9a-f]{4})\*/\s+(.*?);")
 _BACK = re.compile(r"BRA\s+(?:\S+,\s*)?0x([0-9a-f]+)")
 
@@ -68,7 +71,7 @@ def main(argv: list[str]) -> int:
             ).stdout  # fmt: skip
             loop = row_loop(sass)
             dp4a = sum("IDP" in t for t in loop)
-            values = 4 * dp4a  # one DP4A per 4 values
+            values = 4 * dp4a // DP4A_PER_4_VALUES.get(qt.name, 1)
             nbytes = values * qt.type_size / qt.block_size
             print(f"| {qt.name} | {len(loop)} | {dp4a} | {values} | {nbytes:.0f} | "
                   f"{len(loop) / nbytes:.2f} |")  # fmt: skip

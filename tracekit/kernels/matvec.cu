@@ -261,7 +261,7 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
         const float dx = __int_as_float(meta.x);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            int s = C::dot(it[r].w + 4 * g, q, g);
+            int s = C::dot(it[r], q, g);
             if (C::OFF != 0) s += C::OFF * qs;
             const float fs = (float)(it[r].isc[g] * s);
             sd[r] = g == 0 ? __fmul_rn(dx, fs) : __fmaf_rn(dx, fs, sd[r]);

@@ -26,7 +26,7 @@
 //   load_int(b, i, it)  the same item with it.isc[g] / it.imn[g] the integer scale and min and
 //                    it.d / it.dmin the block's two f16 factors (a[g] = d isc[g], b[g] = -dmin
 //                    imn[g]), so mmvq applies d and dmin once an item (group_dots_int), and
-//   dot(w, q, g)     group g's codes (as load_int left them) against 16 int8 activations
+//   dot(it, q, g)    group g's codes (as load_int left them) against 16 int8 activations
 // A block is at raw + i * TS with raw 16-byte aligned (the launcher checks), so each type's
 // fields have a fixed alignment: gcd(TS, 16).
 #pragma once
@@ -40,6 +40,7 @@ struct CodeItem {
     float a[NG], b[NG];
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
     float d, dmin;
+    u32 hm[4];  // Q3_K's load_int: the item's hmask words, its groups' bits at bits 0-3
 };
 
 // dp4a of 4 unsigned bytes (codes up to 255, Q2_K's masked in place) with 4 signed ones.
@@ -325,7 +326,8 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
     static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<4>& it) {
         fill<true>(b, i, it);
     }
-    static __device__ __forceinline__ int dot(const u32* w, int4 q, int g) {  // 4^g the sum
+    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
+        const u32* w = it.w + 4 * g;  // codes times 4^g: the sum too, shifted back exactly
         int s = dp4a_us(w[0], q.x, 0);
         s = dp4a_us(w[1], q.y, s);
         s = dp4a_us(w[2], q.z, s);
@@ -339,7 +341,10 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
     static constexpr int ITEMS = 4, NG = 4, OFF = -4, RUN_STEP = 1;
     static constexpr bool MIN = false, INT_SCALES = true;
     // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
-    // third bit = bit g of hmask[16 l..]
+    // third bit = bit g of hmask[16 l..].
+    // INT: q - 4 = lo + 4 hi - 4 with lo the two low bits, left in place at bits 2 s (masked,
+    // as Q2_K's), and hi the third: the item's hmask words shifted once (it.hm, group s at bit
+    // s), so dot takes two DP4A chains a group instead of assembling each code
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<4>& it) {
         const int h = i >> 1, l = i & 1;
@@ -353,7 +358,11 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
         const u32 s0 = __funnelshift_r(w0, w1, 8 * q4), s1 = __funnelshift_r(w1, w2, 8 * q4);
         const u32 s2 = __funnelshift_r(w2, w3, 8 * q4);
         const float d = q4 ? half_hi(w3) : f16_at(b + 108);
-        if (INT) it.d = d;
+        if (INT) {
+            it.d = d;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) it.hm[k] = word(m, k) >> (4 * h);
+        }
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int g = 4 * h + s, j = 2 * g + l;
@@ -366,8 +375,9 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
                 it.a[s] = __fmul_rn(d, code_f(lo | (hi << 4), 32.0f));
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-                it.w[4 * s + k] = ((word(q, k) >> (2 * s)) & 0x03030303u) |
-                                  (((word(m, k) >> g) & 0x01010101u) << 2);
+                it.w[4 * s + k] = INT ? word(q, k) & (0x03030303u << (2 * s))
+                                      : ((word(q, k) >> (2 * s)) & 0x03030303u) |
+                                            (((word(m, k) >> g) & 0x01010101u) << 2);
         }
     }
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
@@ -376,7 +386,15 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
     static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<4>& it) {
         fill<true>(b, i, it);
     }
-    static __device__ __forceinline__ int dot(const u32* w, int4 q, int) { return dot16(w, q); }
+    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {  // + 4 qsum
+        const u32* w = it.w + 4 * g;
+        const u32 bit = 0x01010101u << g;
+        int lo = dp4a_us(w[0], q.x, 0), hi = dp4a_us(it.hm[0] & bit, q.x, 0);
+        lo = dp4a_us(w[1], q.y, lo), hi = dp4a_us(it.hm[1] & bit, q.y, hi);
+        lo = dp4a_us(w[2], q.z, lo), hi = dp4a_us(it.hm[2] & bit, q.z, hi);
+        lo = dp4a_us(w[3], q.w, lo), hi = dp4a_us(it.hm[3] & bit, q.w, hi);
+        return (lo >> (2 * g)) + ((hi >> g) << 2);
+    }
 };
 
 template <>
