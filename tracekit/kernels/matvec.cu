@@ -239,35 +239,39 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
     }
 }
 
-// The same for a type whose scales and mins are small integers (Codes<T>::INT_SCALES: Q2_K,
-// Q3_K; load_int's items): a group's isc s and imn qsum are integers (|.| < 2^19: exact in
-// f32), so per item  sd = sum_g dx(g) (isc s),  sm = sum_g dx(g) (imn qsum)  (one FFMA a group
-// each) and the item adds d sd - dmin sm: d and dmin once an item, not a product a group. The
-// terms are rounded otherwise than ref_mmvq's (a few ulps of the item's sum |term|), within
-// the bound the tests hold every mmvq to.
+// The same for a type whose scales and mins are small integers (Codes<T>::INT_SCALES: the
+// K-quants but Q6_K; load_int's items): a scale group's isc s and imn qsum are integers
+// (|.| < 2^20: exact in f32), so per item  sd = sum_g dx(g) (isc s),  sm = sum_g dx(g) (imn
+// qsum)  (one FFMA a scale group each) and the item adds d sd - dmin sm: d and dmin once an
+// item, not products a group. The terms are rounded otherwise than ref_mmvq's (a few ulps of
+// the item's sum |term|), within the bound the tests hold every mmvq to.
 template <class C, int NG, int R>
 __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int vbase,
                                                const int* xr, float (&sums)[R]) {
-    static_assert(C::SG == 16, "integer scales: one scale a 16-value group");
+    constexpr int PER = C::SG / 16;  // as group_dots: a scale's 16-value groups
     const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
-    const int half = (it[0].v[0] >> 4) & 1;
+    const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;
     float sd[R], sm[R];
 #pragma unroll
-    for (int g = 0; g < NG; ++g) {
-        const int* run = run0 + g * run_step<C>() * RUN_INTS;
-        const int4 q = *reinterpret_cast<const int4*>(run + 4 * half);
+    for (int m = 0; m < NG / PER; ++m) {
+        const int g = PER * m;
+        const int* run = run0 + m * run_step<C>() * RUN_INTS;
+        int4 q[PER];
+#pragma unroll
+        for (int h = 0; h < PER; ++h) q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
         const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
-        const int qs = half ? meta.z : meta.y;
+        const int qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
         const float dx = __int_as_float(meta.x);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            int s = C::dot(it[r], q, g);
+            int s = C::dot(it[r], q[0], g);
+            if (PER == 2) s += C::dot(it[r], q[1], g + 1);
             if (C::OFF != 0) s += C::OFF * qs;
             const float fs = (float)(it[r].isc[g] * s);
-            sd[r] = g == 0 ? __fmul_rn(dx, fs) : __fmaf_rn(dx, fs, sd[r]);
+            sd[r] = m == 0 ? __fmul_rn(dx, fs) : __fmaf_rn(dx, fs, sd[r]);
             if (C::MIN) {
                 const float fm = (float)(it[r].imn[g] * qs);
-                sm[r] = g == 0 ? __fmul_rn(dx, fm) : __fmaf_rn(dx, fm, sm[r]);
+                sm[r] = m == 0 ? __fmul_rn(dx, fm) : __fmaf_rn(dx, fm, sm[r]);
             }
         }
     }

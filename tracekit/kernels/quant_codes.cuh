@@ -212,17 +212,28 @@ struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
 // Q4_K/Q5_K item r (of 4): qs bytes [32 r, +32), whose low nibbles are sub-block 2 r's 32 values
 // and high nibbles sub-block 2 r + 1's: groups 0, 1 = the low nibbles of bytes 0-15, 16-31,
 // groups 2, 3 the high ones (two halves of each sub-block, as SG = 32 wants).
+// INT: load_int's integer scales and mins (sc[j], m[j]) and the header's d and dmin.
+template <bool INT>
 __device__ __forceinline__ void k_item(uint4 head, uint4 q0, uint4 q1, int r, CodeItem<4>& it) {
+    if (INT) it.d = half_lo(head.x), it.dmin = half_hi(head.x);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // h: sub-block 2 r + h, nibble h
         float dsc, dmn;
-        k_scales_w(head, 2 * r + h, &dsc, &dmn);
+        u32 sc, mn;
+        if (INT)
+            k_scale_codes(head, 2 * r + h, &sc, &mn);
+        else
+            k_scales_w(head, 2 * r + h, &dsc, &dmn);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int g = 2 * h + half;
             const uint4 q = half ? q1 : q0;
-            it.a[g] = dsc;
-            it.b[g] = -dmn;
+            if (INT) {
+                it.isc[g] = (int)sc, it.imn[g] = (int)mn;
+            } else {
+                it.a[g] = dsc;
+                it.b[g] = -dmn;
+            }
             it.v[g] = 64 * r + 32 * h + 16 * half;
 #pragma unroll
             for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (4 * h)) & 0x0F0F0F0Fu;
@@ -234,10 +245,20 @@ template <>
 struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
     SCALE_GROUP(Q4_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
-    static constexpr bool MIN = true;
-    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+    static constexpr bool MIN = true, INT_SCALES = true;
+    template <bool INT>
+    static __device__ __forceinline__ void fill(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
-        k_item(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
+        k_item<INT>(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
+    }
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+        fill<false>(b, r, it);
+    }
+    static __device__ __forceinline__ void load_int(const u8* b, int r, CodeItem<4>& it) {
+        fill<true>(b, r, it);
+    }
+    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
+        return dot16(it.w + 4 * g, q);
     }
 };
 
@@ -245,11 +266,12 @@ template <>
 struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
     SCALE_GROUP(Q5_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
-    static constexpr bool MIN = true;
-    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+    static constexpr bool MIN = true, INT_SCALES = true;
+    template <bool INT>
+    static __device__ __forceinline__ void fill(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
         const uint4 qh0 = p[1], qh1 = p[2];  // qh[0..16), qh[16..32)
-        k_item(p[0], p[3 + 2 * r], p[4 + 2 * r], r, it);
+        k_item<INT>(p[0], p[3 + 2 * r], p[4 + 2 * r], r, it);
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint4 qh = (g & 1) ? qh1 : qh0;
@@ -257,6 +279,15 @@ struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of val
 #pragma unroll
             for (int k = 0; k < 4; ++k) it.w[4 * g + k] |= ((word(qh, k) >> j) & 0x01010101u) << 4;
         }
+    }
+    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
+        fill<false>(b, r, it);
+    }
+    static __device__ __forceinline__ void load_int(const u8* b, int r, CodeItem<4>& it) {
+        fill<true>(b, r, it);
+    }
+    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
+        return dot16(it.w + 4 * g, q);
     }
 };
 

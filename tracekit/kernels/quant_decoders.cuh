@@ -111,19 +111,26 @@ __device__ __forceinline__ u32 spread4(u32 h) {
     return (((h & 15u) * 0x00204081u) & 0x01010101u) << 4;
 }
 
-// Q4_K/Q5_K (d * sc[j], dmin * m[j]) from the 16-byte header h (d | dmin | scales[12]), as
+// Q4_K/Q5_K's 6-bit sc[j] and m[j] from the 16-byte header h (d | dmin | scales[12]), as
 // k_scale_min on whole words: sc[j] for j < 4 is byte j of s[0..3] & 63, for j >= 4 byte j - 4
 // of (s[8..11] & 15) | (s[0..3] >> 6 << 4); the mins likewise from s[4..7] and s[8..11] >> 4.
-__device__ __forceinline__ void k_scales_w(uint4 h, int j, float* dsc, float* dmn) {
+__device__ __forceinline__ void k_scale_codes(uint4 h, int j, u32* sc, u32* m) {
     const u32 sw = j < 4 ? (h.y & 0x3F3F3F3Fu)
                          : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
     const u32 mw = j < 4 ? (h.z & 0x3F3F3F3Fu)
                          : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
     const int sh = 8 * (j & 3);
-    *dsc = __fmul_rn(half_lo(h.x), code_f((sw >> sh) & 0xFFu, 0.0f));
-    *dmn = __fmul_rn(half_hi(h.x), code_f((mw >> sh) & 0xFFu, 0.0f));
+    *sc = (sw >> sh) & 0xFFu;
+    *m = (mw >> sh) & 0xFFu;
 }
 
+// (d * sc[j], dmin * m[j])
+__device__ __forceinline__ void k_scales_w(uint4 h, int j, float* dsc, float* dmn) {
+    u32 sc, m;
+    k_scale_codes(h, j, &sc, &m);
+    *dsc = __fmul_rn(half_lo(h.x), code_f(sc, 0.0f));
+    *dmn = __fmul_rn(half_hi(h.x), code_f(m, 0.0f));
+}
 
 // Every decoder: elements [8c, 8c + 8) of one block at b, into v[0..8).
 struct Q8_0 {  // d (f16) | qs[32] int8;  x = q * d
