@@ -3,8 +3,10 @@
 Run on a GPU host:  python3 -m pytest -m gpu tests/kernels/test_matvec_gpu.py
 
 mmvq (block-quantized weights): against ref_mmvq, whose per-group terms the kernel rounds
-identically; only their summation order differs, so |gpu - ref| <= gamma(k / 16 + 40) of
-sum |terms| (test_matvec.py's negative control: one code off by one step fails it).
+identically but for the K-quants (their integer scales: d and dmin once an item, a few ulps of
+the item's sum |term| apart); otherwise only the summation order differs, so |gpu - ref| <=
+gamma(k / 16 + 40) of sum |terms| (test_matvec.py's negative control: one code off by one step
+fails it).
 
 matvec (float weights): x @ W.T in float64 on gguf-py's own dequantized values. The values are exact
 (the decoders are bit-equal to gguf-py) and each lane sums at most 8 * ceil(k / 256) products in

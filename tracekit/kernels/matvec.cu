@@ -190,7 +190,9 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 // group adds
 //     (a[g] * dx(v)) * s  +  (b[g] * dx(v)) * qsum(v)        (MIN types only: the b term)
 // each product rounded to f32 (no contraction), exactly as matvec.py's ref_mmvq computes every
-// group's term; only the order in which the terms are summed differs.
+// group's term; only the order in which the terms are summed differs. The K-quants, whose
+// scales are small integers, take group_dots_int instead: the same sum, d and dmin applied once
+// an item, rounded otherwise (within the tests' bound, a few ulps of an item's sum |term|).
 
 // A lane's item groups read x at fixed offsets from one run (Codes<T>::RUN_STEP runs apart), so
 // the compiler computes one address a lane and item, not one a group.
@@ -240,8 +242,8 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
 }
 
 // The same for a type whose scales and mins are small integers (Codes<T>::INT_SCALES: the
-// K-quants but Q6_K; load_int's items): a scale group's isc s and imn qsum are integers
-// (|.| < 2^20: exact in f32), so per item  sd = sum_g dx(g) (isc s),  sm = sum_g dx(g) (imn
+// K-quants; load_int's items): a scale group's isc s and imn qsum are integers (|.| < 2^23,
+// Q6_K's 16 x 32 x 127 x 128 the largest: exact in f32), so per item  sd = sum_g dx(g) (isc s),  sm = sum_g dx(g) (imn
 // qsum)  (one FFMA a scale group each) and the item adds d sd - dmin sm: d and dmin once an
 // item, not products a group. The terms are rounded otherwise than ref_mmvq's (a few ulps of
 // the item's sum |term|), within the bound the tests hold every mmvq to.

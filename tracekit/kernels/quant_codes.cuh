@@ -22,7 +22,7 @@
 //   RUN_STEP         (types with more than one scale group an item) the x runs of 32 values
 //                    from one scale group's first value to the next's, the same for every item:
 //                    mmvq reads a lane's groups at fixed offsets from one address
-// and, where the scales are small integers (Q2_K, Q3_K: INT_SCALES), also
+// and, where the scales are small integers (the K-quants: INT_SCALES), also
 //   load_int(b, i, it)  the same item with it.isc[g] / it.imn[g] the integer scale and min and
 //                    it.d / it.dmin the block's two f16 factors (a[g] = d isc[g], b[g] = -dmin
 //                    imn[g]), so mmvq applies d and dmin once an item (group_dots_int), and
@@ -295,25 +295,40 @@ template <>
 struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
     SCALE_GROUP(Q6_K);
     static constexpr int ITEMS = 8, NG = 2, OFF = -32, RUN_STEP = 2;
-    static constexpr bool MIN = false;
+    static constexpr bool MIN = false, INT_SCALES = true;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
     // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
-    // bits 2 (u / 2) and 2 (u / 2) + 4
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+    // bits 2 (u / 2) and 2 (u / 2) + 4. INT: the signed scale bytes as isc, d once.
+    template <bool INT>
+    static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<2>& it) {
         const int h = i >> 2, u = i & 3;
         const uint4 ql = ld16_a2(b + 64 * h + 16 * u);
         const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * (u & 1));
         const float d = f16_at(b + 208);
+        if (INT) it.d = d;
         const int s0 = 2 * (u >> 1);
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
             it.v[g] = 128 * h + 64 * g + 16 * u;
-            it.a[g] = __fmul_rn(d, (float)(signed char)b[192 + (it.v[g] >> 4)]);
+            const int sc = (signed char)b[192 + (it.v[g] >> 4)];
+            if (INT)
+                it.isc[g] = sc;
+            else
+                it.a[g] = __fmul_rn(d, (float)sc);
 #pragma unroll
             for (int k = 0; k < 4; ++k)
                 it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
                                   (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
         }
+    }
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        fill<false>(b, i, it);
+    }
+    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<2>& it) {
+        fill<true>(b, i, it);
+    }
+    static __device__ __forceinline__ int dot(const CodeItem<2>& it, int4 q, int g) {
+        return dot16(it.w + 4 * g, q);
     }
 };
 
