@@ -199,11 +199,30 @@ __device__ __forceinline__ void matvec(const u8* __restrict__ raw, const float* 
 template <class C>
 __device__ __forceinline__ constexpr int run_step() {
     if constexpr (C::NG * 16 / C::SG > 1) {
-        static_assert(C::RUN_STEP > 0, "a type with several scale groups an item declares RUN_STEP");
+        static_assert(C::RUN_STEP > 0, "several scale groups an item: the type declares RUN_STEP");
         return C::RUN_STEP;
     } else {
         return 0;
     }
+}
+
+// A scale group's slice of a run: its PER x 16 int8 values (half: which 16 when PER is 1),
+// their q8 sum and the run's scale dx.
+template <int PER>
+struct RunSlice {
+    int4 q[PER];
+    int qs;
+    float dx;
+};
+template <int PER>
+__device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
+    RunSlice<PER> x;
+#pragma unroll
+    for (int h = 0; h < PER; ++h) x.q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
+    const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
+    x.qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
+    x.dx = __int_as_float(meta.x);
+    return x;
 }
 
 // One item position of R rows (a lane's item u of each of its warp's R rows: the same values
@@ -221,21 +240,16 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
 #pragma unroll
     for (int m = 0; m < NG / PER; ++m) {
         const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
-        const int* run = run0 + m * run_step<C>() * RUN_INTS;
-        int4 q[PER];
-#pragma unroll
-        for (int h = 0; h < PER; ++h) q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
-        const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
-        const int qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
-        const float dx = __int_as_float(meta.x);
+        const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             int s = 0;
 #pragma unroll
-            for (int h = 0; h < PER; ++h) s = dot16(it[r].w + 4 * (g + h), q[h], s);
-            if (C::OFF != 0) s += C::OFF * qs;
-            float term = __fmul_rn(__fmul_rn(it[r].a[g], dx), (float)s);
-            if (C::MIN) term = __fadd_rn(term, __fmul_rn(__fmul_rn(it[r].b[g], dx), (float)qs));
+            for (int h = 0; h < PER; ++h) s = dot16(it[r].w + 4 * (g + h), x.q[h], s);
+            if (C::OFF != 0) s += C::OFF * x.qs;
+            float term = __fmul_rn(__fmul_rn(it[r].a[g], x.dx), (float)s);
+            if (C::MIN)
+                term = __fadd_rn(term, __fmul_rn(__fmul_rn(it[r].b[g], x.dx), (float)x.qs));
             sums[r] = m == 0 ? term : __fadd_rn(sums[r], term);
         }
     }
@@ -243,10 +257,11 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
 
 // The same for a type whose scales and mins are small integers (Codes<T>::INT_SCALES: the
 // K-quants; load_int's items): a scale group's isc s and imn qsum are integers (|.| < 2^23,
-// Q6_K's 16 x 32 x 127 x 128 the largest: exact in f32), so per item  sd = sum_g dx(g) (isc s),  sm = sum_g dx(g) (imn
-// qsum)  (one FFMA a scale group each) and the item adds d sd - dmin sm: d and dmin once an
-// item, not products a group. The terms are rounded otherwise than ref_mmvq's (a few ulps of
-// the item's sum |term|), within the bound the tests hold every mmvq to.
+// Q6_K's 16 x 32 x 127 x 128 the largest: exact in f32), so per item
+//     sd = sum_g dx(g) (isc s),   sm = sum_g dx(g) (imn qsum)   (one FFMA a scale group each)
+// and the item adds d sd - dmin sm: d and dmin once an item, not products a group. The terms
+// are rounded otherwise than ref_mmvq's (a few ulps of the item's sum |term|), within the
+// bound the tests hold every mmvq to.
 template <class C, int NG, int R>
 __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int vbase,
                                                const int* xr, float (&sums)[R]) {
@@ -257,23 +272,17 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
 #pragma unroll
     for (int m = 0; m < NG / PER; ++m) {
         const int g = PER * m;
-        const int* run = run0 + m * run_step<C>() * RUN_INTS;
-        int4 q[PER];
-#pragma unroll
-        for (int h = 0; h < PER; ++h) q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
-        const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
-        const int qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
-        const float dx = __int_as_float(meta.x);
+        const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            int s = C::dot(it[r], q[0], g);
-            if (PER == 2) s += C::dot(it[r], q[1], g + 1);
-            if (C::OFF != 0) s += C::OFF * qs;
+            int s = C::dot(it[r], x.q[0], g);
+            if (PER == 2) s += C::dot(it[r], x.q[1], g + 1);
+            if (C::OFF != 0) s += C::OFF * x.qs;
             const float fs = (float)(it[r].isc[g] * s);
-            sd[r] = m == 0 ? __fmul_rn(dx, fs) : __fmaf_rn(dx, fs, sd[r]);
+            sd[r] = m == 0 ? __fmul_rn(x.dx, fs) : __fmaf_rn(x.dx, fs, sd[r]);
             if (C::MIN) {
-                const float fm = (float)(it[r].imn[g] * qs);
-                sm[r] = m == 0 ? __fmul_rn(dx, fm) : __fmaf_rn(dx, fm, sm[r]);
+                const float fm = (float)(it[r].imn[g] * x.qs);
+                sm[r] = m == 0 ? __fmul_rn(x.dx, fm) : __fmaf_rn(x.dx, fm, sm[r]);
             }
         }
     }

@@ -103,6 +103,21 @@ __device__ __forceinline__ void iq4_levels_lohi(u32 w, u32& lo, u32& hi) {
     hi = __byte_perm(r[0], r[1], 0x7531u);
 }
 
+// load and load_int of a type whose fill<INT> writes either (the K-quants), and its dot when the
+// codes are whole (Q2_K and Q3_K declare their own).
+template <class Self, int NG>
+struct FillBoth {
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<NG>& it) {
+        Self::template fill<false>(b, i, it);
+    }
+    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<NG>& it) {
+        Self::template fill<true>(b, i, it);
+    }
+    static __device__ __forceinline__ int dot(const CodeItem<NG>& it, int4 q, int g) {
+        return dot16(it.w + 4 * g, q);
+    }
+};
+
 template <class T>
 struct Codes;  // a type without its integer view does not compile into mmvq
 
@@ -241,8 +256,9 @@ __device__ __forceinline__ void k_item(uint4 head, uint4 q0, uint4 q1, int r, Co
     }
 }
 
+// d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
 template <>
-struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin m[j] (TS 144)
+struct Codes<Q4_K> : FillBoth<Codes<Q4_K>, 4> {
     SCALE_GROUP(Q4_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
     static constexpr bool MIN = true, INT_SCALES = true;
@@ -251,19 +267,11 @@ struct Codes<Q4_K> {  // d | dmin | scales[12] | qs[128]: x = (d sc[j]) q - dmin
         const uint4* p = reinterpret_cast<const uint4*>(b);
         k_item<INT>(p[0], p[1 + 2 * r], p[2 + 2 * r], r, it);
     }
-    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
-        fill<false>(b, r, it);
-    }
-    static __device__ __forceinline__ void load_int(const u8* b, int r, CodeItem<4>& it) {
-        fill<true>(b, r, it);
-    }
-    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
-        return dot16(it.w + 4 * g, q);
-    }
 };
 
+// Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
 template <>
-struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of value l of j
+struct Codes<Q5_K> : FillBoth<Codes<Q5_K>, 4> {
     SCALE_GROUP(Q5_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
     static constexpr bool MIN = true, INT_SCALES = true;
@@ -280,19 +288,11 @@ struct Codes<Q5_K> {  // Q4_K's with qh[32] at 16: bit j of qh[l] = bit 4 of val
             for (int k = 0; k < 4; ++k) it.w[4 * g + k] |= ((word(qh, k) >> j) & 0x01010101u) << 4;
         }
     }
-    static __device__ __forceinline__ void load(const u8* b, int r, CodeItem<4>& it) {
-        fill<false>(b, r, it);
-    }
-    static __device__ __forceinline__ void load_int(const u8* b, int r, CodeItem<4>& it) {
-        fill<true>(b, r, it);
-    }
-    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
-        return dot16(it.w + 4 * g, q);
-    }
 };
 
+// ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
 template <>
-struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
+struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
     SCALE_GROUP(Q6_K);
     static constexpr int ITEMS = 8, NG = 2, OFF = -32, RUN_STEP = 2;
     static constexpr bool MIN = false, INT_SCALES = true;
@@ -321,19 +321,11 @@ struct Codes<Q6_K> {  // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 1
                                   (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
         }
     }
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        fill<false>(b, i, it);
-    }
-    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<2>& it) {
-        fill<true>(b, i, it);
-    }
-    static __device__ __forceinline__ int dot(const CodeItem<2>& it, int4 q, int g) {
-        return dot16(it.w + 4 * g, q);
-    }
 };
 
+// scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
 template <>
-struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
+struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 4> {
     SCALE_GROUP(Q2_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = 1;
     static constexpr bool MIN = true, INT_SCALES = true;
@@ -366,12 +358,6 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
                                       : (word(q, k) >> (2 * s)) & 0x03030303u;
         }
     }
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
-        fill<false>(b, i, it);
-    }
-    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<4>& it) {
-        fill<true>(b, i, it);
-    }
     static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
         const u32* w = it.w + 4 * g;  // codes times 4^g: the sum too, shifted back exactly
         int s = dp4a_us(w[0], q.x, 0);
@@ -381,8 +367,9 @@ struct Codes<Q2_K> {  // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin 
     }
 };
 
+// hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
 template <>
-struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
+struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 4> {
     SCALE_GROUP(Q3_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = -4, RUN_STEP = 1;
     static constexpr bool MIN = false, INT_SCALES = true;
@@ -425,12 +412,6 @@ struct Codes<Q3_K> {  // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) 
                                       : ((word(q, k) >> (2 * s)) & 0x03030303u) |
                                             (((word(m, k) >> g) & 0x01010101u) << 2);
         }
-    }
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<4>& it) {
-        fill<false>(b, i, it);
-    }
-    static __device__ __forceinline__ void load_int(const u8* b, int i, CodeItem<4>& it) {
-        fill<true>(b, i, it);
     }
     static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {  // + 4 qsum
         const u32* w = it.w + 4 * g;
