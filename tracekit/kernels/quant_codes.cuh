@@ -62,6 +62,13 @@ __device__ __forceinline__ int dot16(const u32* w, int4 q, int s = 0) {
     s = __dp4a((int)w[2], q.z, s);
     return __dp4a((int)w[3], q.w, s);
 }
+// The same with the codes' bytes unsigned (dp4a_us).
+__device__ __forceinline__ int dot16_us(const u32* w, int4 q) {
+    int s = dp4a_us(w[0], q.x, 0);
+    s = dp4a_us(w[1], q.y, s);
+    s = dp4a_us(w[2], q.z, s);
+    return dp4a_us(w[3], q.w, s);
+}
 
 // 16 bytes at a 2-byte aligned p as four little-endian words (5 aligned loads at p % 4 == 2,
 // the fifth word predicated off at p % 4 == 0 so a tensor's last bytes are not overrun).
@@ -103,10 +110,11 @@ __device__ __forceinline__ void iq4_levels_lohi(u32 w, u32& lo, u32& hi) {
     hi = __byte_perm(r[0], r[1], 0x7531u);
 }
 
-// load and load_int of a type whose fill<INT> writes either (the K-quants), and its dot when the
-// codes are whole (Q2_K and Q3_K declare their own).
+// load and load_int of a type whose fill<INT> writes either (the K-quants: integer scales), and
+// its dot when the codes are whole (Q2_K and Q3_K declare their own).
 template <class Self, int NG>
 struct FillBoth {
+    static constexpr bool INT_SCALES = true;  // mmvq takes load_int and group_dots_int
     static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<NG>& it) {
         Self::template fill<false>(b, i, it);
     }
@@ -261,7 +269,7 @@ template <>
 struct Codes<Q4_K> : FillBoth<Codes<Q4_K>, 4> {
     SCALE_GROUP(Q4_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
-    static constexpr bool MIN = true, INT_SCALES = true;
+    static constexpr bool MIN = true;
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
@@ -274,7 +282,7 @@ template <>
 struct Codes<Q5_K> : FillBoth<Codes<Q5_K>, 4> {
     SCALE_GROUP(Q5_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = SG == 32 ? 1 : 0;
-    static constexpr bool MIN = true, INT_SCALES = true;
+    static constexpr bool MIN = true;
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int r, CodeItem<4>& it) {
         const uint4* p = reinterpret_cast<const uint4*>(b);
@@ -295,7 +303,7 @@ template <>
 struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
     SCALE_GROUP(Q6_K);
     static constexpr int ITEMS = 8, NG = 2, OFF = -32, RUN_STEP = 2;
-    static constexpr bool MIN = false, INT_SCALES = true;
+    static constexpr bool MIN = false;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
     // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
     // bits 2 (u / 2) and 2 (u / 2) + 4. INT: the signed scale bytes as isc, d once.
@@ -328,7 +336,7 @@ template <>
 struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 4> {
     SCALE_GROUP(Q2_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = 1;
-    static constexpr bool MIN = true, INT_SCALES = true;
+    static constexpr bool MIN = true;
     // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
     // 128 h + 32 s + 16 l.. (group s): 64 values, sub-blocks j = 8 h + 2 s + l.
     // INT: the codes stay at bits 2 s (masked, not shifted: dot shifts the sum back, exact)
@@ -359,11 +367,7 @@ struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 4> {
         }
     }
     static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
-        const u32* w = it.w + 4 * g;  // codes times 4^g: the sum too, shifted back exactly
-        int s = dp4a_us(w[0], q.x, 0);
-        s = dp4a_us(w[1], q.y, s);
-        s = dp4a_us(w[2], q.z, s);
-        return dp4a_us(w[3], q.w, s) >> (2 * g);
+        return dot16_us(it.w + 4 * g, q) >> (2 * g);  // codes times 4^g: the sum shifted back
     }
 };
 
@@ -372,7 +376,7 @@ template <>
 struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 4> {
     SCALE_GROUP(Q3_K);
     static constexpr int ITEMS = 4, NG = 4, OFF = -4, RUN_STEP = 1;
-    static constexpr bool MIN = false, INT_SCALES = true;
+    static constexpr bool MIN = false;
     // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
     // third bit = bit g of hmask[16 l..].
     // INT: q - 4 = lo + 4 hi - 4 with lo the two low bits, left in place at bits 2 s (masked,
@@ -414,13 +418,9 @@ struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 4> {
         }
     }
     static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {  // + 4 qsum
-        const u32* w = it.w + 4 * g;
         const u32 bit = 0x01010101u << g;
-        int lo = dp4a_us(w[0], q.x, 0), hi = dp4a_us(it.hm[0] & bit, q.x, 0);
-        lo = dp4a_us(w[1], q.y, lo), hi = dp4a_us(it.hm[1] & bit, q.y, hi);
-        lo = dp4a_us(w[2], q.z, lo), hi = dp4a_us(it.hm[2] & bit, q.z, hi);
-        lo = dp4a_us(w[3], q.w, lo), hi = dp4a_us(it.hm[3] & bit, q.w, hi);
-        return (lo >> (2 * g)) + ((hi >> g) << 2);
+        const u32 hb[4] = {it.hm[0] & bit, it.hm[1] & bit, it.hm[2] & bit, it.hm[3] & bit};
+        return (dot16_us(it.w + 4 * g, q) >> (2 * g)) + ((dot16_us(hb, q) >> g) << 2);
     }
 };
 
