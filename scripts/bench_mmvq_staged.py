@@ -48,10 +48,6 @@ def main(argv: list[str] | None = None) -> int:
         "--mmvq-unroll", default="",
         help="also time mmvq with these items in flight a lane (comma-separated; default: its own)",
     )  # fmt: skip
-    ap.add_argument(
-        "--ring", action="store_true",
-        help="also time mmvq_st with each warp its own stage ring (staged_ring), queued and own",
-    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
@@ -106,8 +102,6 @@ def main(argv: list[str] | None = None) -> int:
             configs += [
                 ("mmvq", None, None, None, int(u), None) for u in args.mmvq_unroll.split(",") if u
             ]
-            if args.ring:
-                configs.append(("ring", None, None, None, None, None))
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
                     ("st", r, s, b, u, w)
@@ -123,13 +117,13 @@ def main(argv: list[str] | None = None) -> int:
                 kind, rpt, st, bps, unroll, wpr = c
                 kw = (dict(staged=False, unroll=unroll) if kind == "mmvq" else
                       dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
-                           unroll=unroll, wpr=wpr, staged_ring=kind == "ring"))  # fmt: skip
+                           unroll=unroll, wpr=wpr))  # fmt: skip
                 try:
                     got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
                 except (matvec.KernelInputError, ValueError) as e:
                     print(f"{qt.name} {n}x{k} {c}: {e}")
                     continue
-                if kind != "mmvq" or unroll:  # the same bits as mmvq's default (one item a lane)
+                if kind == "st" or unroll:  # the same bits as mmvq's default (one item a lane)
                     same, _ = matvec.launch_matvec(
                         x, raws[0], qt, (n, k), cp.empty_like(out), staged=False,
                         prequantize=None if kind == "mmvq" else False, wpr=recs[-1].block[1],
@@ -145,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
 
                 own_s = None
-                if c in configs[:2] or kind in ("mmvq", "ring"):  # A/B rows: queued and own
+                if c in configs[:2] or kind == "mmvq":  # A/B rows: queued and own times
                     samples, owns = [], []
                     for _ in range(args.rounds):
                         # alternated with its partner only when there is more than one round
@@ -173,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                       + (f", own {own_s * 1e6:7.2f} us {row['own_pct_copy']:5.1f}%" if own_s else ""),
                       flush=True)  # fmt: skip
                 key = ("mmvq" if c == configs[0] else "unroll" if kind == "mmvq" else
-                       "ring" if kind == "ring" else "st" if c == configs[1] else "best")  # fmt: skip
+                       "st" if c == configs[1] else "best")  # fmt: skip
                 if key not in best or s * 1e6 < best[key]["us"]:
                     best[key] = row
             del raws
@@ -183,10 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "\n% of copy, queued / own device time. | type | n x k | read floor | mmvq | "
         "mmvq_st default | best mmvq_st queued (rows, stages, blocks/SM, unroll, wpr) | "
-        f"engine's kernel, own | >= {TARGET_PCT:.0f}% | best mmvq --mmvq-unroll (unroll) | "
-        "mmvq_st warp rings (--ring) |"
+        f"engine's kernel, own | >= {TARGET_PCT:.0f}% | best mmvq --mmvq-unroll (unroll) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, n, k, best, floor, nbytes, engine in summary:
         m, d, b = best.get("mmvq"), best.get("st"), best.get("best")
         if not (m and d):
@@ -200,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {n}x{k} | {fl} | {m['pct_copy']:.1f} / {m['own_pct_copy']:.1f} | "
               f"{d['pct_copy']:.1f} / {d['own_pct_copy']:.1f} | {bs} | "
               f"{'mmvq_st' if engine == 'st' else 'mmvq'} {e:.1f} | {'yes' if e >= TARGET_PCT else 'no'} | "
-              + (f"{u['pct_copy']:.1f} / {u['own_pct_copy']:.1f} ({u['unroll']}) |" if (u := best.get("unroll")) else "– |")
-              + (f" {g['pct_copy']:.1f} / {g['own_pct_copy']:.1f} |" if (g := best.get("ring")) else " – |"))  # fmt: skip
+              + (f"{u['pct_copy']:.1f} / {u['own_pct_copy']:.1f} ({u['unroll']}) |" if (u := best.get("unroll")) else "– |"))  # fmt: skip
     if args.json:
         Path(args.json).write_text(
             json.dumps({"copy_GBps": copy_bps / 1e9, "rows": rows}, indent=1)

@@ -70,9 +70,6 @@ class MmvqConfig(NamedTuple):
     #: ... and only rows of at least this many values (k): a shorter row's tile ran slower
     #: staged for some types (Q4_0 at k = 896, below)
     staged_min_k: int = 0
-    #: ... with each warp its own stage ring (no block barrier before a refill; matvec.cu's
-    #: mmvq_st ``ring``), where one warp a row fits
-    staged_ring: bool = False
 
 
 #: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).

@@ -130,17 +130,15 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 @pytest.mark.parametrize("n, nt", [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1), (4099, 1)])
 @pytest.mark.parametrize(
-    "rows_per_tile, stages, wpr, bps, ring",
-    [(None, None, None, None, False), (1, 2, 8, 3, False), (4, 3, 2, 2, False),
-     (16, 2, 1, 1, False), (8, 4, 1, 1, False), (None, None, 1, None, True), (24, 3, 1, 2, True)],
-)  # fmt: skip
+    "rows_per_tile, stages, wpr, bps",
+    [(None, None, None, None), (1, 2, 8, 3), (4, 3, 2, 2), (16, 2, 1, 1), (8, 4, 1, 1)],
+)
 def test_mmvq_staged_gives_mmvqs_bits(
-    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps, ring: bool
+    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps
 ):
     """mmvq_st (tiles staged by the bulk-copy engine, the stage ring wrapping on a one-wave
-    grid; ring: each warp its own ring of its rows) computes mmvq's terms in mmvq's order: the
-    fused mmvq's bits at the same warps per row, for weights whose rows and whole size fall off
-    the 16-byte grid; poisoned outputs."""
+    grid) computes mmvq's terms in mmvq's order: the fused mmvq's bits at the same warps per
+    row, for weights whose rows and whole size fall off the 16-byte grid; poisoned outputs."""
     k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}.get(n, 512)
     k = max(k // qt.block_size, 1) * qt.block_size
     raw, _ = weight(qt, n, k, seed=n + nt + 2, tame=True)
@@ -148,10 +146,10 @@ def test_mmvq_staged_gives_mmvqs_bits(
     w = cp.asarray(raw)
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, rows_per_tile=rows_per_tile,
-        stages=stages, wpr=wpr, blocks_per_sm=bps, staged_ring=ring,
+        stages=stages, wpr=wpr, blocks_per_sm=bps,
     )  # fmt: skip
     assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
-    assert recs[0].extra["path"] == "quant" and recs[0].extra["ring"] == int(ring)
+    assert recs[0].extra["path"] == "quant"
     wpr = recs[0].block[1]
     same, _ = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=False, wpr=wpr

@@ -12,7 +12,6 @@ mmvq's order. The GPU tests (test_matvec_gpu.py) run both on the device.
 from __future__ import annotations
 
 import ctypes
-import functools
 import shutil
 
 import numpy as np
@@ -48,17 +47,17 @@ extern "C" long long bulk_bad() { return g_bad; }
 RUNNER = """
 int4 mmvq_smem[SMEM_INT4S];
 static const unsigned char* g_raw; static const float* g_x;
-static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows, g_ring;
+static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
 #define RUN(suffix, T, NT)                                                                     \\
     extern "C" void st_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
                                         int n, int k, unsigned gx, unsigned by, unsigned bz,   \\
-                                        int stages, int stage_bytes, int tile_rows, int ring) {\\
+                                        int stages, int stage_bytes, int tile_rows) {          \\
         g_raw = raw, g_x = x, g_out = out, g_n = n, g_k = k, g_stages = stages;                \\
-        g_stage_bytes = stage_bytes, g_tile_rows = tile_rows, g_ring = ring;                   \\
+        g_stage_bytes = stage_bytes, g_tile_rows = tile_rows;                                  \\
         BOUNDS(raw, n, k, T)                                                                   \\
         tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
             mmvq_st<T, NT>(g_raw, g_x, g_out, g_n, g_k, T::TS, T::QK, nullptr, g_stages,       \\
-                           g_stage_bytes, g_tile_rows, g_ring);                                \\
+                           g_stage_bytes, g_tile_rows);                                        \\
         });                                                                                    \\
     }                                                                                          \\
     extern "C" void mv_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
@@ -71,7 +70,7 @@ static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows, 
 """
 
 
-def _build(folder, bulk: bool, ring: bool) -> ctypes.CDLL:
+def _build(folder, bulk: bool) -> ctypes.CDLL:
     kernel = (KERNELS / "matvec.cu").read_text()
     bounds = (
         "#define BOUNDS(raw, n, k, T) g_lo = raw; g_hi = raw + (long long)n * (k / T::QK) * T::TS;"
@@ -82,31 +81,21 @@ def _build(folder, bulk: bool, ring: bool) -> ctypes.CDLL:
     src += [f"#define SMEM_INT4S {SMEM_INTS // 4}", RUNNER]
     src += [f"RUN({t.suffix}, {t.device}, {nt})" for t in QUANTIZED_TYPES for nt in NTS]
     flags = ("-std=c++17", "-DMV_UNROLL=1", "-DMMVQ_RPW=1", "-DMMVQ_ST_UNROLL=2",
-             f"-DRUN_INTS={matvec.RUN_BYTES // 4}", f"-DMMVQ_ST_RING={int(ring)}",
-             *(("-DTK_HOST_BULK",) if bulk else ()))  # fmt: skip
-    name = ("st_bulk" if bulk else "st_coop") + ("_ring" if ring else "")
-    return build(folder, name, "\n".join(src) + "\n", flags)
-
-
-# (bulk copy, warp rings): each a library of its own (MMVQ_ST_RING is a module's)
-@functools.cache
-def _lib(folder, bulk: bool, ring: bool) -> ctypes.CDLL:
-    return _build(folder, bulk, ring)
+             f"-DRUN_INTS={matvec.RUN_BYTES // 4}", *(("-DTK_HOST_BULK",) if bulk else ()))  # fmt: skip
+    return build(folder, "st_bulk" if bulk else "st_coop", "\n".join(src) + "\n", flags)
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["bulk", "cooperative"])
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    folder = tmp_path_factory.mktemp("mmvqst")
-    return request.param, lambda ring: _lib(folder, request.param, ring)
+    return request.param, _build(tmp_path_factory.mktemp("mmvqst"), request.param)
 
 
-def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, ring=False):
-    bulk, libs = lib
-    so = libs(ring)
+def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1):
+    bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
         n, k, nt, qt, sms=1, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
-        stages=stages, blocks_per_sm=1, warps_per_row=wpr, ring=ring,
+        stages=stages, blocks_per_sm=1, warps_per_row=wpr,
     )  # fmt: skip
     assert dyn <= SMEM_INTS * 4 and st == stages and rpt == rows_per_tile
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
@@ -114,19 +103,17 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, ring=False):
     copies = so.bulk_copies() if bulk else 0
     getattr(so, f"st_{qt.suffix}_n{nt}")(
         ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(out.ctypes.data), n, k,
-        geo.grid[0], geo.block[1], geo.block[2], st, stage, rpt, int(ring),
+        geo.grid[0], geo.block[1], geo.block[2], st, stage, rpt,
     )  # fmt: skip
     if bulk:
         so.bulk_copies.restype = so.bulk_bad.restype = ctypes.c_longlong
         assert so.bulk_bad() == 0, "a bulk copy left the weight or broke its 16-byte rules"
-        # one per tile, or (ring) one per warp and tile: a warp past the matrix's end arrives
-        # on its barrier with an empty copy
-        assert so.bulk_copies() - copies == -(-n // rows_per_tile) * (geo.block[2] if ring else 1)
+        assert so.bulk_copies() - copies == -(-n // rows_per_tile)  # one per tile
     return out, geo
 
 
 def _run_mmvq(lib, qt, raw, x, n, wpr):
-    so = lib[1](False)
+    _, so = lib
     nt, k = x.shape
     geo, _ = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=wpr, warps_per_sm=8)
     out = np.full((nt, n), np.nan, np.float32)
@@ -140,29 +127,25 @@ def _run_mmvq(lib, qt, raw, x, n, wpr):
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
 @pytest.mark.parametrize(
-    "n, nt, rows_per_tile, stages, wpr, ring",
-    [(1, 1, 8, 2, 1, False), (13, 3, 4, 3, 2, False), (70, 1, 16, 2, 1, False),
-     (37, 3, 1, 5, 8, False), (45, 1, 6, 2, 4, False),
-     (1, 1, 8, 2, 1, True), (70, 3, 16, 2, 1, True), (29, 1, 24, 3, 1, True)],
-)  # fmt: skip
+    "n, nt, rows_per_tile, stages, wpr",
+    [(1, 1, 8, 2, 1), (13, 3, 4, 3, 2), (70, 1, 16, 2, 1), (37, 3, 1, 5, 8), (45, 1, 6, 2, 4)],
+)
 def test_mmvq_st_on_the_host_matches_mmvq_bit_for_bit(
-    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int, wpr: int, ring: bool
+    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int, wpr: int
 ) -> None:
     # odd block counts: the rows' and the weight's ends fall off the 16-byte grid; tiles of
-    # one row a warp and of several (16 rows on 8 warps, 6 on 2); warp rings (ring) of one
-    # row a warp and of 2 and 3, the last tile's later warps past the matrix's end
+    # one row a warp and of several (16 rows on 8 warps, 6 on 2)
     k = 3 * qt.block_size if qt.block_size > 32 else 160
     raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
     x = random_x(nt, k, seed=nt)
-    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr, ring)
+    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr)
     want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
     assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
     same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
     assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
 
 
-@pytest.mark.parametrize("ring", [False, True], ids=["block-ring", "warp-rings"])
-def test_the_weights_last_bytes_come_by_plain_loads(lib, ring: bool) -> None:
+def test_the_weights_last_bytes_come_by_plain_loads(lib) -> None:
     """A weight whose size is not a multiple of 16 (Q4_0: 90-byte rows, 13 rows = 1170 bytes):
     the bulk copies stop at byte 1168 (the span check above) and the last row is still right,
     so its last two bytes came some other way; a changed last byte changes the last output."""
@@ -171,12 +154,12 @@ def test_the_weights_last_bytes_come_by_plain_loads(lib, ring: bool) -> None:
     raw = aligned(weight(qt, n, k, seed=9, tame=True)[0])
     assert raw.nbytes % 16 == 2
     x = random_x(1, k, seed=3)
-    got, _ = _run_staged(lib, qt, raw, x, n, 8, 2, ring=ring)
+    got, _ = _run_staged(lib, qt, raw, x, n, 8, 2)
     want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
     assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
     bad = raw.copy()
     bad[-1] ^= 0x77  # the last block's last code byte: two codes change
-    got_bad, _ = _run_staged(lib, qt, bad, x, n, 8, 2, ring=ring)
+    got_bad, _ = _run_staged(lib, qt, bad, x, n, 8, 2)
     assert got_bad[0, -1] != got[0, -1] and np.array_equal(got_bad[0, :-1], got[0, :-1])
 
 
@@ -193,9 +176,3 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     assert dyn == 128 * matvec.RUN_BYTES + 2 * 34832
     geo, _, _, stage, rpt = matvec.staged_geometry(151936, 896, 1, qt, 132, smem)
     assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows
-    # warp rings: a 16-byte-rounded slice a warp (4 rows of 952 bytes), one warp a row only
-    _, _, _, stage, rpt = matvec.staged_geometry(151936, 896, 1, qt, 132, smem, ring=True)
-    ring_stage = 8 * matvec.mmvq_stage_bytes(4 * 952)
-    assert rpt == 32 and stage == ring_stage > matvec.mmvq_stage_bytes(32 * 952)
-    with pytest.raises(ValueError, match="one warp a row"):
-        matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, warps_per_row=2, ring=True)

@@ -474,20 +474,13 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 // warps per row), while the next tiles arrive. No registers wait on memory.
 // Grid contract (matvec.py's staged_geometry): block = (32, WPR, RB), WPR RB <= 8; tiles of
 // tile_rows (a multiple of RB) rows grid-strided (tile j: block j mod gridDim.x), warp z of a
-// tile's rows taking rows z, z + RB, ... (ring 0; ring 1: rows z q .. z q + q - 1, below);
-// dynamic shared memory = x's runs (mmvq_shared_bytes) + stages x stage_bytes, stage_bytes =
-// mmvq_stage_bytes(tile_rows row_bytes) (ring 1: RB x mmvq_stage_bytes(q row_bytes), one
-// slice a warp): a span from its first byte rounded down to 16 to its end rounded up, which
+// tile's rows taking rows z, z + RB, ...; dynamic shared memory = x's runs
+// (mmvq_shared_bytes) + stages x stage_bytes, stage_bytes = mmvq_stage_bytes(tile_rows
+// row_bytes): a tile's span from its first byte rounded down to 16 to its end rounded up, which
 // is its bytes + up to 30. The tensor's last (< 16) bytes, past the last 16-byte boundary
 // inside it, are copied by thread 0 with plain loads: no read past the weight.
 #ifndef MMVQ_MAX_STAGES
 #define MMVQ_MAX_STAGES 8
-#endif
-// MMVQ_ST_RING: 1 compiles mmvq_st with each warp its own stage ring (below), 0 the block's;
-// matvec.py builds a module of each (a launch argument says which the host sized the stages
-// for: a mismatch traps).
-#ifndef MMVQ_ST_RING
-#define MMVQ_ST_RING 0
 #endif
 #ifndef MMVQ_ST_UNROLL
 #define MMVQ_ST_UNROLL 1  // items a lane loads (from shared memory) before their dot products
@@ -548,106 +541,76 @@ __device__ __forceinline__ void bulk_copy(u8* dst, const u8* src, u32 bytes, Sta
 }
 
 // The bytes [lo, hi) of the weight into dst (dst <- raw + lo16, lo16 = lo rounded down to 16:
-// the span's first byte lands at dst + lo % 16). Called by every thread of the group that
-// owns the stage (uniform): the block, or one warp for a warp's own ring (warp). Its thread 0
-// issues one bulk copy of [lo16, min(hi rounded up, total rounded down)) and copies the rest
-// (< 16 bytes, the tensor's end) itself, which the group sees after the barrier that always
-// lies between a fill and its use (stages >= 2); a device without the bulk copy (before
-// sm_90) has all of the group's threads copy, then meet.
+// the tile's first byte lands at dst + lo % 16). Called by every thread of the block (uniform):
+// thread 0 issues one bulk copy of [lo16, min(hi rounded up, total rounded down)) and copies
+// the rest (< 16 bytes, the tensor's end) itself, which the warps see after the barrier that
+// always lies between a fill and its use (stages >= 2); a device without the bulk copy (before
+// sm_90) has all threads copy, then meet.
 __device__ __forceinline__ void stage_fill(u8* dst, const u8* __restrict__ raw, i64 lo, i64 hi,
-                                           i64 total, StageBarrier* bar, int tid, int nthreads,
-                                           bool warp) {
+                                           i64 total, StageBarrier* bar, int tid, int nthreads) {
     const i64 lo16 = lo & ~(i64)15;
 #if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
     if (tid != 0) return;
     const i64 bulk_end = min((hi + 15) & ~(i64)15, total & ~(i64)15);
     bulk_copy(dst, raw + lo16, bulk_end > lo16 ? (u32)(bulk_end - lo16) : 0u, bar);
     for (i64 i = max(bulk_end, lo16); i < hi; ++i) dst[i - lo16] = raw[i];
-    (void)nthreads, (void)warp;
+    (void)nthreads;
 #else
     for (i64 i = lo16 + tid; i < hi; i += nthreads) dst[i - lo16] = raw[i];
     (void)total, (void)bar;
-    if (warp)
-        __syncwarp();
-    else
-        __syncthreads();
+    __syncthreads();
 #endif
 }
 
-// ring (MMVQ_ST_RING): 0, the block's tile ring above (warp z of a tile's rows takes rows
-// z, z + RB, ...; a block barrier before each refill, so every warp waits for the slowest);
-// 1, each warp its own ring (one warp a row): warp z takes the tile's rows [z q, z q + q), q =
-// tile_rows / RB, its own bulk copy of those contiguous bytes into its slice of the stage
-// (stage_bytes / RB bytes, >= their span) completing its own mbarrier, refilled after its own
-// __syncwarp: no warp waits for another after the prologue. The same rows get the same
-// per-row code either way: the same bits.
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
                                         const float* __restrict__ bias, int stages,
-                                        int stage_bytes, int tile_rows, int ring_arg) {
+                                        int stage_bytes, int tile_rows) {
     using C = Codes<T>;
     constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
-    constexpr bool ring = MMVQ_ST_RING;  // the module's: the launch's ring_arg must say the same
     __shared__ float part[MV_MAX_WARPS][NT];
-    __shared__ StageBarrier full[MMVQ_MAX_STAGES][MV_MAX_WARPS];  // [stage][warp z] (ring 1)
+    __shared__ StageBarrier full[MMVQ_MAX_STAGES];
     extern __shared__ int4 mmvq_smem[];
-    const int rb = blockDim.z, q = tile_rows / rb;  // q: a warp's rows of a tile
-    const int slice = ring ? stage_bytes / rb : stage_bytes;  // a warp's part (ring 1)
+    const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
         stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % rb ||
-        tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15) ||
-        ring_arg != (int)ring ||
-        (ring && (blockDim.y != 1 || stage_bytes % (16 * rb) ||
-                       slice < ((q * row_bytes + 30) & ~(i64)15))))
+        tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15))
         __trap();
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
     u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * (k >> 5) * (RUN_INTS * 4);
     const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int nthreads = blockDim.x * blockDim.y * rb;
     const int tiles = (n + tile_rows - 1) / tile_rows;
-    const int z = threadIdx.z, lane = threadIdx.x;
-    // What this thread's group stages of a tile: the block the whole tile (ring 0), warp z
-    // its q rows from row z q (ring 1), into its part of the stage, on its own barriers.
-    const int span_rows = ring ? q : tile_rows, span_first = ring ? z * q : 0;
-    const int span_at = ring ? z * slice : 0, group_tid = ring ? lane : tid;
-    const int group_threads = ring ? 32 : nthreads, bar_of = ring ? z : 0;
-#define MMVQ_ST_FILL(s, tile)                                                                   \
-    {                                                                                          \
-        const i64 lo = min(((i64)(tile) * tile_rows + span_first) * row_bytes, total);          \
-        stage_fill(stage0 + (s) * stage_bytes + span_at, raw, lo,                              \
-                   min(lo + (i64)span_rows * row_bytes, total), total, &full[s][bar_of],       \
-                   group_tid, group_threads, ring);                                       \
-    }
     if (tid == 0)
-        for (int s = 0; s < stages; ++s)
-            for (int w = 0; w < (ring ? rb : 1); ++w) stage_init(&full[s][w]);
+        for (int s = 0; s < stages; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
     for (int s = 0; s < stages; ++s) {  // the first tiles' copies go out before x is quantized
         const int tile = blockIdx.x + s * gridDim.x;
-        if (tile < tiles) MMVQ_ST_FILL(s, tile)
+        if (tile < tiles)
+            stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
+                       min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
+                       nthreads);
     }
     quantize_x(x, NT, k, sxr, tid, nthreads);
     __syncthreads();
-    const int lanes = 32 * blockDim.y, nb = k / T::QK;
+    const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
-        stage_wait(&full[s][bar_of], (u32)(use / stages) & 1u);
-        if (ring) __syncwarp();  // lane 0's tail bytes (plain stores) seen by the warp
-        const i64 span_lo = ((i64)tile * tile_rows + span_first) * row_bytes;
-        const u8* st = stage0 + s * stage_bytes + span_at + (span_lo & 15);
-        for (int i = 0; i < q; ++i) {  // the same trip count for all warps
-            const int r = ring ? z * q + i : z + i * rb;  // the row within the tile
+        stage_wait(&full[s], (u32)(use / stages) & 1u);
+        const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
+        const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
+        for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
             const int row = tile * tile_rows + r;
             float acc[NT];
 #pragma unroll
             for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
             if (row < n) {
-                const u8* w = st + (ring ? i : r) * row_bytes;
+                const u8* w = st + r * row_bytes;
                 for (int bi = b0; bi < nb; bi += bstep * U) {
                     CodeItem<NG> it[U][1];
 #pragma unroll
@@ -671,15 +634,13 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             }
             write_row<NT>(acc, part, out, row, n, bias);
         }
-        // every warp of the stage's owner is done with it: it may be refilled
-        if (ring)
-            __syncwarp();
-        else
-            __syncthreads();
+        __syncthreads();  // every warp is done with stage s: it may be refilled
         const int next = tile + stages * gridDim.x;
-        if (next < tiles) MMVQ_ST_FILL(s, next)
+        if (next < tiles)
+            stage_fill(stage0 + s * stage_bytes, raw, (i64)next * tile_rows * row_bytes,
+                       min((i64)(next + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
+                       nthreads);
     }
-#undef MMVQ_ST_FILL
 }
 
 #define MMVQ_ST_KERNEL(suffix, T, NT)                                                          \
@@ -687,9 +648,9 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         mmvq_st_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,      \
                                  float* __restrict__ out, int n, int k, int ts, int qk,        \
                                  const float* __restrict__ bias, int stages, int stage_bytes,  \
-                                 int tile_rows, int ring, unsigned long long* stamp) {         \
+                                 int tile_rows, unsigned long long* stamp) {                   \
         const LaunchStamp launch_stamp(stamp);                                                \
-        mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes, tile_rows, ring); \
+        mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes, tile_rows);       \
     }
 #define MMVQ_ST_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_ST_KERNEL, suffix, T)
 

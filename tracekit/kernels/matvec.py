@@ -338,11 +338,9 @@ def _module(
     prefetch: bool = MMVQ_PREFETCH,
     rpw: int = 1,
     staged: bool = False,
-    ring: bool = False,
 ) -> Any:
     """matvec.cu with the kernels of one type (from the quant table), compiled once
-    (``staged``: its mmvq_st kernels only, ``unroll`` their items in flight a lane, ``ring``
-    each warp its own stage ring)."""
+    (``staged``: its mmvq_st kernels only, ``unroll`` their items in flight a lane)."""
     import cupy
 
     qt = quant_type(suffix)
@@ -352,7 +350,7 @@ def _module(
     if staged:
         src += f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n"
         opts = (*cuda._OPTIONS, f"-DMMVQ_ST_UNROLL={unroll}", f"-DRUN_INTS={RUN_BYTES // 4}",
-                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}", f"-DMMVQ_ST_RING={int(ring)}")  # fmt: skip
+                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}")  # fmt: skip
         return cupy.RawModule(code=src, options=opts)
     if qt.is_quantized:
         src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
@@ -533,7 +531,6 @@ def launch_matvec(
     rows_per_tile: int | None = None,
     stages: int | None = None,
     blocks_per_sm: int | None = None,
-    staged_ring: bool | None = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -553,9 +550,7 @@ def launch_matvec(
         staged: run mmvq_st (the weight's tiles staged in shared memory by the bulk-copy
             engine; None: :func:`stages_weight`), with ``rows_per_tile``, ``stages``,
             ``blocks_per_sm``, ``unroll`` and ``wpr`` (None: 1, or more where a long row's
-            block-row leaves no room for x) as :func:`staged_geometry` takes them, and
-            ``staged_ring`` (each warp its own stage ring; None: the type's
-            ``mmvq.staged_ring``, where one warp a row fits).
+            block-row leaves no room for x) as :func:`staged_geometry` takes them.
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -601,9 +596,8 @@ def launch_matvec(
     rpw = _check_rpw(cfg.rows_per_warp if rows_per_warp is None else rows_per_warp)
     if stages_weight(qt, n, k, staged):
         return o, _launch_staged(
-            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr,
-            cfg.staged_ring if staged_ring is None else staged_ring,
-        )  # fmt: skip
+            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr
+        )
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
             x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias, rpw
@@ -674,27 +668,19 @@ def staged_geometry(
     stages: int | None = None,
     blocks_per_sm: int = STAGED_BLOCKS_PER_SM,
     warps_per_row: int = 1,
-    ring: bool = False,
 ) -> tuple[Geometry, int, int, int, int]:
     """mmvq_st's launch: block = (32, W, 8 / W) (``warps_per_row`` W), tiles of
     ``rows_per_tile`` rows (a multiple of 8 / W; None: the most that fit
     :data:`STAGED_TILE_BYTES`, at least 8 / W), grid = at most ``blocks_per_sm`` blocks on each
     of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in flight a block (None:
     :data:`STAGED_STAGES`). Returns (geometry, dynamic shared bytes, stages, stage bytes, rows
-    per tile). ``ring``: each warp its own ring (matvec.cu's ring 1: its contiguous rows of a
-    tile in its own slice of each stage, one warp a row), the stage one 16-byte-rounded slice a
-    warp.
+    per tile).
 
     Raises:
         KernelInputError: the stages and x do not fit a block's shared memory.
     """
     if warps_per_row not in (1, 2, 4, 8):
         raise ValueError(f"mmvq_st warps per row {warps_per_row} must be 1, 2, 4 or 8")
-    if ring and warps_per_row != 1:
-        raise ValueError(
-            f"mmvq_st's warp rings take one warp a row, not {warps_per_row} (a row's warps would "
-            "meet at a block barrier)"
-        )
     rb = 8 // warps_per_row
     row_bytes = qt.row_bytes(k)
     xbytes = mmvq_shared_bytes(nt, k)
@@ -707,8 +693,7 @@ def staged_geometry(
             f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {rb} "
             f"(the block's rows at {warps_per_row} warps a row)"
         )
-    stage = (rb * mmvq_stage_bytes(rows_per_tile // rb * row_bytes) if ring
-             else mmvq_stage_bytes(rows_per_tile * row_bytes))  # fmt: skip
+    stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
     stages = STAGED_STAGES if stages is None else stages
     most = min(STAGED_MAX_STAGES, budget // stage)
     if not 2 <= stages <= most:
@@ -727,7 +712,7 @@ def staged_geometry(
 def _launch_staged(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
     rows_per_tile: int | None, stages: int | None, blocks_per_sm: int | None,
-    unroll: int | None, wpr: int | None, ring: bool = False,
+    unroll: int | None, wpr: int | None,
 ) -> list[LaunchRecord]:  # fmt: skip
     """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages
     (two of one block-row each)."""
@@ -745,23 +730,21 @@ def _launch_staged(
     # None: one warp a row unless a long row needs fewer rows a block-row for one token's x
     w = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= mmvq_shared_bytes(1, k)), 8)
     per_launch = max(1, min(nt, room(w) // max(1, mmvq_shared_bytes(1, k))))
-    ring = ring and w == 1  # (a warp ring is one warp a row: a long row's wider rows keep ring 0)
-    mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True, ring=ring)
+    mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True)
     recs = []
     for t0 in range(0, nt, per_launch):
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
         geo, smem, st, stage, rpt = staged_geometry(
-            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, ring
+            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w
         )
         fn = mod.get_function(staged_kernel_name(qt, t1 - t0))
         cuda.allow_dynamic_shared(fn, smem)
         args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b,
-                np.int32(st), np.int32(stage), np.int32(rpt), np.int32(ring), cuda.NO_STAMP)  # fmt: skip
+                np.int32(st), np.int32(stage), np.int32(rpt), cuda.NO_STAMP)  # fmt: skip
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
         recs.append(_record(staged_kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, bias,
-                            shared_bytes=smem, stages=st, rows_per_tile=rpt,
-                            ring=int(ring)))  # fmt: skip
+                            shared_bytes=smem, stages=st, rows_per_tile=rpt))  # fmt: skip
     return recs
 
 
