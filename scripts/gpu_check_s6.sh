@@ -121,6 +121,28 @@ for spec in "$@"; do
                   && (cd /tmp/abtree && PYTHONPATH=/tmp/site:/tmp/abtree TRACEKIT_CACHE=/tmp/abtree-cache \
                       t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st_old.json" 2>&1) \
                   | tee "$OUT/st_old.log" | tail -45 ;;
+    # issue 11's cost without graphs: the plan-replay timing pass of this tree against the tree
+    # before per-launch stamps (.old/: `git archive 9726ee0^ tracekit scripts | tar -x -C .old`,
+    # carried), alternated PLAN_ROUNDS times on PLAN_MODEL; each tree's lines, then both medians
+    plancost) for i in $(seq ${PLAN_ROUNDS:-3}); do
+                (cd .old && PYTHONPATH=/tmp/site:$PWD t python3 scripts/capture_overhead.py --backend cupy \
+                  --steps 48 ${PLAN_MODEL:-qwen2-0.5b} 2>&1 | grep "replay plan" | sed 's/^/old /')
+                t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${PLAN_MODEL:-qwen2-0.5b} 2>&1 \
+                  | grep "replay plan\]:" | sed 's/^/new /'
+              done | tee "$OUT/plancost.log"
+              python3 - "$OUT/plancost.log" <<'PY'
+import re, statistics, sys
+ms = {"old": [], "new": []}
+for line in open(sys.argv[1]):
+    m = re.match(r"(old|new) .*timing pass ([0-9.]+) ms", line)
+    if m:
+        ms[m[1]].append(float(m[2]))
+if ms["old"] and ms["new"]:
+    o, n = statistics.median(ms["old"]), statistics.median(ms["new"])
+    print(f"plan timing pass, median ms/step: old {o:.3f} ({len(ms['old'])}), new {n:.3f} "
+          f"({len(ms['new'])}): new / old {n / o:.3f}x (issue 11: <= 1.1x)")
+PY
+              ;;
     stampcost) t python3 scripts/stamp_cost.py 2>&1 | tee "$OUT/stamp_cost.log" | tail -8 ;;
     modeeffect) t python3 scripts/mode_effect.py --reps 200 2>&1 | tee "$OUT/mode_effect.log" | tail -8 ;;
     *) echo "unknown stage $stage" ;;
