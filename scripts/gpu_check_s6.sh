@@ -126,7 +126,7 @@ for spec in "$@"; do
     # carried), alternated PLAN_ROUNDS times on PLAN_MODEL; each tree's lines, then both medians
     plancost) for i in $(seq ${PLAN_ROUNDS:-3}); do
                 (cd .old && PYTHONPATH=/tmp/site:$PWD t python3 scripts/capture_overhead.py --backend cupy \
-                  --steps 48 ${PLAN_MODEL:-qwen2-0.5b} 2>&1 | grep "replay plan" | sed 's/^/old /')
+                  --steps 48 ${PLAN_MODEL:-qwen2-0.5b} 2>&1 | grep "replay plan\]:" | sed 's/^/old /')
                 t python3 scripts/capture_overhead.py --backend cupy --steps 48 ${PLAN_MODEL:-qwen2-0.5b} 2>&1 \
                   | grep "replay plan\]:" | sed 's/^/new /'
               done | tee "$OUT/plancost.log"
