@@ -104,7 +104,7 @@ class PackedLaunch:
 
 def issue(entries: list[Any]) -> None:
     """Launch packed entries in order: cuLaunchKernel argument tuples, or bound host calls."""
-    launch = _launch_kernel()
+    launch = launch_kernel()
     for e in entries:
         if type(e) is tuple:
             launch(*e)
@@ -140,7 +140,8 @@ def _libcuda() -> Any:
 
 
 @functools.cache
-def _launch_kernel() -> Any:
+def launch_kernel() -> Any:
+    """CuPy's cuLaunchKernel binding: ``launch_kernel()(*PackedLaunch.args)`` launches."""
     from cupy_backends.cuda.api import driver
 
     return driver.launchKernel

@@ -91,7 +91,7 @@ class StepReplay:
             stamps.launch_plan([stamps.entry_name(e) for e in node], "stream")
             for node in self._node_tape
         ]
-        self._timed: dict[tuple[int, int, int], list[Any]] = {}
+        self._timed: dict[tuple[int, int, Any], list[Any]] = {}
         # the graph's launches: node i's are [a, b) of the step's, in order
         self._node_launches = [(a - slices[0][0], b - slices[0][0]) for a, b in slices]
         self._graph_plan: list[tuple[str, str]] = []
@@ -186,7 +186,7 @@ class StepReplay:
         """Node i's packed launches timed in ``stream`` mode into ``st``'s buffer (packed once
         per buffer and slot: a node takes the same slots at every step)."""
         k = st.reserve(self._node_plan[i])
-        key = (i, k, int(st.buf.data.ptr), id(st.gate))
+        key = (i, k, st.slots_key)
         got = self._timed.get(key)
         if got is None:
             got = self._timed[key] = [

@@ -311,11 +311,16 @@ class StampTimer:
     def __init__(self, n: int, gated: bool = True) -> None:
         import cupy
 
-        from tracekit.kernels.cuda import STAMPED
+        from tracekit.kernels import cuda
+        from tracekit.kernels.packed import launch_kernel
 
         self._cupy = cupy
-        self._stamped = STAMPED
+        self._stamped = cuda.STAMPED
+        self._set_stamper = cuda.set_stamper
         self._issue, self._packed_launch = issue, PackedLaunch  # a stamp: one cuLaunchKernel
+        # the per-node path is host-bound without graphs (BENCHMARKS.md, "plan-replay timing
+        # pass"): a marker is one driver call on its packed arguments, no lookups around it
+        self._launch = launch_kernel()
         self.n = n
         self.capacity = self.LAUNCHES_PER_NODE * max(n, 1)
         self.lay = layout(self.capacity, n)
@@ -327,10 +332,15 @@ class StampTimer:
         self._timing: StepTiming | None = None
         self._stamps: dict[int, Any] = {}  # word -> packed stamp launch
         self.stream = 0
+        #: per node, its marker's cuLaunchKernel arguments on ``stream`` (packed at first use)
+        self._marker_args: list[tuple[Any, ...] | None] = [None] * n
         self.gate: Gate | None = None
         self.gate_note: str | None = None
         if gated:
             self.gate, self.gate_note = device_gate(cupy.cuda.Device().id)
+        #: what packed timed launches depend on (the buffer they stamp into, the gate that holds
+        #: them): a plan replay keys its packed nodes on it
+        self.slots_key = (int(self.buf.data.ptr), id(self.gate))
 
     # -- issuing ---------------------------------------------------------------------------
     def _stamp(self, word: int) -> None:
@@ -363,7 +373,10 @@ class StampTimer:
 
     # -- the timer interface (record.Tracer) ------------------------------------------------
     def begin(self) -> None:
-        self.stream = self._cupy.cuda.get_current_stream().ptr
+        stream = self._cupy.cuda.get_current_stream().ptr
+        if stream != self.stream:  # the markers are packed for one stream
+            self._marker_args = [None] * self.n
+        self.stream = stream
         self.plan = []
         self._timing = None
         # zero: a stamp not written is then seen (read_timing), and every slot's counter is 0
@@ -373,28 +386,27 @@ class StampTimer:
     def mark(self, i: int) -> None:
         """Node i's queued marker, issued before the tracer opens the node's NVTX range (so a
         profiler sees only the node's own kernels inside it); :meth:`start` issues it if not."""
-        self._stamp(self.lay["marker"] + i)
+        args = self._marker_args[i]
+        if args is None:
+            word = self.lay["marker"] + i
+            p = self._stamps[word] = self._packed_launch(stamp_entry(self.buf, word), self.stream)
+            args = self._marker_args[i] = p.args
+        self._launch(*args)
         self._marked = i
 
     def start(self, i: int) -> None:
-        from tracekit.kernels import cuda
-
         if self._marked != i:
             self.mark(i)
         self._marked = -1
         self._first = len(self.plan)
-        cuda.set_stamper(self)
+        self._set_stamper(self)
 
     def stop(self, i: int) -> None:
-        from tracekit.kernels import cuda
-
-        cuda.set_stamper(None)
+        self._set_stamper(None)
         self.node_launches[i] = (self._first, len(self.plan))
 
     def end(self) -> None:
-        from tracekit.kernels import cuda
-
-        cuda.set_stamper(None)  # after an error inside a node
+        self._set_stamper(None)  # after an error inside a node
         self._open()
         self._stamp(self.lay["end"])
 
