@@ -60,7 +60,7 @@ for spec in "$@"; do
     hostcalls) t python3 scripts/host_call_cost.py 2>&1 | tee "$OUT/hostcalls.log" | tail -8 ;;
     hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \
                 | tee "$OUT/hostprof.log" | head -45 ;;
-    attnbench) t python3 scripts/bench_attention.py --json "$OUT/attn.json" 2>&1 | tee "$OUT/attn.log" | tail -30 ;;
+    attnbench) t python3 scripts/bench_attention.py ${ATTN_ARGS:-} --json "$OUT/attn.json" 2>&1 | tee "$OUT/attn.log" | tail -30 ;;
     mmqbench) t python3 scripts/bench_mmq.py 2>&1 | tee "$OUT/mmq.log" | tail -40 ;;
     fullcost) t python3 scripts/full_pass_cost.py ${CAPTURE_MODELS:-demo qwen2-0.5b} 2>&1 | tee "$OUT/fullcost.log" | tail -16 ;;
     # a compile knob A/B in one call: the same measurement without and with AB_DEFINES (each
