@@ -65,11 +65,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// Keys a warp loads before it scores them (the key loop below); 1 is one key at a time.
-#ifndef ATT_KEY_UNROLL
-#define ATT_KEY_UNROLL 4
-#endif
-
 #if !defined(ATT_SPLIT_MIN_KEYS) || !defined(ATT_MAX_SPLITS)
 #error "compile with attention.kernel_defines(): -DATT_SPLIT_MIN_KEYS, -DATT_MAX_SPLITS"
 #endif
@@ -113,48 +108,28 @@ extern "C" __global__ void attention_f32(const float* __restrict__ q,
 #pragma unroll
     for (int i = 0; i < ATT_PER_LANE; ++i) acc[i] = 0.0f;
 
-    // ATT_KEY_UNROLL of a warp's keys at a time: their K and V rows are all loaded before the
-    // first score, so the warp waits for one global load latency per group, not one per key
-    // (a decode step's range is 16 keys, 4 a warp). Each key's update runs in the same order
-    // as one at a time: the same bits.
-    for (long long jb = j0 + warp; jb <= j1; jb += (long long)ATT_WARPS * ATT_KEY_UNROLL) {
-        float kr[ATT_KEY_UNROLL][ATT_PER_LANE], vr[ATT_KEY_UNROLL][ATT_PER_LANE];
+    for (long long j = j0 + warp; j <= j1; j += ATT_WARPS) {
+        const float* krow = k_cache + j * kv_row + (long long)kh * hd;
+        const float* vrow = v_cache + j * kv_row + (long long)kh * hd;
+        float part = 0.0f;
 #pragma unroll
-        for (int u = 0; u < ATT_KEY_UNROLL; ++u) {
-            const long long j = jb + (long long)u * ATT_WARPS;
-            const float* krow = k_cache + j * kv_row + (long long)kh * hd;
-            const float* vrow = v_cache + j * kv_row + (long long)kh * hd;
-#pragma unroll
-            for (int i = 0; i < ATT_PER_LANE; ++i) {
-                const int d = lane + 32 * i;
-                const bool in = j <= j1 && d < hd;
-                kr[u][i] = in ? krow[d] : 0.0f;
-                vr[u][i] = in ? vrow[d] : 0.0f;
-            }
+        for (int i = 0; i < ATT_PER_LANE; ++i) {
+            const int d = lane + 32 * i;
+            if (d < hd) part += sq[d] * krow[d];
         }
+        float s = warp_sum(part) * scale;
+        if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+        // A NaN score must poison this warp's result (fmaxf would drop it): carry it in m.
+        const float m_new = isnan(s) ? s : fmaxf(m, s);
+        const float corr = expf(m - m_new);  // 0 on the first key (m = -inf)
+        const float p = expf(s - m_new);
+        l = l * corr + p;
 #pragma unroll
-        for (int u = 0; u < ATT_KEY_UNROLL; ++u) {
-            if (jb + (long long)u * ATT_WARPS > j1) break;  // warp-uniform: the range's end
-            float part = 0.0f;
-#pragma unroll
-            for (int i = 0; i < ATT_PER_LANE; ++i) {
-                const int d = lane + 32 * i;
-                if (d < hd) part += sq[d] * kr[u][i];
-            }
-            float s = warp_sum(part) * scale;
-            if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
-            // A NaN score must poison this warp's result (fmaxf would drop it): carry it in m.
-            const float m_new = isnan(s) ? s : fmaxf(m, s);
-            const float corr = expf(m - m_new);  // 0 on the first key (m = -inf)
-            const float p = expf(s - m_new);
-            l = l * corr + p;
-#pragma unroll
-            for (int i = 0; i < ATT_PER_LANE; ++i) {
-                const int d = lane + 32 * i;
-                if (d < hd) acc[i] = acc[i] * corr + p * vr[u][i];
-            }
-            m = m_new;
+        for (int i = 0; i < ATT_PER_LANE; ++i) {
+            const int d = lane + 32 * i;
+            if (d < hd) acc[i] = acc[i] * corr + p * vrow[d];
         }
+        m = m_new;
     }
 
     // Merge the warps: out = sum_w acc_w exp(m_w - M) / sum_w l_w exp(m_w - M).
