@@ -48,7 +48,7 @@ import numpy as np
 
 from tracekit.kernels.elementwise import SLOT_WORDS
 from tracekit.kernels.hostflag import Gate
-from tracekit.kernels.packed import PackedLaunch, issue
+from tracekit.kernels.packed import PackedLaunch
 from tracekit.trace.format import sig
 
 START_SOURCES = ("kernel", "stamp", "prev_end")
@@ -317,9 +317,8 @@ class StampTimer:
         self._cupy = cupy
         self._stamped = cuda.STAMPED
         self._set_stamper = cuda.set_stamper
-        self._issue, self._packed_launch = issue, PackedLaunch  # a stamp: one cuLaunchKernel
-        # the per-node path is host-bound without graphs (BENCHMARKS.md, "plan-replay timing
-        # pass"): a marker is one driver call on its packed arguments, no lookups around it
+        # a stamp is one cuLaunchKernel on arguments packed once: without graphs the per-node
+        # path is host-bound (BENCHMARKS.md, "2026-12-06, from 06:16 UTC")
         self._launch = launch_kernel()
         self.n = n
         self.capacity = self.LAUNCHES_PER_NODE * max(n, 1)
@@ -330,10 +329,8 @@ class StampTimer:
         self._first = 0
         self._marked = -1
         self._timing: StepTiming | None = None
-        self._stamps: dict[int, Any] = {}  # word -> packed stamp launch
+        self._stamps: dict[int, PackedLaunch] = {}  # word -> its stamp, packed for `stream`
         self.stream = 0
-        #: per node, its marker's cuLaunchKernel arguments on ``stream`` (packed at first use)
-        self._marker_args: list[tuple[Any, ...] | None] = [None] * n
         self.gate: Gate | None = None
         self.gate_note: str | None = None
         if gated:
@@ -345,9 +342,9 @@ class StampTimer:
     # -- issuing ---------------------------------------------------------------------------
     def _stamp(self, word: int) -> None:
         p = self._stamps.get(word)
-        if p is None or p.args[8] != self.stream:  # args[8]: the stream it launches on
-            p = self._stamps[word] = self._packed_launch(stamp_entry(self.buf, word), self.stream)
-        self._issue([p.args])
+        if p is None:
+            p = self._stamps[word] = PackedLaunch(stamp_entry(self.buf, word), self.stream)
+        self._launch(*p.args)
 
     def reserve(self, how: Sequence[tuple[str, str]]) -> int:
         """Take the next ``len(how)`` slots for launches with these plans; the first's index."""
@@ -374,8 +371,8 @@ class StampTimer:
     # -- the timer interface (record.Tracer) ------------------------------------------------
     def begin(self) -> None:
         stream = self._cupy.cuda.get_current_stream().ptr
-        if stream != self.stream:  # the markers are packed for one stream
-            self._marker_args = [None] * self.n
+        if stream != self.stream:  # the stamps are packed for one stream
+            self._stamps.clear()
         self.stream = stream
         self.plan = []
         self._timing = None
@@ -386,12 +383,7 @@ class StampTimer:
     def mark(self, i: int) -> None:
         """Node i's queued marker, issued before the tracer opens the node's NVTX range (so a
         profiler sees only the node's own kernels inside it); :meth:`start` issues it if not."""
-        args = self._marker_args[i]
-        if args is None:
-            word = self.lay["marker"] + i
-            p = self._stamps[word] = self._packed_launch(stamp_entry(self.buf, word), self.stream)
-            args = self._marker_args[i] = p.args
-        self._launch(*args)
+        self._stamp(self.lay["marker"] + i)
         self._marked = i
 
     def start(self, i: int) -> None:
