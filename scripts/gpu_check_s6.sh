@@ -55,7 +55,7 @@ for spec in "$@"; do
            grep -E "mmvq|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Block Limit|l1tex__|smsp__average" "$OUT/ncu.log" | head -80 ;;
     bench) t python3 -m tracekit bench --backend cupy ${BENCH_ONLY:+--only "$BENCH_ONLY"} --json "$OUT/bench.json" \
              2>&1 | tee "$OUT/bench.log" | tail -${BENCH_TAIL:-40} ;;
-    timedprof) t python3 scripts/profile_timed_plan.py ${PLAN_MODEL:-qwen2-0.5b} --steps 48 --rounds ${PLAN_ROUNDS:-3} 2>&1 \
+    timedprof) t python3 scripts/profile_host.py ${PLAN_MODEL:-qwen2-0.5b} --backend cupy --plan-timing --steps 48 --rounds ${PLAN_ROUNDS:-3} 2>&1 \
                  | tee "$OUT/timedprof.log" | head -60 ;;
     hostcalls) t python3 scripts/host_call_cost.py 2>&1 | tee "$OUT/hostcalls.log" | tail -8 ;;
     hostprof) t python3 scripts/profile_host.py qwen2-0.5b --backend cupy --prefill 512 --steps 3 2>&1 \

@@ -1,14 +1,24 @@
-"""Where the host time of a step goes: cProfile over untraced and traced decode steps, or over
-untraced prefills of N tokens (``--prefill N``).
+"""Where the host time of a step goes: cProfile over untraced and traced decode steps, over
+untraced prefills of N tokens (``--prefill N``), or inside the passes of a plan-replay timing
+recording (``--plan-timing``).
 
 python scripts/profile_host.py [MODEL.gguf | qwen2-0.5b] [--backend cupy] [--steps 16] [--prefill N]
+python scripts/profile_host.py qwen2-0.5b --backend cupy --plan-timing [--steps 48] [--rounds 3]
+
+``--plan-timing`` (issue 11: without graphs, per-launch timing may cost at most 1.1x the timing
+pass the issue was filed against): timing-only recordings of the same prompt in plan replay (no
+CUDA graph), alternating with and without NVTX ranges, each variant's median timing-pass wall
+per decode step and per node; then one more recording with cProfile on only inside the passes
+(begin_step to end_step: not the warm-up, formatting, validation or writing of the trace).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
+import statistics
 import sys
 from pathlib import Path
 
@@ -26,6 +36,8 @@ def main() -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--prefill", type=int, default=0, help="profile prefills of this many tokens")
+    ap.add_argument("--plan-timing", action="store_true", help="profile plan-replay timing passes")
+    ap.add_argument("--rounds", type=int, default=3, help="--plan-timing: recordings per variant")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from decode_speed import resolve
@@ -33,6 +45,8 @@ def main() -> int:
     path = resolve(args.model) if args.model else demo_model_path()
     be = get_backend(args.backend)
     model = load_model(path)
+    if args.plan_timing:
+        return plan_timing(model, be, args.steps, args.rounds)
     if args.prefill:
         import time
 
@@ -86,6 +100,54 @@ def main() -> int:
     prof.disable()
     print("== traced (timing capture): prefill + 4 decode steps")
     pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+    return 0
+
+
+def timing_walls(model: object, be: object, steps: int, nvtx: bool, out: Path) -> list[float]:
+    """A timing-only plan-replay recording's timing-pass walls, one a decode step."""
+    from tracekit.runner.record import record_trace
+
+    record_trace(model, tokens=[1, 2, 3, 4], steps=steps, backend=be, capture="timing",
+                 output=out, progress=False, cuda_graph=False, nvtx=nvtx)  # fmt: skip
+    return [st["timing_wall_s"] for st in json.loads(out.read_text())["steps"][1:]]
+
+
+def plan_timing(model: object, be: object, steps: int, rounds: int, top: int = 30) -> int:
+    from tracekit.runner.record import Tracer
+
+    n = len(model.graph.nodes)  # type: ignore[attr-defined]
+    out = Path("/tmp/profile-timed-plan.json")
+    walls: dict[str, list[float]] = {"nvtx": [], "no-nvtx": []}
+    for _ in range(rounds):
+        for variant in walls:
+            walls[variant].append(
+                statistics.median(timing_walls(model, be, steps, variant == "nvtx", out))
+            )
+    for variant, w in walls.items():
+        m = statistics.median(w)
+        print(f"{variant}: timing pass " + ", ".join(f"{x * 1e3:.3f}" for x in w)
+              + f" ms/step (median {m * 1e3:.3f}, {m / n * 1e6:.2f} us/node, {n} nodes)")  # fmt: skip
+    prof = cProfile.Profile()
+    begin, end = Tracer.begin_step, Tracer.end_step
+
+    def profiled_begin(self: Tracer, *a: object, **k: object) -> None:
+        prof.enable()
+        begin(self, *a, **k)
+
+    def profiled_end(self: Tracer) -> None:
+        end(self)
+        prof.disable()
+
+    Tracer.begin_step, Tracer.end_step = profiled_begin, profiled_end  # type: ignore[method-assign]
+    try:
+        timing_walls(model, be, steps, True, out)
+    finally:
+        Tracer.begin_step, Tracer.end_step = begin, end  # type: ignore[method-assign]
+    print(f"== cProfile inside the passes: prefill + {steps} decode steps, timing only")
+    st = pstats.Stats(prof).sort_stats("tottime")
+    st.print_stats(top)
+    st.print_callers("_handle_fromlist")
+    st.print_callees("record.py:.*__call__")
     return 0
 
 
