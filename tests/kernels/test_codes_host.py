@@ -57,7 +57,43 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
             f"        }}\n"
             f"    }}\n}}"
         )
+    src.append(SPLIT_SRC)
+    for t in QUANTIZED_TYPES:
+        src.append(
+            f'extern "C" long split_{t.device}(const u8* raw, long n) '
+            f"{{ return split_mismatches<Codes<{t.device}>, {t.device}>(raw, n); }}"
+        )
     return build(tmp_path_factory.mktemp("codes"), "codes", "\n".join(src) + "\n")
+
+
+# A type whose mmvq reads each code as two addends (Codes<T>::SPLIT: load_split) must give, byte
+# for byte, w + w2 = load's code, in the nibble order load_split documents; -1: no split view.
+SPLIT_SRC = """
+template <class C, class = void> struct HasSplit { static constexpr bool v = false; };
+template <class C> struct HasSplit<C, decltype((void)C::SPLIT)> { static constexpr bool v = C::SPLIT; };
+template <class C, class T> long split_mismatches(const u8* raw, long n) {
+  if constexpr (!HasSplit<C>::v) { return -1; } else {
+    static_assert(C::NG == 2, "one 32-value group an item");
+    long bad = 0;
+    for (long i = 0; i < n; ++i)
+      for (int it = 0; it < C::ITEMS; ++it) {
+        CodeItem<C::NG> whole, split;
+        memset(&split, 0xA5, sizeof split);  // poison: every byte must be written
+        C::load(raw + i * T::TS, it, whole);
+        C::load_split(raw + i * T::TS, it, split);
+        for (int wd = 0; wd < 8; ++wd)
+          for (int p = 0; p < 4; ++p) {
+            const int j = wd / 2, v = 4 * j + 2 * (wd % 2) + p / 2 + 16 * (p % 2);
+            const int want = (signed char)(whole.w[v / 4] >> (8 * (v % 4)));
+            const int got = (signed char)(split.w[wd] >> (8 * p)) +
+                            (signed char)(split.w2[wd] >> (8 * p));
+            bad += got != want;
+          }
+      }
+    return bad;
+  }
+}
+"""
 
 
 def _same(g: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -97,3 +133,22 @@ def test_codes_rebuild_the_gguf_values_and_match_int_parts(lib: ctypes.CDLL, qt:
     assert _same(a, parts.a.reshape(-1)).all(), f"{qt.name}: scales differ from int_parts"
     pb = np.zeros_like(a) if parts.b is None else parts.b.reshape(-1)
     assert _same(b, pb).all(), f"{qt.name}: offsets differ from int_parts"
+
+
+def test_split_codes_add_up_to_the_codes(lib: ctypes.CDLL):
+    """load_split's two addends sum to load's codes for every item of finite and raw random
+    blocks (every 4-bit code occurs); the IQ4 types are the ones that declare it."""
+    rng = np.random.default_rng(5)
+    split = []
+    for qt in QUANTIZED_TYPES:
+        raw = aligned(np.concatenate([
+            dequant.random_blocks(qt, N_BLOCKS, rng),
+            rng.integers(0, 256, N_BLOCKS * qt.type_size, dtype=np.uint8),
+        ]))  # fmt: skip
+        fn = getattr(lib, f"split_{qt.device}")
+        fn.restype = ctypes.c_long
+        bad = fn(ctypes.c_void_p(raw.ctypes.data), ctypes.c_long(2 * N_BLOCKS))
+        if bad >= 0:
+            split.append(qt.name)
+            assert bad == 0, f"{qt.name}: {bad} code bytes differ between load and load_split"
+    assert split == ["IQ4_NL", "IQ4_XS"]

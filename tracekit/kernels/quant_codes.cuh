@@ -27,6 +27,10 @@
 //                    it.d / it.dmin the block's two f16 factors (a[g] = d isc[g], b[g] = -dmin
 //                    imn[g]), so mmvq applies d and dmin once an item (group_dots_int), and
 //   dot(it, q, g)    group g's codes (as load_int left them) against 16 int8 activations
+// and, where mmvq reads each code as the sum of two addends (SPLIT: the IQ4 types' levels),
+//   load_split(b, i, it)  the item's codes as two addends, it.w + it.w2, byte for byte, in
+//                    nibble order (words 2 j, 2 j + 1: the values 4 j, 4 j + 16, 4 j + 1,
+//                    4 j + 17 and 4 j + 2, 4 j + 18, 4 j + 3, 4 j + 19 of a 32-value group)
 // A block is at raw + i * TS with raw 16-byte aligned (the launcher checks), so each type's
 // fields have a fixed alignment: gcd(TS, 16).
 #pragma once
@@ -36,6 +40,7 @@
 template <int NG>
 struct CodeItem {
     u32 w[4 * NG];
+    u32 w2[4 * NG];  // load_split's second addend of each code (SplitCodes below)
     int v[NG];
     float a[NG], b[NG];
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
@@ -110,6 +115,39 @@ __device__ __forceinline__ void iq4_levels_lohi(u32 w, u32& lo, u32& hi) {
     hi = __byte_perm(r[0], r[1], 0x7531u);
 }
 
+// PRMT in its default mode: a selector nibble with bit 3 set gives the selected byte's sign
+// replicated (__byte_perm masks bit 3 off; the host shim's __byte_perm is this PRMT).
+__device__ __forceinline__ u32 prmt_sign(u32 a, u32 b, u32 sel) {
+#if defined(__CUDA_ARCH__)
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+#else
+    return __byte_perm(a, b, sel);
+#endif
+}
+
+// The same levels as two addends, for mmvq, where two more DP4A cost less than the pick: the
+// codes go to PRMT unmasked, so the low table (levels 0-7, all negative) gives 0xFF (-1) where
+// a code is >= 8, and the high table, stored as level + 1 and read with bit 3 flipped, gives
+// 0 (its bytes are positive) where a code is < 8. Byte for byte, level = a + b (-1 + level + 1
+// for the high codes): a dot product with the levels is the sum of the two addends' DP4A. The
+// bytes stay in PRMT's order, the word's nibbles in turn (a0: values 0, 16, 1, 17 of the word's
+// four bytes; a1: 2, 18, 3, 19), and mmvq interleaves x's halves to match (group_dots), once
+// for both addends, instead of unshuffling each.
+// Why: mmvq's IQ4 loop is ALU-bound (ncu, H200, 2026-12-06: ALU pipe 62.7% busy, issue slots
+// 55%); a word costs 1 LOP3, 2 SHF and 4 PRMT here, 9 ALU and 8 PRMT in iq4_levels_lohi.
+static_assert((IQ4_LEVELS_0 & IQ4_LEVELS_1 & 0x80808080u) == 0x80808080u, "levels 0-7 < 0");
+static_assert(((IQ4_LEVELS_2 | IQ4_LEVELS_3) & 0x80808080u) == 0u, "levels 8-15 >= 0");
+static_assert((((IQ4_LEVELS_2 | IQ4_LEVELS_3) + 0x01010101u) & 0x80808080u) == 0u,
+              "levels 8-15 + 1 < 128 (and each byte's + 1 carries into none)");
+__device__ __forceinline__ void iq4_levels_split(u32 w, u32& a0, u32& a1, u32& b0, u32& b1) {
+    constexpr u32 H0 = IQ4_LEVELS_2 + 0x01010101u, H1 = IQ4_LEVELS_3 + 0x01010101u;
+    const u32 wx = w ^ 0x88888888u;
+    a0 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w), a1 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w >> 16);
+    b0 = prmt_sign(H0, H1, wx), b1 = prmt_sign(H0, H1, wx >> 16);
+}
+
 // load and load_int of a type whose fill<INT> writes either (the K-quants: integer scales), and
 // its dot when the codes are whole (Q2_K and Q3_K declare their own).
 template <class Self, int NG>
@@ -125,6 +163,19 @@ struct FillBoth {
         return dot16(it.w + 4 * g, q);
     }
 };
+
+// MMVQ_IQ4_SPLIT: mmvq reads the IQ4 types' levels as two addends (iq4_levels_split)
+#ifndef MMVQ_IQ4_SPLIT
+#define MMVQ_IQ4_SPLIT 1
+#endif
+// An IQ4 qs word (i of 4) into an item: the levels (load), or their two addends (load_split).
+template <bool SPLIT, int NG>
+__device__ __forceinline__ void iq4_word(u32 w, int i, CodeItem<NG>& it) {
+    if (SPLIT)  // nibble order: words 2 i, 2 i + 1 (group_dots' Interleaved)
+        iq4_levels_split(w, it.w[2 * i], it.w[2 * i + 1], it.w2[2 * i], it.w2[2 * i + 1]);
+    else
+        iq4_levels_lohi(w, it.w[i], it.w[4 + i]);
+}
 
 template <class T>
 struct Codes;  // a type without its integer view does not compile into mmvq
@@ -223,12 +274,20 @@ struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
     SCALE_GROUP(IQ4_NL);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+    static constexpr bool SPLIT = MMVQ_IQ4_SPLIT;  // mmvq takes load_split (iq4_word)
+    template <bool SPLIT_>
+    static __device__ __forceinline__ void fill(const u8* b, CodeItem<2>& it) {
         const uint4 q = ld16_a2(b + 2);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) iq4_levels_lohi(word(q, i), it.w[i], it.w[4 + i]);
+        for (int i = 0; i < 4; ++i) iq4_word<SPLIT_>(word(q, i), i, it);
         it.v[0] = 0, it.v[1] = 16;
         it.a[0] = it.a[1] = f16_at(b);
+    }
+    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
+        fill<false>(b, it);
+    }
+    static __device__ __forceinline__ void load_split(const u8* b, int, CodeItem<2>& it) {
+        fill<true>(b, it);
     }
 };
 
@@ -429,13 +488,21 @@ struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] -
     SCALE_GROUP(IQ4_XS);
     static constexpr int ITEMS = 8, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+    static constexpr bool SPLIT = MMVQ_IQ4_SPLIT;  // as IQ4_NL's
+    template <bool SPLIT_>
+    static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<2>& it) {
         const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
         const u32 ls = ((hd.y >> (4 * i)) & 15u) | (((hd.x >> (16 + 2 * i)) & 3u) << 4);
         const uint4 q = ld16_a8(b + 8 + 16 * i);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) iq4_levels_lohi(word(q, k), it.w[k], it.w[4 + k]);
+        for (int k = 0; k < 4; ++k) iq4_word<SPLIT_>(word(q, k), k, it);
         it.v[0] = 32 * i, it.v[1] = 32 * i + 16;
         it.a[0] = it.a[1] = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
+    }
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
+        fill<false>(b, i, it);
+    }
+    static __device__ __forceinline__ void load_split(const u8* b, int i, CodeItem<2>& it) {
+        fill<true>(b, i, it);
     }
 };
