@@ -370,22 +370,6 @@ __device__ __forceinline__ void prefetch_row_l2(const u8* raw, i64 row_bytes, in
 #endif
 }
 
-// MMVQ_L1_PREFETCH: each iteration first asks L1 for the lane's next items (the row's next
-// ones, else the first of the warp's next row), so that their loads, issued at the top of the
-// next iteration with nothing to overlap them, hit L1 instead of waiting on L2 (ncu, H200,
-// 2026-12-06: Q2_K and Q4_K wait on L1TEX a third of their cycles, with 0.7 eligible warps of
-// 5.9 a scheduler). No registers are held.
-#ifndef MMVQ_L1_PREFETCH
-#define MMVQ_L1_PREFETCH 0
-#endif
-__device__ __forceinline__ void prefetch_l1(const u8* p) {
-#if defined(__CUDA_ARCH__)
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#else
-    (void)p;
-#endif
-}
-
 // MMVQ_RPW: rows per warp. A warp's R rows (consecutive) are walked together, item by item:
 // each activation group read from shared memory serves R rows (the x reads cost as many
 // shared-memory wavefronts as the weight bytes they are used with, and more than those bytes
@@ -467,25 +451,6 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                     }
                 }
                 loaded = false;
-                if (MMVQ_L1_PREFETCH) {
-                    const int bn = bi + bstep * MV_UNROLL, rn = row0 + rows_per_step;
-                    const u8* pn = bn < nb ? w + bn * T::TS
-                                 : rn < n ? raw + (i64)rn * row_bytes + b0 * T::TS : nullptr;
-                    if (pn) {
-#pragma unroll
-                        for (int r = 0; r < R; ++r)
-#pragma unroll
-                            for (int u = 0; u < MV_UNROLL; ++u) {
-                                // (a block past the row's end lies inside the matrix or is
-                                // the next row's: a prefetch never faults, and these stay in)
-                                const u8* q = pn + r * row_bytes + (i64)bstep * u * T::TS;
-                                if (q + T::TS <= raw + (i64)n * row_bytes) {
-                                    prefetch_l1(q);
-                                    prefetch_l1(q + T::TS - 1);
-                                }
-                            }
-                    }
-                }
 #pragma unroll
                 for (int u = 0; u < MV_UNROLL; ++u) {
                     const int b = bi + bstep * u;

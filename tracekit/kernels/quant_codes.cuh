@@ -46,6 +46,7 @@ struct CodeItem {
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
     float d, dmin;
     u32 hm[4];  // Q3_K's load_int: the item's hmask words, its groups' bits at bits 0-3
+    int hshift;  // Q6_K's load_int: where bits 4-5 of group 0's codes lie in it.w2 (+ 4 g)
 };
 
 // dp4a of 4 unsigned bytes (codes up to 255, Q2_K's masked in place) with 4 signed ones.
@@ -164,10 +165,6 @@ struct FillBoth {
     }
 };
 
-// MMVQ_IQ4_SPLIT: mmvq reads the IQ4 types' levels as two addends (iq4_levels_split)
-#ifndef MMVQ_IQ4_SPLIT
-#define MMVQ_IQ4_SPLIT 1
-#endif
 // An IQ4 qs word (i of 4) into an item: the levels (load), or their two addends (load_split).
 template <bool SPLIT, int NG>
 __device__ __forceinline__ void iq4_word(u32 w, int i, CodeItem<NG>& it) {
@@ -274,7 +271,7 @@ struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
     SCALE_GROUP(IQ4_NL);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    static constexpr bool SPLIT = MMVQ_IQ4_SPLIT;  // mmvq takes load_split (iq4_word)
+    static constexpr bool SPLIT = true;  // mmvq takes load_split (iq4_word)
     template <bool SPLIT_>
     static __device__ __forceinline__ void fill(const u8* b, CodeItem<2>& it) {
         const uint4 q = ld16_a2(b + 2);
@@ -357,6 +354,9 @@ struct Codes<Q5_K> : FillBoth<Codes<Q5_K>, 4> {
     }
 };
 
+#ifndef MMVQ_Q6K_SPLIT
+#define MMVQ_Q6K_SPLIT 0
+#endif
 // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
 template <>
 struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
@@ -365,15 +365,18 @@ struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
     static constexpr bool MIN = false;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
     // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
-    // bits 2 (u / 2) and 2 (u / 2) + 4. INT: the signed scale bytes as isc, d once.
+    // bits 2 (u / 2) and 2 (u / 2) + 4. INT: the signed scale bytes as isc, d once, and the
+    // codes' two parts left in place (masked, not shifted or merged): the nibbles in it.w at
+    // bits 4 g, bits 4-5 in it.w2 at bits 2 (u / 2) + 4 g (it.hshift); dot takes a DP4A chain
+    // each and shifts the sums back (exact): two ALU a word instead of five (as Q3_K's).
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<2>& it) {
         const int h = i >> 2, u = i & 3;
         const uint4 ql = ld16_a2(b + 64 * h + 16 * u);
         const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * (u & 1));
         const float d = f16_at(b + 208);
-        if (INT) it.d = d;
         const int s0 = 2 * (u >> 1);
+        if (INT) it.d = d, it.hshift = s0;
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
             it.v[g] = 128 * h + 64 * g + 16 * u;
@@ -382,11 +385,23 @@ struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
                 it.isc[g] = sc;
             else
                 it.a[g] = __fmul_rn(d, (float)sc);
+            const u32 hmask = 0x03030303u << (s0 + 4 * g);
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-                it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
-                                  (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
+            for (int k = 0; k < 4; ++k) {
+                if (INT && MMVQ_Q6K_SPLIT) {
+                    it.w[4 * g + k] = word(ql, k) & (0x0F0F0F0Fu << (4 * g));
+                    it.w2[4 * g + k] = word(qh, k) & hmask;
+                } else {
+                    it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
+                                      (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
+                }
+            }
         }
+    }
+    static __device__ __forceinline__ int dot(const CodeItem<2>& it, int4 q, int g) {  // - 32 qsum
+        if (!MMVQ_Q6K_SPLIT) return dot16(it.w + 4 * g, q);
+        return (dot16_us(it.w + 4 * g, q) >> (4 * g)) +
+               ((dot16_us(it.w2 + 4 * g, q) >> (it.hshift + 4 * g)) << 4);
     }
 };
 
@@ -488,7 +503,7 @@ struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] -
     SCALE_GROUP(IQ4_XS);
     static constexpr int ITEMS = 8, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    static constexpr bool SPLIT = MMVQ_IQ4_SPLIT;  // as IQ4_NL's
+    static constexpr bool SPLIT = true;  // as IQ4_NL's
     template <bool SPLIT_>
     static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<2>& it) {
         const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
