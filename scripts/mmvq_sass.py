@@ -27,9 +27,9 @@ from tracekit.quants import QUANTIZED_TYPES, cuda_defines, quant_type  # noqa: E
 
 KERNELS = Path(matvec.__file__).resolve().parent
 # DP4A a type's dot products take for 4 values: 1, but Q3_K's integer path (Codes<Q3_K>::dot)
-# dots the two low bits and the third in two chains, Q6_K's the nibbles and bits 4-5, and the
-# IQ4s' levels are two addends (Codes<IQ4_*>::load_split)
-DP4A_PER_4_VALUES = {"Q3_K": 2, "Q6_K": 2, "IQ4_NL": 2, "IQ4_XS": 2}
+# dots the two low bits and the third in two chains, and the IQ4s' levels are two addends
+# (Codes<IQ4_*>::load_split)
+DP4A_PER_4_VALUES = {"Q3_K": 2, "IQ4_NL": 2, "IQ4_XS": 2}
 _INS = re.compile(r"\s+/\*([0-9a-f]{4})\*/\s+(.*?);")
 _BACK = re.compile(r"BRA\s+(?:\S+,\s*)?0x([0-9a-f]+)")
 

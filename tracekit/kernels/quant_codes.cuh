@@ -46,7 +46,6 @@ struct CodeItem {
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
     float d, dmin;
     u32 hm[4];  // Q3_K's load_int: the item's hmask words, its groups' bits at bits 0-3
-    int hshift;  // Q6_K's load_int: where bits 4-5 of group 0's codes lie in it.w2 (+ 4 g)
 };
 
 // dp4a of 4 unsigned bytes (codes up to 255, Q2_K's masked in place) with 4 signed ones.
@@ -145,7 +144,8 @@ static_assert((((IQ4_LEVELS_2 | IQ4_LEVELS_3) + 0x01010101u) & 0x80808080u) == 0
 __device__ __forceinline__ void iq4_levels_split(u32 w, u32& a0, u32& a1, u32& b0, u32& b1) {
     constexpr u32 H0 = IQ4_LEVELS_2 + 0x01010101u, H1 = IQ4_LEVELS_3 + 0x01010101u;
     const u32 wx = w ^ 0x88888888u;
-    a0 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w), a1 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w >> 16);
+    a0 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w);
+    a1 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w >> 16);
     b0 = prmt_sign(H0, H1, wx), b1 = prmt_sign(H0, H1, wx >> 16);
 }
 
@@ -168,7 +168,7 @@ struct FillBoth {
 // An IQ4 qs word (i of 4) into an item: the levels (load), or their two addends (load_split).
 template <bool SPLIT, int NG>
 __device__ __forceinline__ void iq4_word(u32 w, int i, CodeItem<NG>& it) {
-    if (SPLIT)  // nibble order: words 2 i, 2 i + 1 (group_dots' Interleaved)
+    if (SPLIT)  // nibble order, words 2 i and 2 i + 1 (mmvq's group_dots interleaves x to match)
         iq4_levels_split(w, it.w[2 * i], it.w[2 * i + 1], it.w2[2 * i], it.w2[2 * i + 1]);
     else
         iq4_levels_lohi(w, it.w[i], it.w[4 + i]);
@@ -354,9 +354,6 @@ struct Codes<Q5_K> : FillBoth<Codes<Q5_K>, 4> {
     }
 };
 
-#ifndef MMVQ_Q6K_SPLIT
-#define MMVQ_Q6K_SPLIT 0
-#endif
 // ql[128] | qh[64] | scales[16] int8 | d: x = (d sc[e / 16]) (q - 32)
 template <>
 struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
@@ -365,18 +362,15 @@ struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
     static constexpr bool MIN = false;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
     // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
-    // bits 2 (u / 2) and 2 (u / 2) + 4. INT: the signed scale bytes as isc, d once, and the
-    // codes' two parts left in place (masked, not shifted or merged): the nibbles in it.w at
-    // bits 4 g, bits 4-5 in it.w2 at bits 2 (u / 2) + 4 g (it.hshift); dot takes a DP4A chain
-    // each and shifts the sums back (exact): two ALU a word instead of five (as Q3_K's).
+    // bits 2 (u / 2) and 2 (u / 2) + 4. INT: the signed scale bytes as isc, d once.
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<2>& it) {
         const int h = i >> 2, u = i & 3;
         const uint4 ql = ld16_a2(b + 64 * h + 16 * u);
         const uint4 qh = ld16_a2(b + 128 + 32 * h + 16 * (u & 1));
         const float d = f16_at(b + 208);
+        if (INT) it.d = d;
         const int s0 = 2 * (u >> 1);
-        if (INT) it.d = d, it.hshift = s0;
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
             it.v[g] = 128 * h + 64 * g + 16 * u;
@@ -385,23 +379,11 @@ struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
                 it.isc[g] = sc;
             else
                 it.a[g] = __fmul_rn(d, (float)sc);
-            const u32 hmask = 0x03030303u << (s0 + 4 * g);
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                if (INT && MMVQ_Q6K_SPLIT) {
-                    it.w[4 * g + k] = word(ql, k) & (0x0F0F0F0Fu << (4 * g));
-                    it.w2[4 * g + k] = word(qh, k) & hmask;
-                } else {
-                    it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
-                                      (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
-                }
-            }
+            for (int k = 0; k < 4; ++k)
+                it.w[4 * g + k] = ((word(ql, k) >> (4 * g)) & 0x0F0F0F0Fu) |
+                                  (((word(qh, k) >> (s0 + 4 * g)) & 0x03030303u) << 4);
         }
-    }
-    static __device__ __forceinline__ int dot(const CodeItem<2>& it, int4 q, int g) {  // - 32 qsum
-        if (!MMVQ_Q6K_SPLIT) return dot16(it.w + 4 * g, q);
-        return (dot16_us(it.w + 4 * g, q) >> (4 * g)) +
-               ((dot16_us(it.w2 + 4 * g, q) >> (it.hshift + 4 * g)) << 4);
     }
 };
 
