@@ -225,15 +225,18 @@ __device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
     return x;
 }
 
-// Whether a type's codes come as two addends a value (Codes<T>::SPLIT: load_split).
-template <class C, class = void>
-struct SplitCodes {
-    static constexpr bool value = false;
-};
-template <class C>
-struct SplitCodes<C, decltype((void)C::SPLIT)> {
-    static constexpr bool value = C::SPLIT;
-};
+// A flag of Codes<T> that a type may leave undeclared (then false): Trait<C>::value.
+#define CODES_FLAG(Trait, MEMBER)                                                              \
+    template <class C, class = void>                                                           \
+    struct Trait {                                                                             \
+        static constexpr bool value = false;                                                   \
+    };                                                                                         \
+    template <class C>                                                                         \
+    struct Trait<C, decltype((void)C::MEMBER)> {                                               \
+        static constexpr bool value = C::MEMBER;                                               \
+    };
+CODES_FLAG(SplitCodes, SPLIT)  // codes as two addends a value (load_split)
+CODES_FLAG(IntScales, INT_SCALES)  // integer scales (load_int, group_dots_int)
 
 // One item position of R rows (a lane's item u of each of its warp's R rows: the same values
 // of x): each group's activations are read from shared memory once for the R rows, whose
@@ -324,14 +327,6 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
 }
 
 // mmvq's item load and dot products: the integer-scale pair where the type has it.
-template <class C, class = void>
-struct IntScales {
-    static constexpr bool value = false;
-};
-template <class C>
-struct IntScales<C, decltype((void)C::INT_SCALES)> {
-    static constexpr bool value = C::INT_SCALES;
-};
 template <class C, int NG>
 __device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it) {
     if constexpr (IntScales<C>::value)

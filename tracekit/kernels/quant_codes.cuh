@@ -40,7 +40,7 @@
 template <int NG>
 struct CodeItem {
     u32 w[4 * NG];
-    u32 w2[4 * NG];  // load_split's second addend of each code (SplitCodes below)
+    u32 w2[4 * NG];  // load_split's second addend of each code (matvec.cu's SplitCodes)
     int v[NG];
     float a[NG], b[NG];
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
