@@ -69,10 +69,8 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
 # A type whose mmvq reads each code as two addends (Codes<T>::SPLIT: load_split) must give, byte
 # for byte, w + w2 = load's code, in the nibble order load_split documents; -1: no split view.
 SPLIT_SRC = """
-template <class C, class = void> struct HasSplit { static constexpr bool v = false; };
-template <class C> struct HasSplit<C, decltype((void)C::SPLIT)> { static constexpr bool v = C::SPLIT; };
 template <class C, class T> long split_mismatches(const u8* raw, long n) {
-  if constexpr (!HasSplit<C>::v) { return -1; } else {
+  if constexpr (!SplitCodes<C>::value) { return -1; } else {
     static_assert(C::NG == 2, "one 32-value group an item");
     long bad = 0;
     for (long i = 0; i < n; ++i)

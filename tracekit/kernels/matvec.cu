@@ -225,19 +225,6 @@ __device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
     return x;
 }
 
-// A flag of Codes<T> that a type may leave undeclared (then false): Trait<C>::value.
-#define CODES_FLAG(Trait, MEMBER)                                                              \
-    template <class C, class = void>                                                           \
-    struct Trait {                                                                             \
-        static constexpr bool value = false;                                                   \
-    };                                                                                         \
-    template <class C>                                                                         \
-    struct Trait<C, decltype((void)C::MEMBER)> {                                               \
-        static constexpr bool value = C::MEMBER;                                               \
-    };
-CODES_FLAG(SplitCodes, SPLIT)  // codes as two addends a value (load_split)
-CODES_FLAG(IntScales, INT_SCALES)  // integer scales (load_int, group_dots_int)
-
 // One item position of R rows (a lane's item u of each of its warp's R rows: the same values
 // of x): each group's activations are read from shared memory once for the R rows, whose
 // items' terms add into sums[r] in the order the one-row loop adds them (each row's result is

@@ -40,7 +40,7 @@
 template <int NG>
 struct CodeItem {
     u32 w[4 * NG];
-    u32 w2[4 * NG];  // load_split's second addend of each code (matvec.cu's SplitCodes)
+    u32 w2[4 * NG];  // load_split's second addend of each code (SplitCodes below)
     int v[NG];
     float a[NG], b[NG];
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
@@ -165,6 +165,18 @@ struct FillBoth {
     }
 };
 
+// load and load_split of a type whose fill<SPLIT> writes either (the IQ4 types' levels).
+template <class Self, int NG>
+struct FillSplit {
+    static constexpr bool SPLIT = true;  // mmvq takes load_split
+    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<NG>& it) {
+        Self::template fill<false>(b, i, it);
+    }
+    static __device__ __forceinline__ void load_split(const u8* b, int i, CodeItem<NG>& it) {
+        Self::template fill<true>(b, i, it);
+    }
+};
+
 // An IQ4 qs word (i of 4) into an item: the levels (load), or their two addends (load_split).
 template <bool SPLIT, int NG>
 __device__ __forceinline__ void iq4_word(u32 w, int i, CodeItem<NG>& it) {
@@ -176,6 +188,19 @@ __device__ __forceinline__ void iq4_word(u32 w, int i, CodeItem<NG>& it) {
 
 template <class T>
 struct Codes;  // a type without its integer view does not compile into mmvq
+
+// A flag of Codes<T> that a type may leave undeclared (then false): Trait<C>::value.
+#define CODES_FLAG(Trait, MEMBER)                                                              \
+    template <class C, class = void>                                                           \
+    struct Trait {                                                                             \
+        static constexpr bool value = false;                                                   \
+    };                                                                                         \
+    template <class C>                                                                         \
+    struct Trait<C, decltype((void)C::MEMBER)> {                                               \
+        static constexpr bool value = C::MEMBER;                                               \
+    };
+CODES_FLAG(SplitCodes, SPLIT)  // codes as two addends a value (load_split)
+CODES_FLAG(IntScales, INT_SCALES)  // integer scales (load_int, group_dots_int)
 
 #define SCALE_GROUP(T) static constexpr int SG = TK_##T##_SG
 
@@ -267,24 +292,17 @@ struct Codes<Q5_1> {  // d | m | qh | qs[16]: x = d q + m  (TS 24: 8-byte aligne
 };
 
 template <>
-struct Codes<IQ4_NL> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
+struct Codes<IQ4_NL> : FillSplit<Codes<IQ4_NL>, 2> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
     SCALE_GROUP(IQ4_NL);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    static constexpr bool SPLIT = true;  // mmvq takes load_split (iq4_word)
     template <bool SPLIT_>
-    static __device__ __forceinline__ void fill(const u8* b, CodeItem<2>& it) {
+    static __device__ __forceinline__ void fill(const u8* b, int, CodeItem<2>& it) {
         const uint4 q = ld16_a2(b + 2);
 #pragma unroll
         for (int i = 0; i < 4; ++i) iq4_word<SPLIT_>(word(q, i), i, it);
         it.v[0] = 0, it.v[1] = 16;
         it.a[0] = it.a[1] = f16_at(b);
-    }
-    static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
-        fill<false>(b, it);
-    }
-    static __device__ __forceinline__ void load_split(const u8* b, int, CodeItem<2>& it) {
-        fill<true>(b, it);
     }
 };
 
@@ -481,11 +499,11 @@ struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 4> {
 };
 
 template <>
-struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] - 32)) LEVELS[q]
+struct Codes<IQ4_XS> : FillSplit<Codes<IQ4_XS>, 2> {
+    // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] - 32)) LEVELS[q]
     SCALE_GROUP(IQ4_XS);
     static constexpr int ITEMS = 8, NG = 2, OFF = 0;
     static constexpr bool MIN = false;
-    static constexpr bool SPLIT = true;  // as IQ4_NL's
     template <bool SPLIT_>
     static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<2>& it) {
         const uint2 hd = ld8_al(b);  // (TS 136: 8-byte aligned)
@@ -495,11 +513,5 @@ struct Codes<IQ4_XS> {  // d | scales_h | scales_l[4] | qs[128]: x = (d (ls[j] -
         for (int k = 0; k < 4; ++k) iq4_word<SPLIT_>(word(q, k), k, it);
         it.v[0] = 32 * i, it.v[1] = 32 * i + 16;
         it.a[0] = it.a[1] = __fmul_rn(half_lo(hd.x), code_f(ls, 32.0f));
-    }
-    static __device__ __forceinline__ void load(const u8* b, int i, CodeItem<2>& it) {
-        fill<false>(b, i, it);
-    }
-    static __device__ __forceinline__ void load_split(const u8* b, int i, CodeItem<2>& it) {
-        fill<true>(b, i, it);
     }
 };
