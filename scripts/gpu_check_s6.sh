@@ -118,9 +118,10 @@ for spec in "$@"; do
                 tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;
     stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
     # stbench on a copy of this tree with the kernel files in .ab/ put back (an A/B in one call:
-    # .ab/ holds the older matvec.cu, quant_codes.cuh, ... as `git show REV:PATH` wrote them)
+    # .ab/ holds the older matvec.cu, quant_codes.cuh, ... as `git show REV:PATH` wrote them; its
+    # other files, the call scripts, stay)
     stbenchold) rm -rf /tmp/abtree && mkdir -p /tmp/abtree && cp -r tracekit scripts /tmp/abtree/ \
-                  && cp .ab/* /tmp/abtree/tracekit/kernels/ \
+                  && find .ab -maxdepth 1 -type f \( -name "*.cu" -o -name "*.cuh" \) -exec cp {} /tmp/abtree/tracekit/kernels/ \; \
                   && (cd /tmp/abtree && PYTHONPATH=/tmp/site:/tmp/abtree TRACEKIT_CACHE=/tmp/abtree-cache \
                       t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st_old.json" 2>&1) \
                   | tee "$OUT/st_old.log" | tail -45 ;;

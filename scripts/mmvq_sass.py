@@ -5,7 +5,8 @@ per iteration, the values and GGUF bytes an iteration consumes, instructions per
 On the H200 the issue-bound types ran at about 280 / (instructions per byte) % of copy
 (BENCHMARKS.md, 2026-12-01), so this is the number a change to Codes<T> or the loop moves.
 
-    .venv/bin/python scripts/mmvq_sass.py [TYPE,...] [--mix]   (--mix: each loop's opcodes;
+    .venv/bin/python scripts/mmvq_sass.py [TYPE,...] [--mix] [--unroll N]
+                                                      (--mix: each loop's opcodes;
                                                        needs nvcc, cuobjdump, nvdisasm on PATH;
                                                        pip's nvidia-cuda-cuobjdump/-nvdisasm do)
 """
@@ -53,9 +54,14 @@ def main(argv: list[str]) -> int:
         sys.exit(f"needs {', '.join(missing)} on PATH")
     mix = "--mix" in argv  # also each loop's opcode histogram: where its instructions go
     argv = [a for a in argv if a != "--mix"]
+    unroll = matvec.MMVQ_UNROLL  # --unroll N: items in flight a lane (MV_UNROLL) other than it
+    if "--unroll" in argv:
+        i = argv.index("--unroll")
+        unroll = int(argv[i + 1])
+        del argv[i : i + 2]
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
     mixes = {}
-    defines = [f"-DMV_UNROLL={matvec.MMVQ_UNROLL}", f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]
+    defines = [f"-DMV_UNROLL={unroll}", f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]
     print("| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:

@@ -46,9 +46,10 @@ static float* g_out; static int g_n, g_k;
             mmvq<T, NT, QX>(g_raw, g_x, g_xr, g_out, g_n, g_k, T::TS, T::QK, nullptr);         \\
         });                                                                                    \\
     }
-extern "C" void run_quantize(const float* x, int nt, int k, int* xr) {
-    quantize_x(x, nt, k, xr, 0, 1);
-}
+#define QUANTIZE(suffix, T)                                                                   \
+    extern "C" void run_quantize_##suffix(const float* x, int nt, int k, int* xr) {            \
+        quantize_x<SplitCodes<Codes<T>>::value>(x, nt, k, xr, 0, 1);                           \
+    }
 """
 
 
@@ -60,6 +61,7 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     assert dynamic in kernel  # (extern and static do not combine: the global array below)
     src = [PREAMBLE, with_static_shared(kernel), RUNNER]
     for t in QUANTIZED_TYPES:
+        src.append(f"QUANTIZE({t.suffix}, {t.device})")  # x in the type's order (quantize_q8_n<nt>)
         for nt in NTS:
             src += [
                 f"RUN({t.suffix}, {t.device}, {nt}, false)",
@@ -89,7 +91,7 @@ def _run(
     xr = np.zeros(nt * (k // 32) * matvec.RUN_BYTES // 4, np.int32)
     ptr = ctypes.c_void_p
     if qx:
-        so.run_quantize(ptr(x.ctypes.data), nt, k, ptr(xr.ctypes.data))
+        getattr(so, f"run_quantize_{qt.suffix}")(ptr(x.ctypes.data), nt, k, ptr(xr.ctypes.data))
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
     fn = getattr(so, f"run_{qt.suffix}_n{nt}_{'true' if qx else 'false'}")
     fn(ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(xr.ctypes.data), ptr(out.ctypes.data),

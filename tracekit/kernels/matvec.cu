@@ -241,27 +241,18 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
     for (int m = 0; m < NG / PER; ++m) {
         const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
         const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
-        int xi[8];  // split codes: the run's halves interleaved as the codes' nibbles
-        if constexpr (SplitCodes<C>::value) {
-            static_assert(PER == 2 && C::OFF == 0 && !C::MIN, "split codes: 32-value groups");
-            const int4 q0 = x.q[0], q1 = x.q[PER - 1];
-            const int lo[4] = {q0.x, q0.y, q0.z, q0.w}, hi[4] = {q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {  // values 4 j, 4 j + 16, 4 j + 1, 4 j + 17; then + 2
-                xi[2 * j] = (int)__byte_perm((u32)lo[j], (u32)hi[j], 0x5140u);
-                xi[2 * j + 1] = (int)__byte_perm((u32)lo[j], (u32)hi[j], 0x7362u);
-            }
-        }
+        static_assert(!SplitCodes<C>::value || (PER == 2 && C::OFF == 0 && !C::MIN),
+                      "split codes: 32-value groups");
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             int s = 0;
-            if constexpr (SplitCodes<C>::value) {  // load_split's two addends, nibble order
+            if constexpr (SplitCodes<C>::value) {
+                // load_split's two addends, against the run stored in their (nibble) order
+                // by quantize_x<NIBBLES>
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    s = __dp4a((int)it[r].w[2 * j], xi[2 * j], s);
-                    s = __dp4a((int)it[r].w[2 * j + 1], xi[2 * j + 1], s);
-                    s = __dp4a((int)it[r].w2[2 * j], xi[2 * j], s);
-                    s = __dp4a((int)it[r].w2[2 * j + 1], xi[2 * j + 1], s);
+                for (int h = 0; h < 2; ++h) {
+                    s = dot16(it[r].w + 4 * h, x.q[h], s);
+                    s = dot16(it[r].w2 + 4 * h, x.q[h], s);
                 }
             } else {
 #pragma unroll
@@ -311,6 +302,19 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
     for (int r = 0; r < R; ++r)
         sums[r] = C::MIN ? __fmaf_rn(it[r].d, sd[r], -__fmul_rn(it[r].dmin, sm[r]))
                          : __fmul_rn(it[r].d, sd[r]);
+}
+
+// load_split's table words (hold_split_tables) in every item slot, from one pair of registers:
+// once before a kernel's loop (the loads leave them).
+template <class C, int NG, int U, int R>
+__device__ __forceinline__ void hold_tables(CodeItem<NG> (&it)[U][R]) {
+    if constexpr (SplitCodes<C>::value) {
+        hold_split_tables(it[0][0]);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) it[u][r].tab[0] = it[0][0].tab[0], it[u][r].tab[1] = it[0][0].tab[1];
+    }
 }
 
 // mmvq's item load and dot products: the integer-scale pair where the type has it.
@@ -387,6 +391,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     // the first rows' first items are loaded before x is quantized: their latency hides the
     // prologue's
     CodeItem<NG> it[MV_UNROLL][R];
+    hold_tables<C>(it);
     int row0 = (blockIdx.x * blockDim.z + threadIdx.z) * R;  // this warp's first row
 #pragma unroll
     for (int r = 0; r < R; ++r) prefetch_row_l2(raw, row_bytes, row0 + r, n);
@@ -402,7 +407,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     }
     if (!QX) {
         const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        quantize_x(x, NT, k, sxr, tid, blockDim.x * blockDim.y * blockDim.z);
+        quantize_x<SplitCodes<C>::value>(x, NT, k, sxr, tid,
+                                          blockDim.x * blockDim.y * blockDim.z);
         __syncthreads();
     }
     bool loaded = true;
@@ -474,6 +480,17 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                                  const float* __restrict__ bias, unsigned long long* stamp) {  \
         const LaunchStamp launch_stamp(stamp);                                                \
         mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk, bias);                          \
+    }                                                                                          \
+    /* x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory for mmvq_qx_*, in \
+       T's order (quantize_x<NIBBLES>), one thread per run of 32 values (grid: matvec.py's     \
+       quantize_geometry); a module holds one type's mmvq (matvec.py), so one of these */     \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
+        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
+                          unsigned long long* stamp) {                                         \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        quantize_x<SplitCodes<Codes<T>>::value>(x, NT, k, xr,                                  \
+                                                blockIdx.x * blockDim.x + threadIdx.x,         \
+                                                gridDim.x * blockDim.x);                       \
     }
 
 #define MMVQ_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_KERNEL, suffix, T)
@@ -608,11 +625,13 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                        min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     }
-    quantize_x(x, NT, k, sxr, tid, nthreads);
+    quantize_x<SplitCodes<C>::value>(x, NT, k, sxr, tid, nthreads);
     __syncthreads();
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
+    CodeItem<NG> it[U][1];
+    hold_tables<C>(it);
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
@@ -627,7 +646,6 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             if (row < n) {
                 const u8* w = st + r * row_bytes;
                 for (int bi = b0; bi < nb; bi += bstep * U) {
-                    CodeItem<NG> it[U][1];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;
@@ -668,22 +686,3 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes, tile_rows);       \
     }
 #define MMVQ_ST_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_ST_KERNEL, suffix, T)
-
-// x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory,
-// one thread per run of 32 values (grid: matvec.py's quantize_geometry), for mmvq_qx_*.
-#define QUANTIZE_Q8_KERNEL(NT)                                                                 \
-    extern "C" __global__ void __launch_bounds__(256)                                          \
-        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
-                          unsigned long long* stamp) {                                         \
-        const LaunchStamp launch_stamp(stamp);                                                \
-        quantize_x(x, NT, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                        \
-                   gridDim.x * blockDim.x);                                                    \
-    }
-QUANTIZE_Q8_KERNEL(1)
-QUANTIZE_Q8_KERNEL(2)
-QUANTIZE_Q8_KERNEL(3)
-QUANTIZE_Q8_KERNEL(4)
-QUANTIZE_Q8_KERNEL(5)
-QUANTIZE_Q8_KERNEL(6)
-QUANTIZE_Q8_KERNEL(7)
-QUANTIZE_Q8_KERNEL(8)

@@ -16,6 +16,11 @@
 // (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
 // Runs first, first + stride, ... (a block's threads in mmvq's prologue, a grid's in
 // quantize_q8_n<nt> / quantize_q8).
+// NIBBLES: the 32 values stored in the order of a type whose codes are two nibbles a byte
+// (SplitCodes, matvec.cu): word m holds values 2m, 2m + 16, 2m + 1, 2m + 17, the byte order of
+// PRMT's lookups of the codes' low and high nibbles, so mmvq dots them with no reordering of
+// its own (8 PRMT an item); the sums stay those of values 0-15 and 16-31.
+template <bool NIBBLES = false>
 __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, int k, int* xr,
                                            int first, int stride) {
     const int runs = k >> 5;
@@ -53,9 +58,12 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, 
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int* c = q + 16 * h + 4 * i;
-                w[i] = (int)__byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040),
-                                        0x5410);
                 s += c[0] + c[1] + c[2] + c[3];
+                if (NIBBLES) c = q + 8 * h + 2 * i;  // word 4 h + i: values c[0], c[16], c[1], c[17]
+                const int c1 = NIBBLES ? c[16] : c[1], c2 = NIBBLES ? c[1] : c[2],
+                          c3 = NIBBLES ? c[17] : c[3];
+                w[i] = (int)__byte_perm(__byte_perm(c[0], c1, 0x0040), __byte_perm(c2, c3, 0x0040),
+                                        0x5410);
             }
             dst[h] = make_int4(w[0], w[1], w[2], w[3]);
             sums[h] = s;
