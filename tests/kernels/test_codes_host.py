@@ -77,7 +77,6 @@ template <class C, class T> long split_mismatches(const u8* raw, long n) {
       for (int it = 0; it < C::ITEMS; ++it) {
         CodeItem<C::NG> whole, split;
         memset(&split, 0xA5, sizeof split);  // poison: every byte must be written
-        hold_split_tables(split);  // (as mmvq does once before its loop)
         C::load(raw + i * T::TS, it, whole);
         C::load_split(raw + i * T::TS, it, split);
         for (int wd = 0; wd < 8; ++wd)

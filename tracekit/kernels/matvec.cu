@@ -304,19 +304,6 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
                          : __fmul_rn(it[r].d, sd[r]);
 }
 
-// load_split's table words (hold_split_tables) in every item slot, from one pair of registers:
-// once before a kernel's loop (the loads leave them).
-template <class C, int NG, int U, int R>
-__device__ __forceinline__ void hold_tables(CodeItem<NG> (&it)[U][R]) {
-    if constexpr (SplitCodes<C>::value) {
-        hold_split_tables(it[0][0]);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int r = 0; r < R; ++r) it[u][r].tab[0] = it[0][0].tab[0], it[u][r].tab[1] = it[0][0].tab[1];
-    }
-}
-
 // mmvq's item load and dot products: the integer-scale pair where the type has it.
 template <class C, int NG>
 __device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it) {
@@ -391,7 +378,6 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     // the first rows' first items are loaded before x is quantized: their latency hides the
     // prologue's
     CodeItem<NG> it[MV_UNROLL][R];
-    hold_tables<C>(it);
     int row0 = (blockIdx.x * blockDim.z + threadIdx.z) * R;  // this warp's first row
 #pragma unroll
     for (int r = 0; r < R; ++r) prefetch_row_l2(raw, row_bytes, row0 + r, n);
@@ -630,8 +616,6 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
-    CodeItem<NG> it[U][1];
-    hold_tables<C>(it);
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
@@ -646,6 +630,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             if (row < n) {
                 const u8* w = st + r * row_bytes;
                 for (int bi = b0; bi < nb; bi += bstep * U) {
+                    CodeItem<NG> it[U][1];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;

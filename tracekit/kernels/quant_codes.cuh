@@ -46,7 +46,6 @@ struct CodeItem {
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
     float d, dmin;
     u32 hm[4];  // Q3_K's load_int: the item's hmask words, its groups' bits at bits 0-3
-    u32 tab[2];  // load_split's table words PRMT reads from registers (hold_split_tables)
 };
 
 // dp4a of 4 unsigned bytes (codes up to 255, Q2_K's masked in place) with 4 signed ones.
@@ -142,35 +141,12 @@ static_assert((IQ4_LEVELS_0 & IQ4_LEVELS_1 & 0x80808080u) == 0x80808080u, "level
 static_assert(((IQ4_LEVELS_2 | IQ4_LEVELS_3) & 0x80808080u) == 0u, "levels 8-15 >= 0");
 static_assert((((IQ4_LEVELS_2 | IQ4_LEVELS_3) + 0x01010101u) & 0x80808080u) == 0u,
               "levels 8-15 + 1 < 128 (and each byte's + 1 carries into none)");
-// PRMT takes one table word as an immediate and the other from a register: tab[0] and tab[1],
-// the low and high tables' first words (IQ4_LEVELS_0, IQ4_SPLIT_H0), which the caller holds.
-constexpr u32 IQ4_SPLIT_H0 = IQ4_LEVELS_2 + 0x01010101u, IQ4_SPLIT_H1 = IQ4_LEVELS_3 + 0x01010101u;
-__device__ __forceinline__ void iq4_levels_split(u32 w, const u32 (&tab)[2], u32& a0, u32& a1,
-                                                 u32& b0, u32& b1) {
+__device__ __forceinline__ void iq4_levels_split(u32 w, u32& a0, u32& a1, u32& b0, u32& b1) {
+    constexpr u32 H0 = IQ4_LEVELS_2 + 0x01010101u, H1 = IQ4_LEVELS_3 + 0x01010101u;
     const u32 wx = w ^ 0x88888888u;
-    a0 = prmt_sign(tab[0], IQ4_LEVELS_1, w);
-    a1 = prmt_sign(tab[0], IQ4_LEVELS_1, w >> 16);
-    b0 = prmt_sign(tab[1], IQ4_SPLIT_H1, wx), b1 = prmt_sign(tab[1], IQ4_SPLIT_H1, wx >> 16);
-}
-
-// The table words of load_split into an item's tab, once before mmvq's loop. As constants,
-// ptxas copies them out of uniform registers before every PRMT (nvcc 13, sm_90: mmvq_st's IQ4_XS
-// loop 90 SASS a 32-value item, 18 of them those IMAD); a value it cannot know it holds in a
-// register instead (72 SASS). It knows a lane index is below 32 and folds a shuffle of a
-// constant, but not the dynamic shared memory size. MMVQ_SPLIT_TABLE_REGS=0: the constants (an
-// A/B knob).
-#ifndef MMVQ_SPLIT_TABLE_REGS
-#define MMVQ_SPLIT_TABLE_REGS 1
-#endif
-template <int NG>
-__device__ __forceinline__ void hold_split_tables(CodeItem<NG>& it) {
-#if defined(__CUDA_ARCH__) && MMVQ_SPLIT_TABLE_REGS
-    u32 zero;  // 0 (a block's shared memory is under 1 GiB), which neither compiler folds
-    asm volatile("{ .reg .u32 l; mov.u32 l, %%dynamic_smem_size; shr.u32 %0, l, 30; }" : "=r"(zero));
-    it.tab[0] = IQ4_LEVELS_0 ^ zero, it.tab[1] = IQ4_SPLIT_H0 ^ zero;
-#else
-    it.tab[0] = IQ4_LEVELS_0, it.tab[1] = IQ4_SPLIT_H0;
-#endif
+    a0 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w);
+    a1 = prmt_sign(IQ4_LEVELS_0, IQ4_LEVELS_1, w >> 16);
+    b0 = prmt_sign(H0, H1, wx), b1 = prmt_sign(H0, H1, wx >> 16);
 }
 
 // load and load_int of a type whose fill<INT> writes either (the K-quants: integer scales), and
@@ -205,7 +181,7 @@ struct FillSplit {
 template <bool SPLIT, int NG>
 __device__ __forceinline__ void iq4_word(u32 w, int i, CodeItem<NG>& it) {
     if (SPLIT)  // nibble order, words 2 i and 2 i + 1 (mmvq's x is quantized in that order)
-        iq4_levels_split(w, it.tab, it.w[2 * i], it.w[2 * i + 1], it.w2[2 * i], it.w2[2 * i + 1]);
+        iq4_levels_split(w, it.w[2 * i], it.w[2 * i + 1], it.w2[2 * i], it.w2[2 * i + 1]);
     else
         iq4_levels_lohi(w, it.w[i], it.w[4 + i]);
 }
