@@ -17,7 +17,7 @@ import pytest
 from tests.kernels.host_build import KERNELS, aligned, build, with_static_shared
 from tests.kernels.test_matvec import gamma, random_x, weight
 from tracekit.kernels import matvec
-from tracekit.quants import QUANTIZED_TYPES, QuantType
+from tracekit.quants import QUANTIZED_TYPES, QuantType, quant_type
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -151,3 +151,30 @@ def test_a_wrong_code_fails_the_host_comparison(lib) -> None:
     bad[2 + qt.type_size] ^= 0x11  # row 0, block 1's first code byte: two codes off
     got = _run(lib, qt, bad, x, n, False)
     assert not np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "IQ4_NL", "IQ4_XS"])
+def test_quantized_runs_are_the_reference_in_the_types_order(lib, name: str) -> None:
+    """quantize_x as each type's module runs it (quantize_q8_n<nt>) against matvec.quantize_q8,
+    bit for bit: a run's 32 int8 values in value order, or for the split-code types (the IQ4
+    levels' two addends) in their nibble order, word m holding values 2m, 2m + 16, 2m + 1,
+    2m + 17; then d and the two half sums (those of values 0-15 and 16-31 in either order)."""
+    qt = quant_type(name)
+    nt, k = 3, 256
+    x = random_x(nt, k, seed=11)
+    x[1, 40] = np.inf  # a run holding an Inf: d = NaN, q = 0
+    x[2, 64:96] = 0.0  # an all-zero run: d = 0, q = 0
+    runs = np.full(nt * (k // 32) * matvec.RUN_BYTES // 4, 0x5A5A5A5A, np.int32)  # poison
+    ptr = ctypes.c_void_p
+    getattr(lib[1], f"run_quantize_{qt.suffix}")(ptr(x.ctypes.data), nt, k, ptr(runs.ctypes.data))
+    runs = runs.reshape(nt, k // 32, matvec.RUN_BYTES // 4)
+    q, d, qsum = matvec.quantize_q8(x)
+    q = q.reshape(nt, k // 32, 32)
+    if name.startswith("IQ4"):
+        m = np.arange(8)[:, None]
+        order = (2 * m + np.array([0, 16, 1, 17])).ravel()  # word m's four bytes
+    else:
+        order = np.arange(32)
+    assert runs[..., :8].copy().view(np.int8).tolist() == q[..., order].tolist()
+    assert runs[..., 8].view(np.float32).tobytes() == d.tobytes()  # (NaN bits included)
+    assert runs[..., 9:11].tolist() == qsum.reshape(nt, k // 32, 2).tolist()
