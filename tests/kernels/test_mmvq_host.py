@@ -48,7 +48,7 @@ static float* g_out; static int g_n, g_k;
     }
 #define QUANTIZE(suffix, T)                                                                   \
     extern "C" void run_quantize_##suffix(const float* x, int nt, int k, int* xr) {            \
-        quantize_x<SplitCodes<Codes<T>>::value>(x, nt, k, xr, 0, 1);                           \
+        quantize_x_for<T>(x, nt, k, xr, 0, 1);                                                 \
     }
 """
 

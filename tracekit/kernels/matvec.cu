@@ -233,6 +233,8 @@ template <class C, int NG, int R>
 __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbase, const int* xr,
                                            float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
+    static_assert(!SplitCodes<C>::value || (PER == 2 && C::OFF == 0 && !C::MIN),
+                  "split codes: 32-value groups");
     // vbase (a block's first value) is a multiple of 32 and it.v[g] (a multiple of 16) the
     // same for all of a lane's items: the run and half split so the compiler sees that
     const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
@@ -241,8 +243,6 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
     for (int m = 0; m < NG / PER; ++m) {
         const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
         const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
-        static_assert(!SplitCodes<C>::value || (PER == 2 && C::OFF == 0 && !C::MIN),
-                      "split codes: 32-value groups");
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             int s = 0;
@@ -302,6 +302,14 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
     for (int r = 0; r < R; ++r)
         sums[r] = C::MIN ? __fmaf_rn(it[r].d, sd[r], -__fmul_rn(it[r].dmin, sm[r]))
                          : __fmul_rn(it[r].d, sd[r]);
+}
+
+// x quantized in the order type T's mmvq reads it (quantize_x; the split-code types': nibble
+// order), as every kernel of a type's module quantizes it (and the host tests).
+template <class T>
+__device__ __forceinline__ void quantize_x_for(const float* __restrict__ x, int nt, int k,
+                                               int* xr, int first, int stride) {
+    quantize_x<SplitCodes<Codes<T>>::value>(x, nt, k, xr, first, stride);
 }
 
 // mmvq's item load and dot products: the integer-scale pair where the type has it.
@@ -393,8 +401,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     }
     if (!QX) {
         const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        quantize_x<SplitCodes<C>::value>(x, NT, k, sxr, tid,
-                                          blockDim.x * blockDim.y * blockDim.z);
+        quantize_x_for<T>(x, NT, k, sxr, tid, blockDim.x * blockDim.y * blockDim.z);
         __syncthreads();
     }
     bool loaded = true;
@@ -468,15 +475,14 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk, bias);                          \
     }                                                                                          \
     /* x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory for mmvq_qx_*, in \
-       T's order (quantize_x<NIBBLES>), one thread per run of 32 values (grid: matvec.py's     \
+       T's order (quantize_x_for), one thread per run of 32 values (grid: matvec.py's          \
        quantize_geometry); a module holds one type's mmvq (matvec.py), so one of these */     \
     extern "C" __global__ void __launch_bounds__(256)                                          \
         quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
                           unsigned long long* stamp) {                                         \
         const LaunchStamp launch_stamp(stamp);                                                \
-        quantize_x<SplitCodes<Codes<T>>::value>(x, NT, k, xr,                                  \
-                                                blockIdx.x * blockDim.x + threadIdx.x,         \
-                                                gridDim.x * blockDim.x);                       \
+        quantize_x_for<T>(x, NT, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                 \
+                          gridDim.x * blockDim.x);                                             \
     }
 
 #define MMVQ_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_KERNEL, suffix, T)
@@ -611,7 +617,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                        min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     }
-    quantize_x<SplitCodes<C>::value>(x, NT, k, sxr, tid, nthreads);
+    quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
     __syncthreads();
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order

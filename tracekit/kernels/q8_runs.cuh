@@ -59,11 +59,11 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, 
             for (int i = 0; i < 4; ++i) {
                 const int* c = q + 16 * h + 4 * i;
                 s += c[0] + c[1] + c[2] + c[3];
-                if (NIBBLES) c = q + 8 * h + 2 * i;  // word 4 h + i: values c[0], c[16], c[1], c[17]
-                const int c1 = NIBBLES ? c[16] : c[1], c2 = NIBBLES ? c[1] : c[2],
-                          c3 = NIBBLES ? c[17] : c[3];
-                w[i] = (int)__byte_perm(__byte_perm(c[0], c1, 0x0040), __byte_perm(c2, c3, 0x0040),
-                                        0x5410);
+                // word 4 h + i: values p[0], p[o1], p[o2], p[o3]
+                const int* p = NIBBLES ? q + 8 * h + 2 * i : c;
+                constexpr int o1 = NIBBLES ? 16 : 1, o2 = NIBBLES ? 1 : 2, o3 = NIBBLES ? 17 : 3;
+                w[i] = (int)__byte_perm(__byte_perm(p[0], p[o1], 0x0040),
+                                        __byte_perm(p[o2], p[o3], 0x0040), 0x5410);
             }
             dst[h] = make_int4(w[0], w[1], w[2], w[3]);
             sums[h] = s;
