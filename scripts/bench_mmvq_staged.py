@@ -14,8 +14,8 @@ times, the device time a trace gives the launch, stamp costs included). The read
 The summary's "met" reads the kernel the engine runs for that shape (matvec.stages_weight) at
 its own device time against the 85% target. Per type and shape: mmvq as the quant path runs it today
 (its declared variant), mmvq_st at its default geometry (staged_geometry), and for the
-``--sweep`` types, on the first shape, every rows-per-tile x stages x blocks-per-SM x unroll configuration. Before
-timing, each mmvq_st configuration's output is checked bit for bit against the fused mmvq at
+``--sweep`` types, on the first shape, every rows-per-tile x stages x blocks-per-SM x
+warps-per-row configuration (and two items a lane at 2-3 stages and blocks). Before timing, each mmvq_st configuration's output is checked bit for bit against the fused mmvq at
 the same warps per row (the GPU test's claim, here at the benchmark's shapes).
 """
 
@@ -96,28 +96,38 @@ def main(argv: list[str] | None = None) -> int:
                       f"{100 * (nbytes // 16 * 16) / fs / copy_bps:5.1f}% of copy", flush=True)  # fmt: skip
             x = cp.random.standard_normal((1, k), dtype=cp.float32)
             out = cp.empty((1, n), cp.float32)
-            # (kind, rows per tile, stages, blocks an SM, unroll, warps a row); None: default
-            configs: list[tuple] = [("mmvq", None, None, None, None, None)]
-            configs.append(("st", None, None, None, None, None))
+            # (kind, rows per tile, stages, blocks an SM, unroll, warps a row, rows a block);
+            # None: default
+            configs: list[tuple] = [("mmvq", None, None, None, None, None, None)]
+            configs.append(("st", None, None, None, None, None, None))
             configs += [
-                ("mmvq", None, None, None, int(u), None) for u in args.mmvq_unroll.split(",") if u
-            ]
+                ("mmvq", None, None, None, int(u), None, None)
+                for u in args.mmvq_unroll.split(",") if u
+            ]  # fmt: skip
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
-                    ("st", r, s, b, u, w)
+                    ("st", r, s, b, u, w, None)
                     for r in (None,) for s in (2, 3, 4) for b in (2, 3, 4) for u in (1,) for w in (1, 2, 4)
-                ] + [("st", 16, 2, 2, 1, 1)]  # fmt: skip
-                # (warps a row 2 and 4: tiles of 4 and 2 block-rows, so more, smaller stages fit)
+                ] + [("st", 16, 2, 2, 1, 1, None)] + [
+                    ("st", None, s, b, 2, 1, None) for s in (2, 3) for b in (2, 3)
+                ] + [
+                    ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb)
+                    for rb in (4, 2) for w16 in (True, False) for s in (2, 3) for m in (1, 2)
+                ]  # fmt: skip
+                # (warps a row 2 and 4: tiles of 4 and 2 block-rows, so more, smaller stages
+                # fit; unroll 2: two items a lane read from the stage before their dot products;
+                # blocks of 4 or 2 warps, 16 or 24 an SM: tiles of 1 or 2 block-rows, smaller
+                # than the default's 8 rows, so a launch's first and last tiles take less time)
             best = {}
 
             def other_kw(c):  # the A/B partner of mmvq (mmvq_st's default) and vice versa
                 return dict(staged=c[0] == "mmvq")
 
             for c in dict.fromkeys(configs):
-                kind, rpt, st, bps, unroll, wpr = c
+                kind, rpt, st, bps, unroll, wpr, rb = c
                 kw = (dict(staged=False, unroll=unroll) if kind == "mmvq" else
                       dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
-                           unroll=unroll, wpr=wpr))  # fmt: skip
+                           unroll=unroll, wpr=wpr, rows_per_block=rb))  # fmt: skip
                 try:
                     got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
                 except (matvec.KernelInputError, ValueError) as e:
@@ -176,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             summary.append((qt.name, n, k, best, floor, nbytes, engine))
     print(
         "\n% of copy, queued / own device time. | type | n x k | read floor | mmvq | "
-        "mmvq_st default | best mmvq_st queued (rows, stages, blocks/SM, unroll, wpr) | "
+        "mmvq_st default | best mmvq_st queued (rows, stages, blocks/SM, unroll, wpr, rows/block) | "
         f"engine's kernel, own | >= {TARGET_PCT:.0f}% | best mmvq --mmvq-unroll (unroll) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -187,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         fl = " / ".join(f"{100 * (nbytes // 16 * 16) / floor[h][0] / copy_bps:.1f}"
                         for h in ("queued", "own"))  # fmt: skip
-        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']}, {b['wpr']})"
+        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']}, {b['wpr']}, {b['block'][2]})"
               if b and b["us"] < d["us"] else "–")  # fmt: skip
         e = (d if engine == "st" else m)["own_pct_copy"]
         print(f"| {name} | {n}x{k} | {fl} | {m['pct_copy']:.1f} / {m['own_pct_copy']:.1f} | "

@@ -90,12 +90,12 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return request.param, _build(tmp_path_factory.mktemp("mmvqst"), request.param)
 
 
-def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1):
+def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None):
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
         n, k, nt, qt, sms=1, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
-        stages=stages, blocks_per_sm=1, warps_per_row=wpr,
+        stages=stages, blocks_per_sm=1, warps_per_row=wpr, rows_per_block=rows_per_block,
     )  # fmt: skip
     assert dyn <= SMEM_INTS * 4 and st == stages and rpt == rows_per_tile
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
@@ -127,18 +127,22 @@ def _run_mmvq(lib, qt, raw, x, n, wpr):
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
 @pytest.mark.parametrize(
-    "n, nt, rows_per_tile, stages, wpr",
-    [(1, 1, 8, 2, 1), (13, 3, 4, 3, 2), (70, 1, 16, 2, 1), (37, 3, 1, 5, 8), (45, 1, 6, 2, 4)],
-)
+    "n, nt, rows_per_tile, stages, wpr, rows_per_block",
+    [(1, 1, 8, 2, 1, None), (13, 3, 4, 3, 2, None), (70, 1, 16, 2, 1, None),
+     (37, 3, 1, 5, 8, None), (45, 1, 6, 2, 4, None), (29, 3, 2, 4, 1, 2), (23, 1, 3, 3, 2, 1)],
+)  # fmt: skip
 def test_mmvq_st_on_the_host_matches_mmvq_bit_for_bit(
-    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int, wpr: int
-) -> None:
+    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int, wpr: int,
+    rows_per_block: int | None,
+) -> None:  # fmt: skip
     # odd block counts: the rows' and the weight's ends fall off the 16-byte grid; tiles of
-    # one row a warp and of several (16 rows on 8 warps, 6 on 2)
+    # one row a warp and of several (16 rows on 8 warps, 6 on 2); blocks of fewer than 8
+    # warps (2 rows of one warp, 1 row of two: smaller tiles)
     k = 3 * qt.block_size if qt.block_size > 32 else 160
     raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
     x = random_x(nt, k, seed=nt)
-    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr)
+    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr, rows_per_block)
+    assert geo.block[2] == (rows_per_block or 8 // wpr)
     want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
     assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
     same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
@@ -170,6 +174,10 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
         matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_tile=8, stages=4)
     with pytest.raises(ValueError, match="multiple of 4"):
         matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_tile=6, warps_per_row=2)
+    with pytest.raises(ValueError, match="1 to 8 warps"):
+        matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, warps_per_row=2, rows_per_block=8)
+    geo, _, _, _, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_block=2)
+    assert geo.block == (32, 1, 2) and rpt == 6  # 32 KB tiles: 7 rows, rounded down to 2s
     geo, dyn, st, stage, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem)
     # 4352-byte rows: 32 KB tiles of 7 rows, rounded down to the block's 8 rows -> one block-row
     assert (geo.block, geo.grid[0], st, stage, rpt) == ((32, 1, 8), 264, 2, 34832, 8)

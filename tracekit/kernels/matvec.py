@@ -549,8 +549,9 @@ def launch_matvec(
             (quants.MmvqConfig)).
         staged: run mmvq_st (the weight's tiles staged in shared memory by the bulk-copy
             engine; None: :func:`stages_weight`), with ``rows_per_tile``, ``stages``,
-            ``blocks_per_sm``, ``unroll`` and ``wpr`` (None: 1, or more where a long row's
-            block-row leaves no room for x) as :func:`staged_geometry` takes them.
+            ``blocks_per_sm``, ``unroll``, ``wpr`` (None: 1, or more where a long row's
+            block-row leaves no room for x) and ``rows_per_block`` (None: 8 warps a block) as
+            :func:`staged_geometry` takes them.
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -596,8 +597,9 @@ def launch_matvec(
     rpw = _check_rpw(cfg.rows_per_warp if rows_per_warp is None else rows_per_warp)
     if stages_weight(qt, n, k, staged):
         return o, _launch_staged(
-            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr
-        )
+            x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr,
+            rows_per_block,
+        )  # fmt: skip
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
             x, raw, qt, (n, k), o, rows_per_block, unroll, wpr, min_blocks, prefetch, bias, rpw
@@ -668,10 +670,11 @@ def staged_geometry(
     stages: int | None = None,
     blocks_per_sm: int = STAGED_BLOCKS_PER_SM,
     warps_per_row: int = 1,
+    rows_per_block: int | None = None,
 ) -> tuple[Geometry, int, int, int, int]:
-    """mmvq_st's launch: block = (32, W, 8 / W) (``warps_per_row`` W), tiles of
-    ``rows_per_tile`` rows (a multiple of 8 / W; None: the most that fit
-    :data:`STAGED_TILE_BYTES`, at least 8 / W), grid = at most ``blocks_per_sm`` blocks on each
+    """mmvq_st's launch: block = (32, W, R) (``warps_per_row`` W, ``rows_per_block`` R; None:
+    8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R; None: the most that fit
+    :data:`STAGED_TILE_BYTES`, at least R), grid = at most ``blocks_per_sm`` blocks on each
     of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in flight a block (None:
     :data:`STAGED_STAGES`). Returns (geometry, dynamic shared bytes, stages, stage bytes, rows
     per tile).
@@ -681,7 +684,11 @@ def staged_geometry(
     """
     if warps_per_row not in (1, 2, 4, 8):
         raise ValueError(f"mmvq_st warps per row {warps_per_row} must be 1, 2, 4 or 8")
-    rb = 8 // warps_per_row
+    rb = 8 // warps_per_row if rows_per_block is None else rows_per_block
+    if not 1 <= rb * warps_per_row <= 8:
+        raise ValueError(
+            f"mmvq_st rows per block {rb} at {warps_per_row} warps a row must make 1 to 8 warps"
+        )
     row_bytes = qt.row_bytes(k)
     xbytes = mmvq_shared_bytes(nt, k)
     budget = min(smem_max, _per_block_shared(blocks_per_sm)) - xbytes
@@ -691,7 +698,7 @@ def staged_geometry(
     if rows_per_tile < rb or rows_per_tile % rb:
         raise ValueError(
             f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {rb} "
-            f"(the block's rows at {warps_per_row} warps a row)"
+            f"(the block's rows)"
         )
     stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
     stages = STAGED_STAGES if stages is None else stages
@@ -712,7 +719,7 @@ def staged_geometry(
 def _launch_staged(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
     rows_per_tile: int | None, stages: int | None, blocks_per_sm: int | None,
-    unroll: int | None, wpr: int | None,
+    unroll: int | None, wpr: int | None, rows_per_block: int | None = None,
 ) -> list[LaunchRecord]:  # fmt: skip
     """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages
     (two of one block-row each)."""
@@ -725,7 +732,8 @@ def _launch_staged(
     row_bytes = qt.row_bytes(k)
 
     def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
-        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(8 // w * row_bytes)
+        rb = rows_per_block or 8 // w
+        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * row_bytes)
 
     # None: one warp a row unless a long row needs fewer rows a block-row for one token's x
     w = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= mmvq_shared_bytes(1, k)), 8)
@@ -736,7 +744,7 @@ def _launch_staged(
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
         geo, smem, st, stage, rpt = staged_geometry(
-            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w
+            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, rows_per_block
         )
         fn = mod.get_function(staged_kernel_name(qt, t1 - t0))
         cuda.allow_dynamic_shared(fn, smem)
