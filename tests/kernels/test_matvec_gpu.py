@@ -130,15 +130,17 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(
 @pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
 @pytest.mark.parametrize("n, nt", [(1, 1), (37, 3), (5, 8), (301, 2), (1024, 1), (4099, 1)])
 @pytest.mark.parametrize(
-    "rows_per_tile, stages, wpr, bps",
-    [(None, None, None, None), (1, 2, 8, 3), (4, 3, 2, 2), (16, 2, 1, 1), (8, 4, 1, 1)],
-)
+    "rows_per_tile, stages, wpr, bps, rb",
+    [(None, None, None, None, None), (1, 2, 8, 3, None), (4, 3, 2, 2, None),
+     (16, 2, 1, 1, None), (8, 4, 1, 1, None), (2, 2, 1, 6, 2), (4, 2, 1, 4, 4)],
+)  # fmt: skip
 def test_mmvq_staged_gives_mmvqs_bits(
-    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps
+    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps, rb
 ):
     """mmvq_st (tiles staged by the bulk-copy engine, the stage ring wrapping on a one-wave
     grid) computes mmvq's terms in mmvq's order: the fused mmvq's bits at the same warps per
-    row, for weights whose rows and whole size fall off the 16-byte grid; poisoned outputs."""
+    row, for weights whose rows and whole size fall off the 16-byte grid; poisoned outputs.
+    Blocks of 8 warps and of fewer (rb rows a block: 2 and 4)."""
     k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}.get(n, 512)
     k = max(k // qt.block_size, 1) * qt.block_size
     raw, _ = weight(qt, n, k, seed=n + nt + 2, tame=True)
@@ -146,9 +148,10 @@ def test_mmvq_staged_gives_mmvqs_bits(
     w = cp.asarray(raw)
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, rows_per_tile=rows_per_tile,
-        stages=stages, wpr=wpr, blocks_per_sm=bps,
+        stages=stages, wpr=wpr, blocks_per_sm=bps, rows_per_block=rb,
     )  # fmt: skip
     assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
+    assert recs[0].block[2] == (rb or 8 // recs[0].block[1])
     assert recs[0].extra["path"] == "quant"
     wpr = recs[0].block[1]
     same, _ = matvec.launch_matvec(
