@@ -54,18 +54,21 @@ def test_broken_cache_is_remeasured(cache):
     assert "peak_flops" in measure_ceilings(b)
 
 
-def test_a_cupy_cache_without_the_int8_tensor_core_peak_is_remeasured():
+def test_a_stale_cupy_cache_is_remeasured():
     """A cupy cache from before mmq (its int8_tensor_core slot null) is stale: mmq's records
-    are judged against that peak."""
+    are judged against that peak; so is one from before the read and write streams (a read
+    stream can beat the copy: the bound model's bandwidth is the fastest)."""
     from tracekit.kernels.ceilings import _valid
 
     base = {k: 1.0 for k in REQUIRED_KEYS}
     peaks = {"f16_tensor_core": 1.0, "int8_dp4a": 1.0}
     fresh = dict(base, backend="cupy", launch_spacing_s={"stream": 1.0},
-                 peak_flops_by_path=dict(peaks, int8_tensor_core=2.0))  # fmt: skip
+                 peak_flops_by_path=dict(peaks, int8_tensor_core=2.0),
+                 read_bandwidth_Bps=1.0, write_bandwidth_Bps=1.0)  # fmt: skip
     assert _valid(fresh)
     assert not _valid(dict(fresh, peak_flops_by_path=dict(peaks, int8_tensor_core=None)))
     assert not _valid(dict(fresh, peak_flops_by_path=peaks))
+    assert not _valid({k: v for k, v in fresh.items() if k != "read_bandwidth_Bps"})
     assert _valid(dict(base, backend="numpy", peak_flops_by_path={"f32_matmul": 1.0}))
 
 

@@ -59,7 +59,23 @@ def test_residual_add_is_bandwidth_bound() -> None:
     assert p["achieved_Bps"] == pytest.approx(12 * n / 60e-6)
     assert p["t_star_s"] == pytest.approx(12 * n / 4.2e12)
     assert p["fraction_of_ceiling"] == pytest.approx(p["achieved_Bps"] / 4.2e12)
-    assert p["reason"].startswith("bandwidth-bound: 201 MB at 4.2 TB/s = 47.9 µs >= ")
+    assert p["reason"].startswith("bandwidth-bound: 201 MB at 4.2 TB/s (copy) = 47.9 µs >= ")
+
+
+def test_the_bandwidth_is_the_fastest_measured_stream() -> None:
+    """A read stream faster than the copy (the H100's large reads ran 1-3% above it) is the
+    ceiling: a weight-streaming launch at the copy's rate is then under 100%, not clipped to
+    it; ceilings without the read and write streams (older traces) keep the copy."""
+    n = 64 * 2**20  # 64 MB read, nothing written
+    fast = {**H200, "read_bandwidth_Bps": 4.4e12, "write_bandwidth_Bps": 4.0e12}
+    b = bounds(fast)
+    assert (b["bandwidth_Bps"], b["bandwidth_stream"]) == (4.4e12, "read")
+    p = annotate([_rec(n, 0, 0)], n / 4.2e12, fast)  # ran at the copy's rate
+    assert p["efficiency"] == pytest.approx(4.2 / 4.4)
+    assert "at 4.4 TB/s (read)" in p["reason"]
+    assert classification(fast)["ridge_flop_per_byte"] == pytest.approx(6e14 / 4.4e12)
+    assert bounds(H200)["bandwidth_stream"] == "copy"
+    assert bounds({**H200, "write_bandwidth_Bps": 5e12})["bandwidth_stream"] == "write"
 
 
 def test_gemm_on_the_tensor_cores_is_compute_bound() -> None:

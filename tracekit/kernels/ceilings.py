@@ -1,6 +1,12 @@
 """Device ceilings, measured (never hard-coded) once per device and cached as JSON.
 
     copy_bandwidth_Bps   a large device-to-device copy: bytes read + bytes written per second
+    read_bandwidth_Bps   cupy: the same buffer read by read_stream (its best configuration of
+                         READ_FLOOR_CONFIGS), bytes read per second
+    write_bandwidth_Bps  cupy: the same buffer written by cudaMemsetAsync, bytes per second
+                         (a stream of one direction can beat the copy's mix of both: on the
+                         H100, reads ran 1-3% faster, so the bound model's bandwidth is the
+                         highest of the three: trace/perf.py's bandwidth_ceiling)
     launch_overhead_s    the CUDA-event time of one empty kernel from an idle device (the
                          host's launch latency, kept for reference); on NumPy, one tiny ufunc
     peak_flops           the highest of peak_flops_by_path
@@ -50,6 +56,19 @@ REQUIRED_KEYS = (
     "device",
     "method",
 )
+#: The measured streams that bound a launch's bytes, in the order a tie is named: the bound
+#: model's bandwidth is the highest (a kernel's bytes cannot move faster than the fastest of
+#: them; one direction alone can beat the copy's mix of both).
+BANDWIDTH_KEYS = ("copy_bandwidth_Bps", "read_bandwidth_Bps", "write_bandwidth_Bps")
+
+
+def bandwidth_ceiling(c: Any) -> tuple[float, str]:
+    """The bound model's bandwidth of ceilings ``c`` and the stream that set it ("copy",
+    "read" or "write"): the highest measured (older ceilings hold the copy alone)."""
+    got = [(float(c[k]), k.split("_")[0]) for k in BANDWIDTH_KEYS if c.get(k)]
+    return max(got, key=lambda v: v[0])
+
+
 #: GPU copy: 512 MiB each way, ten times the H200's 50 MB L2, so the copy streams from HBM.
 GPU_COPY_BYTES = 512 * 2**20
 GPU_GEMM_N = 8192
@@ -248,6 +267,8 @@ def _measure_cupy() -> dict[str, Any]:
 
     copy_s = median(gpu_times(copy, warmup=3, iters=20))
     copy_bps = 2 * src.nbytes / copy_s
+    read_bps, read_how = _read_bandwidth(src.view(cupy.uint8))
+    write_s = median(gpu_times(lambda i: dst.data.memset_async(0, dst.nbytes), warmup=3, iters=20))
 
     single = median(gpu_times(lambda i: launch_empty(), warmup=20, iters=200))
     burst = 1000
@@ -275,6 +296,8 @@ def _measure_cupy() -> dict[str, Any]:
     peaks["int8_tensor_core"] = _imma_peak()  # mmq's math path (kernels/mmq.py)
     return dict(
         copy_bandwidth_Bps=copy_bps,
+        read_bandwidth_Bps=read_bps,
+        write_bandwidth_Bps=dst.nbytes / write_s,
         launch_overhead_s=single,
         launch_back_to_back_s=b2b,
         launch_host_s=host,
@@ -284,7 +307,10 @@ def _measure_cupy() -> dict[str, Any]:
         peak_flops_by_path=peaks,
         method=(
             f"copy: cudaMemcpyAsync of {GPU_COPY_BYTES // 2**20} MiB device-to-device, bytes read + "
-            "written / median CUDA-event time of 20 after 3 warm-up; launch: median CUDA-event "
+            "written / median CUDA-event time of 20 after 3 warm-up; read: the same buffer read "
+            f"by read_stream ({read_how}, its best of READ_FLOOR_CONFIGS, median of 10 each), "
+            "bytes / time; write: cudaMemsetAsync of the same buffer, median of 20; launch: "
+            "median CUDA-event "
             "time around one empty-kernel launch (200 after 20 warm-up), also back-to-back per "
             f"launch (launch_back_to_back_s, bursts of {burst}) and host time per launch "
             f"(launch_host_s); launch_floor_s: the median own time (LaunchStamp start to end, "
@@ -505,6 +531,29 @@ def read_floor(
     return best
 
 
+def _read_bandwidth(buf: Any) -> tuple[float, str]:
+    """Bytes per second of the fastest read_stream configuration over ``buf`` (its XOR checked
+    against NumPy's first), and that configuration in words."""
+    import cupy
+
+    want = read_stream_reference(cupy.asnumpy(buf))
+    word = cupy.zeros(1, cupy.uint32)
+    best: tuple[float, str] = (0.0, "")
+    for u, h, b in READ_FLOOR_CONFIGS:
+        fn = read_stream_kernel(u, h)
+        word.fill(0)
+        launch_read_stream(fn, buf, word, b)
+        if int(word.get()[0]) != want:
+            raise RuntimeError(f"read_stream (unroll {u}, hint {h}) read the buffer wrong")
+        s = median(gpu_times(lambda i, fn=fn, b=b: launch_read_stream(fn, buf, word, b), 2, 10))
+        if buf.nbytes // 16 * 16 / s > best[0]:
+            best = (
+                buf.nbytes // 16 * 16 / s,
+                f"unroll {u}, {b} blocks/SM" + (", L2 hint" if h else ""),
+            )
+    return best
+
+
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:
     """Median own time (stamp.cuh's LaunchStamp: block 0's entry to the last thread's exit) of
     an empty stamped kernel back to back in a busy stream, or as a CUDA graph's nodes."""
@@ -603,7 +652,10 @@ def _valid(c: Any) -> bool:
         return True
     peaks = c.get("peak_flops_by_path")
     return (
-        "launch_spacing_s" in c and isinstance(peaks, dict) and bool(peaks.get("int8_tensor_core"))
+        "launch_spacing_s" in c
+        and isinstance(peaks, dict)
+        and bool(peaks.get("int8_tensor_core"))
+        and bool(c.get("read_bandwidth_Bps"))  # (before the read and write streams: re-measure)
     )
 
 
@@ -631,7 +683,7 @@ def measure_ceilings(backend: Any, force: bool = False) -> dict[str, Any]:
         if _valid(cached):
             return cached
     c = _measure_cupy() if backend.name == "cupy" else _measure_numpy()
-    c["ridge_flop_per_byte"] = c["peak_flops"] / c["copy_bandwidth_Bps"]
+    c["ridge_flop_per_byte"] = c["peak_flops"] / bandwidth_ceiling(c)[0]
     c["measured_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     c["device"] = backend.device_name()
     c["backend"] = backend.name

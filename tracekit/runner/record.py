@@ -434,7 +434,7 @@ def model_info(model: Model) -> dict[str, Any]:
 
 def _ceilings_json(c: dict[str, Any]) -> dict[str, Any]:
     out = dict(c)
-    out.setdefault("ridge_flop_per_byte", c["peak_flops"] / c["copy_bandwidth_Bps"])
+    out.setdefault("ridge_flop_per_byte", c["peak_flops"] / perf.bandwidth_ceiling(c)[0])
     out.setdefault("measured_at", utc_now())
     out.setdefault("method", "given by the caller")
     return out

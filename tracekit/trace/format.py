@@ -834,13 +834,13 @@ def _check_ceilings(trace: dict[str, Any], source: str) -> None:
     """The bound model divides by the ceilings (peak / bandwidth is the roofline's ridge,
     bytes / bandwidth a launch's bound): ratios that overflow to infinity are refused."""
     c = trace["ceilings"]
-    bw = c["copy_bandwidth_Bps"]
+    bw = perf.bandwidth_ceiling(c)[0]  # the bound model's (trace/perf.py)
     peaks = [c["peak_flops"], *[v for v in (c.get("peak_flops_by_path") or {}).values() if v]]
     for peak in peaks:
         if not math.isfinite(peak / bw):
             raise TraceError(
-                f"{source}: invalid trace at $.ceilings: peak {peak!r} flop/s over copy "
-                f"bandwidth {bw!r} B/s is not finite (a ceiling this small was not measured)"
+                f"{source}: invalid trace at $.ceilings: peak {peak!r} flop/s over the "
+                f"bandwidth ceiling {bw!r} B/s is not finite (a ceiling this small was not measured)"
             )
 
 

@@ -32,6 +32,8 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tracekit.kernels.ceilings import bandwidth_ceiling
+
 #: Efficiencies up to 1 + TOLERANCE are measurement noise (timer resolution, ceilings' own
 #: run-to-run spread) and shown as 100%; beyond it the record is flagged.
 TOLERANCE = 0.10
@@ -39,7 +41,8 @@ BOUND_CLASSES = ("launch", "bandwidth", "compute")
 LAUNCH_MODES = ("stream", "graph", "host")
 
 RULE = (
-    "per launch T* = max(bytes / copy_bandwidth, flops / peak_flops[math path], "
+    "per launch T* = max(bytes / bandwidth (the fastest measured stream: copy, read or write), "
+    "flops / peak_flops[math path], "
     "launch_floor[launch mode]); class = the term attaining the max (bandwidth / compute / "
     "launch); efficiency = T* / measured time, flagged above 1 + tolerance (a ceiling or byte "
     "count is wrong) and never shown above 100%; a node: sum T* / sum measured, class of the "
@@ -80,14 +83,15 @@ def time_label(backend: str | None) -> str:
 
 
 def bounds(ceilings: Mapping[str, Any]) -> dict[str, Any]:
-    """The ceilings the model uses: ``bandwidth_Bps``, ``peaks`` (math path -> flop/s) and
-    ``floors`` (launch mode -> seconds).
+    """The ceilings the model uses: ``bandwidth_Bps`` (the fastest measured stream:
+    ceilings.bandwidth_ceiling) and ``bandwidth_stream`` (which: copy, read or write),
+    ``peaks`` (math path -> flop/s) and ``floors`` (launch mode -> seconds).
 
     Ceilings measured before the per-path and per-mode keys existed (trace v1) give one peak
     (named after their backend's GEMM) and floors from ``launch_back_to_back_s`` (a kernel in
     a busy stream) where measured, else ``launch_overhead_s``.
     """
-    bw = float(ceilings["copy_bandwidth_Bps"])
+    bw, bw_stream = bandwidth_ceiling(ceilings)
     peaks = {k: float(v) for k, v in (ceilings.get("peak_flops_by_path") or {}).items() if v}
     if not peaks:
         name = "f32_matmul" if ceilings.get("backend") == "numpy" else "f16_tensor_core"
@@ -97,7 +101,7 @@ def bounds(ceilings: Mapping[str, Any]) -> dict[str, Any]:
         one = float(ceilings["launch_overhead_s"])
         stream = float(ceilings.get("launch_back_to_back_s") or one)
         floors = {"stream": stream, "graph": stream, "host": one}
-    return {"bandwidth_Bps": bw, "peaks": peaks, "floors": floors}
+    return {"bandwidth_Bps": bw, "bandwidth_stream": bw_stream, "peaks": peaks, "floors": floors}
 
 
 def classification(ceilings: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,6 +113,7 @@ def classification(ceilings: Mapping[str, Any]) -> dict[str, Any]:
         "tolerance": TOLERANCE,
         "launch_overhead_s": min(b["floors"].values()),
         "bandwidth_Bps": b["bandwidth_Bps"],
+        "bandwidth_stream": b["bandwidth_stream"],
         "peak_flops": peak,
         "ridge_flop_per_byte": peak / b["bandwidth_Bps"],
         "peak_flops_by_path": b["peaks"],
@@ -174,7 +179,8 @@ def launch_bound(
     t = launch_time(rec) if time_s is None else time_s
     eff = t_star / t if t else None
     words = {
-        "bandwidth": f"{fmt_bytes(nbytes)} at {fmt_rate(b['bandwidth_Bps'], 'B/s')} = "
+        "bandwidth": f"{fmt_bytes(nbytes)} at {fmt_rate(b['bandwidth_Bps'], 'B/s')} "
+        f"({b['bandwidth_stream']}) = "
         f"{fmt_time(terms['bandwidth'])}",
         "compute": f"{fmt_rate(flops, 'flop')} at {fmt_rate(peak, 'flop/s')} ({path_note}) = "
         f"{fmt_time(terms['compute'])}",

@@ -194,8 +194,18 @@ def _overview(trace: Trace, path: Path) -> html.Div:
     method_txt = (
         "; ".join(f"{k}: {v}" for k, v in method.items()) if isinstance(method, dict) else method
     )
+    bw_ceil = d.bandwidth_ceiling(c)  # the bound model's bandwidth (trace/perf.py)
     ceil_rows = [
         ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
+        *(
+            (f"{k.split('_')[0]} bandwidth", d.fmt_rate(c[k], "B/s"))
+            for k in ("read_bandwidth_Bps", "write_bandwidth_Bps")
+            if c.get(k)
+        ),
+        (
+            "bandwidth ceiling (the fastest stream)",
+            f"{bw_ceil[1]} stream, {d.fmt_rate(bw_ceil[0], 'B/s')}",
+        ),
         ("launch overhead (idle device, host latency)", d.fmt_time(c["launch_overhead_s"])),
         (
             "launch floor per mode",

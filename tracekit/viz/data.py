@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.kernels.ceilings import bandwidth_ceiling
 from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
 from tracekit.trace.diff import first_nonfinite_at
@@ -334,6 +335,7 @@ def paths_by_step(trace: Trace, node_id: int) -> str | None:
 def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, value) pairs of a node's performance annotation, units included."""
     p, c = rec["perf"], trace["ceilings"]
+    bw, bw_stream = bandwidth_ceiling(c)  # the bound model's (trace/perf.py)
     read = sum(la["bytes_read"] for la in rec["launches"])
     written = sum(la["bytes_written"] for la in rec["launches"])
     host, full_host = rec.get("host_s"), rec.get("full_host_s")
@@ -356,7 +358,7 @@ def perf_rows(trace: Trace, rec: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("intensity", "—" if p["intensity"] is None else f"{p['intensity']:.3g} flop/B"),
         (
             "achieved bandwidth",
-            f"{fmt_rate(p['achieved_Bps'], 'B/s')} of {fmt_rate(c['copy_bandwidth_Bps'], 'B/s')}",
+            f"{fmt_rate(p['achieved_Bps'], 'B/s')} of {fmt_rate(bw, 'B/s')} ({bw_stream})",
         ),
         (
             "achieved compute",

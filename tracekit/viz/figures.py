@@ -496,13 +496,14 @@ def timeline_title(trace: Trace, j: int) -> str:
 # -- roofline --------------------------------------------------------------------------------
 def roofline_figure(trace: Trace, j: int, selected: int | None = None) -> go.Figure:
     """Each node of step ``j`` at (intensity, achieved flop/s), log-log, under the measured
-    roofs: copy bandwidth × intensity up to the ridge, peak flop/s beyond it.
+    roofs: bandwidth (the fastest measured stream) × intensity up to the ridge, peak flop/s
+    beyond it.
 
     Nodes without flops (pure data movement) have no place on a flop/s axis and are counted in
     the title instead.
     """
     c = trace["ceilings"]
-    bw, peak = float(c["copy_bandwidth_Bps"]), float(c["peak_flops"])
+    bw, peak = d.bandwidth_ceiling(c)[0], float(c["peak_flops"])
     ridge = peak / bw
     nodes, recs = trace["nodes"], trace["steps"][j]["nodes"]
     pts = [
