@@ -106,18 +106,18 @@ def main(argv: list[str] | None = None) -> int:
             ]  # fmt: skip
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
+                    ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb)
+                    for rb in (4, 2) for w16 in (True, False) for s in (2, 3) for m in (1, 2)
+                ] + [
                     ("st", r, s, b, u, w, None)
                     for r in (None,) for s in (2, 3, 4) for b in (2, 3, 4) for u in (1,) for w in (1, 2, 4)
                 ] + [("st", 16, 2, 2, 1, 1, None)] + [
                     ("st", None, s, b, 2, 1, None) for s in (2, 3) for b in (2, 3)
-                ] + [
-                    ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb)
-                    for rb in (4, 2) for w16 in (True, False) for s in (2, 3) for m in (1, 2)
                 ]  # fmt: skip
-                # (warps a row 2 and 4: tiles of 4 and 2 block-rows, so more, smaller stages
-                # fit; unroll 2: two items a lane read from the stage before their dot products;
-                # blocks of 4 or 2 warps, 16 or 24 an SM: tiles of 1 or 2 block-rows, smaller
-                # than the default's 8 rows, so a launch's first and last tiles take less time)
+                # (blocks of 4 or 2 warps, 16 or 24 an SM: tiles of 1 or 2 block-rows, smaller
+                # than the default's 8 rows, so a launch's first and last tiles take less time;
+                # warps a row 2 and 4: tiles of 4 and 2 block-rows, so more, smaller stages
+                # fit; unroll 2: two items a lane read from the stage before their dot products)
             best = {}
 
             def other_kw(c):  # the A/B partner of mmvq (mmvq_st's default) and vice versa
