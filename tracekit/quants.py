@@ -88,7 +88,7 @@ MMVQ_PREQUANTIZED = MmvqConfig(4, 32, True)
 #: 53.5 / 36.4 -> 41.4 / 49.1 -> 50.3; Q5_1 52.0 -> 59.9 / 45.4 -> 46.8 / 48.1 -> 60.1; Q4_K
 #: 46.6 -> 45.5 / 34.3 -> 39.6; Q5_K 50.0 -> 54.0 / 36.9 -> 42.4; Q6_K 45.1 -> 51.4 / 35.0 ->
 #: 38.8; IQ4_XS 32.1 -> 36.0 / 26.4 -> 31.8. Not Q2_K (24.9 -> 23.1 / 19.2 -> 22.3), Q3_K
-#: (27.4 -> 26.9 / 21.6 -> 22.2), IQ4_NL (37.1 -> 36.1 / 31.4 -> 31.8 / 31.0 -> 33.3): their
+#: (27.4 -> 26.9 / 21.6 -> 22.2), IQ4_NL then (37.1 -> 36.1 / 31.4 -> 31.8 / 31.0 -> 33.3): their
 #: loops, not their loads, set their time.
 MMVQ_STAGED = MMVQ_DEFAULT._replace(staged=True)
 #: Q4_0 stages rows of k >= 1024 only: at the 0.5B shape's 151936 x 896 output mmvq was faster
@@ -98,6 +98,12 @@ MMVQ_STAGED = MMVQ_DEFAULT._replace(staged=True)
 MMVQ_STAGED_LONG_ROWS = MMVQ_STAGED._replace(staged_min_k=1024)
 MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
 MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
+#: IQ4_NL stages since its codes became two DP4A addends in x's nibble order (2026-12-06):
+#: its loop got short enough that the loads set its time (H100, 2026-12-07 00:48 UTC,
+#: ``bench_mmvq_staged.py --shapes 14336x4096,4096x14336,151936x896 --types IQ4_NL --rounds
+#: 3``, own device time, % of copy, mmvq -> mmvq_st: 67.5 -> 71.8 / 57.9 -> 62.2 / 50.2 ->
+#: 64.1; the day before, 14336 x 4096: 67.6 -> 71.1). The H200's last comparison (2026-12-06
+#: 20:36, mmvq ahead 52.7 against 49.9) ran before the nibble order; not re-run since.
 
 #: The table: GGUF enum -> its declaration, in declaration (display) order.
 QUANT_TABLE: dict[GGMLQuantizationType, QuantType] = {}
@@ -789,7 +795,7 @@ class IQ4_NL(
     qtype=_T.IQ4_NL,
     f16_fields=(0,),
     dequant=DequantConfig(2, 128, 2),
-    mmvq=MMVQ_PREQUANTIZED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED,
 ):
     """IQ4_NL: 32 values in 18 bytes;  x = d * LEVELS[q], the nibbles laid out as Q4_0's.
 
