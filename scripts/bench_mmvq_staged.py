@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             for how, (fs, cfg) in floor.items():
                 print(f"{qt.name:6s} {n}x{k} read floor, {how} ({cfg}): {fs * 1e6:7.2f} us "
                       f"{100 * (nbytes // 16 * 16) / fs / copy_bps:5.1f}% of copy", flush=True)  # fmt: skip
+            rows.append({"type": qt.name, "n": n, "k": k, "kind": "floor",
+                         "bytes": nbytes // 16 * 16, "us": floor["queued"][0] * 1e6,
+                         "own_us": floor["own"][0] * 1e6})  # fmt: skip
             x = cp.random.standard_normal((1, k), dtype=cp.float32)
             out = cp.empty((1, n), cp.float32)
             # (kind, rows per tile, stages, blocks an SM, unroll, warps a row, rows a block);
@@ -163,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                     s = timed(call(kw))
                 pct = 100 * nbytes / s / copy_bps
                 geo = recs[-1]
-                row = {"type": qt.name, "n": n, "k": k, "kind": kind,
+                row = {"type": qt.name, "n": n, "k": k, "kind": kind, "bytes": nbytes,
+                       "default": c in configs[:2],
                        "rows_per_tile": recs[-1].extra.get("rows_per_tile"),
                        "stages": recs[-1].extra.get("stages"), "blocks_per_sm": bps,
                        "unroll": unroll, "wpr": geo.block[1], "block": list(geo.block), "grid": list(geo.grid),

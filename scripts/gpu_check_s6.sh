@@ -117,6 +117,15 @@ for spec in "$@"; do
     stparity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 \
                 tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;
     stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
+    # the ceilings' copy, read and write streams (the bound model's bandwidth is the fastest)
+    ceil) t python3 -m pytest -q -m gpu -p no:cacheprovider -s --timeout 200 \
+            "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 \
+            | tee "$OUT/ceil.log" | grep -E "streams|peaks|passed|failed|Error" | tail -5 ;;
+    # a launch's fixed cost against its rate: the engine's kernels at 14336 and 57344 rows of
+    # 4096 (the second 4x the bytes); two sizes' own times give both (BENCHMARKS 2026-12-07)
+    scale) t python3 scripts/bench_mmvq_staged.py --shapes 14336x4096,57344x4096 --sweep= --rounds 1 \
+             --types ${SCALE_TYPES:-Q8_0,Q4_0,Q4_K,Q6_K,Q2_K} --json "$OUT/scale.json" > "$OUT/scale.log" 2>&1
+           sed -n '/^% of copy/,$p' "$OUT/scale.log" ;;
     # stbench on a copy of this tree with the kernel files in .ab/ put back (an A/B in one call:
     # .ab/ holds the older matvec.cu, quant_codes.cuh, ... as `git show REV:PATH` wrote them; its
     # other files, the call scripts, stay)
