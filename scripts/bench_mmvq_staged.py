@@ -15,8 +15,10 @@ The summary's "met" reads the kernel the engine runs for that shape (matvec.stag
 its own device time against the 85% target. Per type and shape: mmvq as the quant path runs it today
 (its declared variant), mmvq_st at its default geometry (staged_geometry), and for the
 ``--sweep`` types, on the first shape, every rows-per-tile x stages x blocks-per-SM x
-warps-per-row configuration (and two items a lane at 2-3 stages and blocks). Before timing, each mmvq_st configuration's output is checked bit for bit against the fused mmvq at
-the same warps per row (the GPU test's claim, here at the benchmark's shapes).
+warps-per-row configuration, blocks of 4 and 2 rows (tiles of 1-2 block-rows, 2-4 stages) and
+two items a lane at 2-3 stages and blocks. Before timing, each mmvq_st configuration's output is
+checked bit for bit against the fused mmvq at the same warps per row (the GPU test's claim,
+here at the benchmark's shapes).
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
                     ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb)
-                    for rb in (4, 2) for w16 in (True, False) for s in (2, 3) for m in (1, 2)
+                    for rb in (4, 2) for w16 in (True, False) for s in (2, 3, 4) for m in (1, 2)
                 ] + [
                     ("st", r, s, b, u, w, None)
                     for r in (None,) for s in (2, 3, 4) for b in (2, 3, 4) for u in (1,) for w in (1, 2, 4)
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("st", None, s, b, 2, 1, None) for s in (2, 3) for b in (2, 3)
                 ]  # fmt: skip
                 # (blocks of 4 or 2 warps, 16 or 24 an SM: tiles of 1 or 2 block-rows, smaller
-                # than the default's 8 rows, so a launch's first and last tiles take less time;
+                # than the default's 8 rows, so a launch's first and last tiles take less time
+                # and more, smaller tiles are in flight while the warps compute;
                 # warps a row 2 and 4: tiles of 4 and 2 block-rows, so more, smaller stages
                 # fit; unroll 2: two items a lane read from the stage before their dot products)
             best = {}
