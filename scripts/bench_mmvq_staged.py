@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: issue 13: each quantized matvec >= 85% of copy bandwidth on a 14336 x 4096 weight
 TARGET_PCT = 85.0
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import cupy as cp
+    import launch_fixed_cost
 
     from tracekit.kernels import matvec
     from tracekit.kernels.ceilings import gpu_own_times, gpu_times_queued, read_floor
@@ -211,10 +213,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{d['pct_copy']:.1f} / {d['own_pct_copy']:.1f} | {bs} | "
               f"{'mmvq_st' if engine == 'st' else 'mmvq'} {e:.1f} | {'yes' if e >= TARGET_PCT else 'no'} | "
               + (f"{u['pct_copy']:.1f} / {u['own_pct_copy']:.1f} ({u['unroll']}) |" if (u := best.get("unroll")) else "– |"))  # fmt: skip
+    doc = {"copy_GBps": copy_bps / 1e9, "rows": rows}
+    fits = launch_fixed_cost.table(doc)  # shapes of one k at two sizes or more: fixed + rate
+    if len(fits) > 2:
+        print("\nown time = fixed + bytes / rate (scripts/launch_fixed_cost.py):")
+        print("\n".join(fits))
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"copy_GBps": copy_bps / 1e9, "rows": rows}, indent=1)
-        )
+        Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
 
 

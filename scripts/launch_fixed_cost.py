@@ -62,10 +62,14 @@ def table(doc: dict) -> list[str]:
     for (t, name, k), pts in groups.items():
         if len({b for b, _ in pts}) < 2:
             continue
-        fixed, rate = fit(pts)
+        sizes = " / ".join(f"{b / 1e6:.1f}" for b in sorted({b for b, _ in pts}))
+        try:
+            fixed, rate = fit(pts)
+        except ValueError as e:  # (noisy times: said, not fitted)
+            out.append(f"| {t} | {name} | {k} | {sizes} | no fit: {e} | – | – |")
+            continue
         small = min(b for b, _ in pts)
         allowed = small / (TARGET * copy) - small / rate
-        sizes = " / ".join(f"{b / 1e6:.1f}" for b in sorted({b for b, _ in pts}))
         out.append(
             f"| {t} | {name} | {k} | {sizes} | {rate / 1e9:.0f} ({100 * rate / copy:.1f}) | "
             f"{fixed * 1e6:.2f} | {allowed * 1e6:.2f} |"
