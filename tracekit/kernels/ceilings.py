@@ -532,26 +532,10 @@ def read_floor(
 
 
 def _read_bandwidth(buf: Any) -> tuple[float, str]:
-    """Bytes per second of the fastest read_stream configuration over ``buf`` (its XOR checked
-    against NumPy's first), and that configuration in words."""
-    import cupy
-
-    want = read_stream_reference(cupy.asnumpy(buf))
-    word = cupy.zeros(1, cupy.uint32)
-    best: tuple[float, str] = (0.0, "")
-    for u, h, b in READ_FLOOR_CONFIGS:
-        fn = read_stream_kernel(u, h)
-        word.fill(0)
-        launch_read_stream(fn, buf, word, b)
-        if int(word.get()[0]) != want:
-            raise RuntimeError(f"read_stream (unroll {u}, hint {h}) read the buffer wrong")
-        s = median(gpu_times(lambda i, fn=fn, b=b: launch_read_stream(fn, buf, word, b), 2, 10))
-        if buf.nbytes // 16 * 16 / s > best[0]:
-            best = (
-                buf.nbytes // 16 * 16 / s,
-                f"unroll {u}, {b} blocks/SM" + (", L2 hint" if h else ""),
-            )
-    return best
+    """Bytes per second of the fastest read_stream configuration over ``buf`` (read_floor: its
+    XOR checked first; CUDA-event medians of 10), and that configuration in words."""
+    s, how = read_floor([buf], {"events": lambda fn: median(gpu_times(fn, 2, 10))})["events"]
+    return buf.nbytes // 16 * 16 / s, how
 
 
 def _stamped_floor(graph: bool, launches: int = STAMPED_FLOOR_LAUNCHES) -> float:

@@ -199,8 +199,8 @@ def _overview(trace: Trace, path: Path) -> html.Div:
         ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
         *(
             (f"{k.split('_')[0]} bandwidth", d.fmt_rate(c[k], "B/s"))
-            for k in ("read_bandwidth_Bps", "write_bandwidth_Bps")
-            if c.get(k)
+            for k in d.BANDWIDTH_KEYS
+            if k != "copy_bandwidth_Bps" and c.get(k)
         ),
         (
             "bandwidth ceiling (the fastest stream)",
