@@ -27,6 +27,7 @@ import dash
 import plotly.graph_objects as go
 from dash import ClientsideFunction, Input, Output, Patch, State, dcc, html
 
+from tracekit.kernels.ceilings import BANDWIDTH_KEYS
 from tracekit.trace.diff import DiffReport, diff_traces
 from tracekit.trace.format import TraceError, load_trace
 from tracekit.viz import data as d
@@ -199,7 +200,7 @@ def _overview(trace: Trace, path: Path) -> html.Div:
         ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
         *(
             (f"{k.split('_')[0]} bandwidth", d.fmt_rate(c[k], "B/s"))
-            for k in d.BANDWIDTH_KEYS
+            for k in BANDWIDTH_KEYS
             if k != "copy_bandwidth_Bps" and c.get(k)
         ),
         (

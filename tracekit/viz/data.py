@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.kernels.ceilings import BANDWIDTH_KEYS, bandwidth_ceiling
+from tracekit.kernels.ceilings import bandwidth_ceiling
 from tracekit.kernels.matmul import PATHS
 from tracekit.kernels.stats import decode_heatmap
 from tracekit.trace.diff import first_nonfinite_at
