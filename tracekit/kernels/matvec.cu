@@ -586,6 +586,32 @@ __device__ __forceinline__ void stage_fill(u8* dst, const u8* __restrict__ raw, 
 #endif
 }
 
+// MMVQ_ST_TIMELINE 1 (scripts/mmvq_st_timeline.py): thread 0 of each block notes when, on the
+// global timer, the block entered, had x quantized, saw each tile arrive and had each tile
+// computed, and left, so a launch's time splits into its ramp, its steady stream and its tail
+// (the fixed cost launch_fixed_cost.py fits). Off: no code.
+#ifndef MMVQ_ST_TIMELINE
+#define MMVQ_ST_TIMELINE 0
+#endif
+#if MMVQ_ST_TIMELINE
+#define MMVQ_TL_BLOCKS 2048
+#define MMVQ_TL_TILES 14   // a block's first tiles noted (the default geometry has at most 7)
+#define MMVQ_TL_EVENTS 32  // 0 entry, 1 x ready, 2 + 2u / 3 + 2u tile u arrived / computed, 31 exit
+#define MMVQ_TL_EXIT (MMVQ_TL_EVENTS - 1)
+__device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
+#define MMVQ_TL_MARK(event)                                                                    \
+    do {                                                                                       \
+        if (tid == 0 && blockIdx.x < MMVQ_TL_BLOCKS)                                           \
+            mmvq_st_timeline[blockIdx.x][event] = globaltimer_ns();                            \
+    } while (0)
+#else
+#define MMVQ_TL_TILES 0
+#define MMVQ_TL_EXIT 0
+#define MMVQ_TL_MARK(event) \
+    do {                    \
+    } while (0)
+#endif
+
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
@@ -607,6 +633,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int nthreads = blockDim.x * blockDim.y * rb;
     const int tiles = (n + tile_rows - 1) / tile_rows;
+    MMVQ_TL_MARK(0);
     if (tid == 0)
         for (int s = 0; s < stages; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
@@ -619,6 +646,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     }
     quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
     __syncthreads();
+    MMVQ_TL_MARK(1);
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
@@ -626,6 +654,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
         stage_wait(&full[s], (u32)(use / stages) & 1u);
+        if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
         const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
         for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
@@ -659,12 +688,14 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             write_row<NT>(acc, part, out, row, n, bias);
         }
         __syncthreads();  // every warp is done with stage s: it may be refilled
+        if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
         const int next = tile + stages * gridDim.x;
         if (next < tiles)
             stage_fill(stage0 + s * stage_bytes, raw, (i64)next * tile_rows * row_bytes,
                        min((i64)(next + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     }
+    MMVQ_TL_MARK(MMVQ_TL_EXIT);
 }
 
 #define MMVQ_ST_KERNEL(suffix, T, NT)                                                          \

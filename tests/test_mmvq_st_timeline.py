@@ -1,0 +1,81 @@
+"""scripts/mmvq_st_timeline.py: an mmvq_st launch's block timeline read as ramp, stream and tail."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.scripts import SCRIPTS, load_script
+
+
+@pytest.fixture(scope="module")
+def tl_mod():
+    return load_script("mmvq_st_timeline")
+
+
+def _timeline(m, grid, tiles, arrival_ns, compute_ns=100, t0=1_000_000):
+    """Block b enters at t0 + 10 b, x ready 200 ns later; tile j arrives at arrival_ns(j)."""
+    tl = np.zeros((m.TL_BLOCKS, m.TL_EVENTS), np.uint64)
+    for b in range(grid):
+        tl[b, m.TL_ENTRY] = t0 + 10 * b
+        tl[b, m.TL_X] = t0 + 10 * b + 200
+        last = tl[b, m.TL_X]
+        for u, j in enumerate(range(b, tiles, grid)):
+            tl[b, 2 + 2 * u] = max(int(last), t0 + arrival_ns(j))
+            tl[b, 3 + 2 * u] = tl[b, 2 + 2 * u] + compute_ns
+            last = tl[b, 3 + 2 * u]
+        tl[b, m.TL_EXIT] = last + 50
+    return tl
+
+
+def test_phases_of_a_known_timeline(tl_mod):
+    grid, tiles, tb = 4, 10, 1000
+    tl = _timeline(tl_mod, grid, tiles, lambda j: 1000 + 500 * j)  # 1000 bytes / 500 ns = 2 GB/s
+    p = tl_mod.phases(tl, grid, tiles, [tb] * tiles, copy_bps=4e9, bin_s=1e-6)
+    assert p["last_entry_us"] == pytest.approx(0.03)
+    assert p["x_ready_median_us"] == pytest.approx(0.215)
+    assert p["first_arrival_us"] == pytest.approx([1.0, 1.75, 2.5])
+    assert p["last_arrival_us"] == pytest.approx(1.0 + 0.5 * 9)
+    # the last tile (block 1's third) is computed 100 ns after it arrives, then 50 ns to leave
+    assert p["end_us"] == pytest.approx(5.5 + 0.15)
+    assert p["tail_us"] == pytest.approx(0.15)
+    assert p["steady_pct_copy"] == pytest.approx(50.0)  # 2 GB/s of 4
+    assert p["whole_pct_copy"] == pytest.approx(100 * tiles * tb / 5.65e-6 / 4e9)
+    # every byte in some bin: the bins' mean is the whole launch's bytes over the bins' span
+    bins = p["bins_pct_copy"]
+    assert len(bins) == 6
+    assert sum(bins) * 1e-6 * 4e9 / 100 == pytest.approx(tiles * tb)
+    assert bins[0] == 0  # nothing arrives in the first µs
+
+
+def test_phases_refuses_a_broken_timeline(tl_mod):
+    grid, tiles = 4, 10
+    tl = _timeline(tl_mod, grid, tiles, lambda j: 1000 + 500 * j)
+    tl[2, 3] = 0  # block 2's first tile never computed
+    with pytest.raises(ValueError, match="block 2: events missing or out of order"):
+        tl_mod.phases(tl, grid, tiles, [1000] * tiles, 4e9, 1e-6)
+    tl = _timeline(tl_mod, grid, tiles, lambda j: 1000 + 500 * j)
+    tl[1, 2], tl[1, 3] = tl[1, 3], tl[1, 2]  # computed before it arrived
+    with pytest.raises(ValueError, match="block 1"):
+        tl_mod.phases(tl, grid, tiles, [1000] * tiles, 4e9, 1e-6)
+    with pytest.raises(ValueError, match="15 a block: the timeline notes 14"):
+        tl_mod.phases(tl, 2, 30, [1000] * 30, 4e9, 1e-6)
+
+
+@pytest.mark.gpu
+def test_the_instrumented_kernel_notes_every_event_in_order():
+    pytest.importorskip("cupy")
+    env = dict(os.environ, PYTHONPATH=str(Path(SCRIPTS).parent))
+    for config in ("", "rows_per_block=2,blocks_per_sm=8,stages=3"):
+        got = subprocess.run(
+            [sys.executable, str(SCRIPTS / "mmvq_st_timeline.py"), "--types", "Q4_0,Q6_K",
+             "--shape", "4100x4096", "--runs", "2", "--config", config],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert got.returncode == 0, got.stderr[-3000:]
+        assert got.stdout.count("median of runs") == 2
