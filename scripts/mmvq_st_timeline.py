@@ -115,15 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     from tracekit.kernels import matvec
-    from tracekit.kernels.ceilings import measure_ceilings
+    from tracekit.kernels.ceilings import BANDWIDTH_KEYS, measure_ceilings
     from tracekit.quants import quant_type
 
     n, k = (int(v) for v in args.shape.split("x"))
     config = {key: int(v) for key, v in (kv.split("=") for kv in args.config.split(",") if kv)}
-    copy_bps = measure_ceilings("cupy")["copy_bandwidth_Bps"]
+    ceilings = measure_ceilings("cupy")
+    copy_bps = ceilings["copy_bandwidth_Bps"]
     l2 = int(cp.cuda.Device().attributes.get("L2CacheSize", 64 << 20))
     scratch = cp.empty(2 * l2, cp.uint8)
-    print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s; {n}x{k}; config {config or 'default'}")
+    streams = ", ".join(f"{key} {ceilings.get(key, 0) / 1e9:.0f} GB/s" for key in BANDWIDTH_KEYS)
+    print(f"ceilings: {streams}; {n}x{k}; config {config or 'default'}")
     out_rows = []
     for name in args.types.split(","):
         qt = quant_type(name)
