@@ -1,7 +1,7 @@
 """Where an mmvq_st launch's time goes: its ramp, its steady stream and its tail, block by block.
 
     PYTHONPATH=$PWD python3 scripts/mmvq_st_timeline.py [--types Q4_0,Q4_K] [--shape 14336x4096]
-        [--config rows_per_block=2,blocks_per_sm=8] [--runs 5] [--json out.json]
+        [--config rows_per_block=2,rows_per_tile=2,blocks_per_sm=8] [--runs 5] [--json out.json]
 
 launch_fixed_cost.py fits a launch's own time as fixed + bytes / rate; this shows what the fixed
 part is made of. The kernels are built with MMVQ_ST_TIMELINE=1 (matvec.cu): thread 0 of each
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", default="14336x4096")
     ap.add_argument(
         "--config", default="",
-        help="mmvq_st launch keywords, e.g. rows_per_block=2,blocks_per_sm=8,stages=3",
+        help="mmvq_st launch keywords, e.g. rows_per_block=2,rows_per_tile=2,blocks_per_sm=8,stages=3",
     )  # fmt: skip
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--bin-us", type=float, default=0.5)

@@ -71,7 +71,7 @@ def test_phases_refuses_a_broken_timeline(tl_mod):
 def test_the_instrumented_kernel_notes_every_event_in_order():
     pytest.importorskip("cupy")
     env = dict(os.environ, PYTHONPATH=str(Path(SCRIPTS).parent))
-    for config in ("", "rows_per_block=2,blocks_per_sm=8,stages=3"):
+    for config in ("", "rows_per_block=2,rows_per_tile=2,blocks_per_sm=8,stages=3"):
         got = subprocess.run(
             [sys.executable, str(SCRIPTS / "mmvq_st_timeline.py"), "--types", "Q4_0,Q6_K",
              "--shape", "4100x4096", "--runs", "2", "--config", config],
