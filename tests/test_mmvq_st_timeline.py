@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +67,37 @@ def test_phases_refuses_a_broken_timeline(tl_mod):
         tl_mod.phases(tl, grid, tiles, [1000] * tiles, 4e9, 1e-6)
     with pytest.raises(ValueError, match="15 a block: the timeline notes 14"):
         tl_mod.phases(tl, 2, 30, [1000] * 30, 4e9, 1e-6)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_the_instrumented_kernel_on_the_host_notes_what_the_script_reads(tl_mod, tmp_path):
+    """matvec.cu built with MMVQ_ST_TIMELINE=1 on the host (the shim's global timer: a counter,
+    one step a read): every block of a grid-strided launch notes its entry, x, each of its
+    tiles' arrival and compute and its exit, in the slots and order phases() reads, and the
+    outputs keep mmvq's bits."""
+    from tests.kernels.host_build import aligned
+    from tests.kernels.test_matvec import random_x, weight
+    from tests.kernels.test_mmvq_staged_host import _build, _run_mmvq, _run_staged
+    from tracekit.quants import quant_type
+
+    qt = quant_type("Q4_K")
+    so = _build(tmp_path, True, types=[qt], defines=("-DMMVQ_ST_TIMELINE=1",))
+    tl = (ctypes.c_uint64 * (tl_mod.TL_BLOCKS * tl_mod.TL_EVENTS)).in_dll(so, "mmvq_st_timeline")
+    n, k, rows_per_tile = 45, 512, 4
+    raw = aligned(weight(qt, n, k, seed=5, tame=True)[0])
+    x = random_x(1, k, seed=2)
+    got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, 3, rows_per_block=2, sms=3)
+    grid, tiles = geo.grid[0], -(-n // rows_per_tile)
+    assert (grid, tiles) == (3, 12)  # 4 tiles a block: the stage ring wraps
+    marks = np.ctypeslib.as_array(tl).reshape(tl_mod.TL_BLOCKS, tl_mod.TL_EVENTS)
+    tile_bytes = [min(rows_per_tile, n - j * rows_per_tile) * qt.row_bytes(k) for j in range(tiles)]
+    p = tl_mod.phases(marks, grid, tiles, tile_bytes, copy_bps=1e9, bin_s=1e-6)
+    assert p["end_us"] > p["last_arrival_us"] > 0
+    for b in range(grid):  # the slots past a block's 4 tiles stay empty but for the exit
+        assert np.count_nonzero(marks[b]) == 2 + 2 * 4 + 1
+    assert not marks[grid:].any()
+    same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
+    assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
 
 
 @pytest.mark.gpu

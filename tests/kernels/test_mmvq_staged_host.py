@@ -70,7 +70,7 @@ static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
 """
 
 
-def _build(folder, bulk: bool) -> ctypes.CDLL:
+def _build(folder, bulk: bool, types=QUANTIZED_TYPES, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
     kernel = (KERNELS / "matvec.cu").read_text()
     bounds = (
         "#define BOUNDS(raw, n, k, T) g_lo = raw; g_hi = raw + (long long)n * (k / T::QK) * T::TS;"
@@ -79,9 +79,10 @@ def _build(folder, bulk: bool) -> ctypes.CDLL:
     )
     src = [PREAMBLE, BULK if bulk else "", with_static_shared(kernel), bounds]
     src += [f"#define SMEM_INT4S {SMEM_INTS // 4}", RUNNER]
-    src += [f"RUN({t.suffix}, {t.device}, {nt})" for t in QUANTIZED_TYPES for nt in NTS]
+    src += [f"RUN({t.suffix}, {t.device}, {nt})" for t in types for nt in NTS]
     flags = ("-std=c++17", "-DMV_UNROLL=1", "-DMMVQ_RPW=1", "-DMMVQ_ST_UNROLL=2",
-             f"-DRUN_INTS={matvec.RUN_BYTES // 4}", *(("-DTK_HOST_BULK",) if bulk else ()))  # fmt: skip
+             f"-DRUN_INTS={matvec.RUN_BYTES // 4}", *(("-DTK_HOST_BULK",) if bulk else ()),
+             *defines)  # fmt: skip
     return build(folder, "st_bulk" if bulk else "st_coop", "\n".join(src) + "\n", flags)
 
 
@@ -90,11 +91,11 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return request.param, _build(tmp_path_factory.mktemp("mmvqst"), request.param)
 
 
-def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None):
+def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None, sms=1):
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
-        n, k, nt, qt, sms=1, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
+        n, k, nt, qt, sms=sms, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
         stages=stages, blocks_per_sm=1, warps_per_row=wpr, rows_per_block=rows_per_block,
     )  # fmt: skip
     assert dyn <= SMEM_INTS * 4 and st == stages and rpt == rows_per_tile
