@@ -117,6 +117,8 @@ for spec in "$@"; do
     stparity) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 240 --timeout-method thread -n 8 \
                 tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -15 ;;
     stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
+    # mmvq_st's launch as ramp, stream and tail (MMVQ_ST_TIMELINE marks); TL_ARGS e.g. --config ...
+    stline) t python3 scripts/mmvq_st_timeline.py ${TL_ARGS:-} --json "$OUT/tl.json" 2>&1 | tee "$OUT/tl.log" | tail -40 ;;
     # the ceilings' copy, read and write streams (the bound model's bandwidth is the fastest)
     ceil) t python3 -m pytest -q -m gpu -p no:cacheprovider -s --timeout 200 \
             "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 \
