@@ -101,13 +101,14 @@ def test_the_instrumented_kernel_on_the_host_notes_what_the_script_reads(tl_mod,
 
 
 @pytest.mark.gpu
-def test_the_instrumented_kernel_notes_every_event_in_order():
+def test_the_instrumented_kernel_notes_every_event_in_order(tmp_path):
     pytest.importorskip("cupy")
     # this checkout first, then what the run had (a GPU host's wheels live on its PYTHONPATH)
     path = os.pathsep.join(
         p for p in (str(Path(SCRIPTS).parent), os.environ.get("PYTHONPATH")) if p
     )
-    env = dict(os.environ, PYTHONPATH=path)
+    # its own cache: ceilings measured beside other tests' launches stay out of the shared one
+    env = dict(os.environ, PYTHONPATH=path, TRACEKIT_CACHE=str(tmp_path))
     for config in ("", "rows_per_block=2,rows_per_tile=2,blocks_per_sm=8,stages=3"):
         got = subprocess.run(
             [sys.executable, str(SCRIPTS / "mmvq_st_timeline.py"), "--types", "Q4_0,Q6_K",
