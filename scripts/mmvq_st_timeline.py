@@ -9,10 +9,12 @@ block notes on the global timer when the block entered, had x quantized, saw eac
 arrive in shared memory and had each computed, and when it left. Each run reads a weight not in
 L2 (a scratch buffer of twice the L2 is written between runs). Printed per run, in µs from the
 first block's entry: the last block's entry, x ready (median), the first tile's arrival
-(min/median/max over blocks), the last arrival, the end, and the stream: the tiles' bytes by the
+(min/median/max over blocks), the last arrival, the end, a tile's compute (median) and a block's
+wait for its next tile after computing one (median/p90), and the stream: the tiles' bytes by the
 time they arrived, in bins, as % of the copy bandwidth (the trace's ceiling's copy stream,
-ceilings.measure_ceilings). The instrumented kernel is not the timed one (its marks cost a
-global store each); its shape in time is what counts here.
+ceilings.measure_ceilings). An arrival is noted when thread 0 looks, after the tile before: with
+no wait, the bytes were there earlier and the bins lag. The instrumented kernel is not the timed
+one (its marks cost a global store each); its shape in time is what counts here.
 """
 
 from __future__ import annotations
@@ -53,13 +55,16 @@ def phases(
         )
     tl = tl[:grid].astype(np.int64)
     t0 = int(tl[:, TL_ENTRY].min())
-    arrive, done = [], []
+    arrive, done, computing, waiting = [], [], [], []
     for b in range(grid):
         mine = len(range(b, tiles, grid))
         ev = [tl[b, TL_ENTRY], tl[b, TL_X]]
         for u in range(mine):
             ev += [tl[b, 2 + 2 * u], tl[b, 3 + 2 * u]]
             arrive.append((int(tl[b, 2 + 2 * u]) - t0, tile_bytes[b + u * grid]))
+            computing.append(int(tl[b, 3 + 2 * u]) - int(tl[b, 2 + 2 * u]))
+            if u:
+                waiting.append(int(tl[b, 2 + 2 * u]) - int(tl[b, 1 + 2 * u]))
         ev.append(tl[b, TL_EXIT])
         ev = np.array(ev)
         if (ev == 0).any() or (np.diff(ev) < 0).any():
@@ -91,6 +96,13 @@ def phases(
         "last_arrival_us": last_arrival * us,
         "end_us": t_end * us,
         "tail_us": (t_end - last_arrival) * us,
+        "compute_median_us": float(np.median(computing)) * us,
+        # a block's wait for its next tile after computing one (none: it had arrived already,
+        # so the noted arrival is late and the stream's bins lag)
+        "wait_us": [
+            float(np.median(waiting)) * us if waiting else 0.0,
+            float(np.percentile(waiting, 90)) * us if waiting else 0.0,
+        ],  # fmt: skip
         "steady_pct_copy": 100 * steady / copy_bps,
         "whole_pct_copy": 100 * total / (t_end * 1e-9) / copy_bps,
         "bins_pct_copy": [100 * b / bin_s / copy_bps for b in binned],
@@ -158,11 +170,12 @@ def main(argv: list[str] | None = None) -> int:
               f"stages {rec.extra.get('stages')} tiles {tiles}"  # fmt: skip
         print(f"\n{qt.name} {n}x{k}: {geo}")
         print("  run  last-entry  x-ready  first-arrival(min/med/max)  last-arrival   end   tail"
-              "  steady%  whole%")  # fmt: skip
+              "  compute  wait(med/p90)  steady%  whole%")  # fmt: skip
         for i, p in enumerate(runs):
             fa = "/".join(f"{v:.2f}" for v in p["first_arrival_us"])
             print(f"  {i:3d} {p['last_entry_us']:10.2f} {p['x_ready_median_us']:8.2f} {fa:>27s} "
                   f"{p['last_arrival_us']:12.2f} {p['end_us']:6.2f} {p['tail_us']:6.2f} "
+                  f"{p['compute_median_us']:8.2f} {'/'.join(f'{v:.2f}' for v in p['wait_us']):>13s} "
                   f"{p['steady_pct_copy']:7.1f} {p['whole_pct_copy']:7.1f}")  # fmt: skip
         mid = sorted(runs, key=lambda p: p["end_us"])[len(runs) // 2]
         print(f"  median run's stream, % of copy per {args.bin_us} µs: "

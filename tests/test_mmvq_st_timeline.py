@@ -46,6 +46,9 @@ def test_phases_of_a_known_timeline(tl_mod):
     # the last tile (block 1's third) is computed 100 ns after it arrives, then 50 ns to leave
     assert p["end_us"] == pytest.approx(5.5 + 0.15)
     assert p["tail_us"] == pytest.approx(0.15)
+    # each tile computed in 100 ns; a block's next tile comes 2000 ns after its last
+    assert p["compute_median_us"] == pytest.approx(0.1)
+    assert p["wait_us"] == pytest.approx([1.9, 1.9])
     assert p["steady_pct_copy"] == pytest.approx(50.0)  # 2 GB/s of 4
     assert p["whole_pct_copy"] == pytest.approx(100 * tiles * tb / 5.65e-6 / 4e9)
     # every byte in some bin: the bins' mean is the whole launch's bytes over the bins' span
