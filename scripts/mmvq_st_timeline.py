@@ -147,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         x = cp.random.standard_normal((1, k), dtype=cp.float32)
         out = cp.empty((1, n), cp.float32)
         kw = dict(staged=True, **config)
-        matvec.launch_matvec(x, raw, qt, (n, k), out, **kw)  # compiles
+        _, recs = matvec.launch_matvec(x, raw, qt, (n, k), out, **kw)  # compiles
+        rec = recs[-1]  # (the geometry every run has)
+        rows_per_tile = rec.extra["rows_per_tile"]
+        tiles = -(-n // rows_per_tile)
+        row_bytes = qt.row_bytes(k)
+        tile_bytes = [min(rows_per_tile, n - j * rows_per_tile) * row_bytes for j in range(tiles)]
         mod = matvec._module(qt.suffix, kw.get("unroll") or matvec.STAGED_UNROLL, 0, staged=True)
         ptr = mod.get_global("mmvq_st_timeline")
         tl_dev = cp.ndarray((TL_BLOCKS, TL_EVENTS), cp.uint64, ptr)
@@ -155,15 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             scratch.fill(1)  # the weight out of L2
             tl_dev.fill(0)
-            _, recs = matvec.launch_matvec(x, raw, qt, (n, k), out, **kw)
+            matvec.launch_matvec(x, raw, qt, (n, k), out, **kw)
             cp.cuda.get_current_stream().synchronize()
-            rec = recs[-1]
-            rows_per_tile = rec.extra["rows_per_tile"]
-            tiles = -(-n // rows_per_tile)
-            row_bytes = qt.row_bytes(k)
-            tile_bytes = [
-                min(rows_per_tile, n - j * rows_per_tile) * row_bytes for j in range(tiles)
-            ]
             runs.append(phases(cp.asnumpy(tl_dev), rec.grid[0], tiles, tile_bytes, copy_bps,
                                args.bin_us * 1e-6))  # fmt: skip
         geo = f"grid {rec.grid[0]} block {tuple(rec.block)} rows/tile {rows_per_tile} " \

@@ -606,7 +606,6 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
     } while (0)
 #else
 #define MMVQ_TL_TILES 0
-#define MMVQ_TL_EXIT 0
 #define MMVQ_TL_MARK(event) \
     do {                    \
     } while (0)

@@ -197,11 +197,10 @@ def _overview(trace: Trace, path: Path) -> html.Div:
     )
     bw_ceil = d.bandwidth_ceiling(c)  # the bound model's bandwidth (trace/perf.py)
     ceil_rows = [
-        ("copy bandwidth", d.fmt_rate(c["copy_bandwidth_Bps"], "B/s")),
         *(
             (f"{k.split('_')[0]} bandwidth", d.fmt_rate(c[k], "B/s"))
-            for k in BANDWIDTH_KEYS
-            if k != "copy_bandwidth_Bps" and c.get(k)
+            for k in BANDWIDTH_KEYS  # copy first: every trace has it
+            if c.get(k)
         ),
         (
             "bandwidth ceiling (the fastest stream)",
