@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
                 check=True, capture_output=True, text=True,
             ).stdout  # fmt: skip
             loop = row_loop(sass)
-            dp4a = sum("IDP" in t for t in loop)
+            dp4a = sum("IDP.4A" in t for t in loop)  # (IDP.2A: Q2_K/Q3_K's pair scales)
             values = 4 * dp4a // DP4A_PER_4_VALUES.get(qt.name, 1)
             nbytes = values * qt.type_size / qt.block_size
             print(f"| {qt.name} | {len(loop)} | {dp4a} | {values} | {nbytes:.0f} | "

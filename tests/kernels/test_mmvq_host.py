@@ -158,7 +158,8 @@ def test_quantized_runs_are_the_reference_in_the_types_order(lib, name: str) -> 
     """quantize_x as each type's module runs it (quantize_q8_n<nt>) against matvec.quantize_q8,
     bit for bit: a run's 32 int8 values in value order, or for the split-code types (the IQ4
     levels' two addends) in their nibble order, word m holding values 2m, 2m + 16, 2m + 1,
-    2m + 17; then d and the two half sums (those of values 0-15 and 16-31 in either order)."""
+    2m + 17; then d and the two half sums (those of values 0-15 and 16-31 in either order),
+    as two ints and as one int's 16-bit halves."""
     qt = quant_type(name)
     nt, k = 3, 256
     x = random_x(nt, k, seed=11)
@@ -178,3 +179,7 @@ def test_quantized_runs_are_the_reference_in_the_types_order(lib, name: str) -> 
     assert runs[..., :8].copy().view(np.int8).tolist() == q[..., order].tolist()
     assert runs[..., 8].view(np.float32).tobytes() == d.tobytes()  # (NaN bits included)
     assert runs[..., 9:11].tolist() == qsum.reshape(nt, k // 32, 2).tolist()
+    # and packed as 16-bit halves (DP2A's operand: Codes<T>::HALVES)
+    assert runs[..., 11].copy().view(np.int16).reshape(nt, k // 32, 2).tolist() == (
+        qsum.reshape(nt, k // 32, 2).tolist()
+    )

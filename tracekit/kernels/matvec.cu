@@ -212,6 +212,7 @@ template <int PER>
 struct RunSlice {
     int4 q[PER];
     int qs;
+    int qp;  // both halves' q8 sums as 16-bit halves (HALVES types: DP2A against byte scales)
     float dx;
 };
 template <int PER>
@@ -221,6 +222,7 @@ __device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
     for (int h = 0; h < PER; ++h) x.q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
     const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
     x.qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
+    x.qp = meta.w;
     x.dx = __int_as_float(meta.x);
     return x;
 }
@@ -281,20 +283,39 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int 
     const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
     const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;
     float sd[R], sm[R];
+    if constexpr (Halves<C>::value) {
+        // groups 2 m, 2 m + 1: run m's two halves, scaled each and added as one integer
+        // (C::pair_dot), so a run, not a group, costs the conversion and the FFMA
+        static_assert(PER == 1, "halves of a run with their own scales: SG 16");
 #pragma unroll
-    for (int m = 0; m < NG / PER; ++m) {
-        const int g = PER * m;
-        const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
+        for (int m = 0; m < NG / 2; ++m) {
+            const RunSlice<2> x = run_slice<2>(run0 + m * run_step<C>() * RUN_INTS, 0);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            int s = C::dot(it[r], x.q[0], g);
-            if (PER == 2) s += C::dot(it[r], x.q[1], g + 1);
-            if (C::OFF != 0) s += C::OFF * x.qs;
-            const float fs = (float)(it[r].isc[g] * s);
-            sd[r] = m == 0 ? __fmul_rn(x.dx, fs) : __fmaf_rn(x.dx, fs, sd[r]);
-            if (C::MIN) {
-                const float fm = (float)(it[r].imn[g] * x.qs);
-                sm[r] = m == 0 ? __fmul_rn(x.dx, fm) : __fmaf_rn(x.dx, fm, sm[r]);
+            for (int r = 0; r < R; ++r) {
+                const float fs = (float)C::pair_dot(it[r], x.q[0], x.q[1], x.qp, m);
+                sd[r] = m == 0 ? __fmul_rn(x.dx, fs) : __fmaf_rn(x.dx, fs, sd[r]);
+                if constexpr (C::MIN) {
+                    const float fm = (float)C::pair_min(it[r], x.qp, m);
+                    sm[r] = m == 0 ? __fmul_rn(x.dx, fm) : __fmaf_rn(x.dx, fm, sm[r]);
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < NG / PER; ++m) {
+            const int g = PER * m;
+            const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                int s = C::dot(it[r], x.q[0], g);
+                if (PER == 2) s += C::dot(it[r], x.q[1], g + 1);
+                if (C::OFF != 0) s += C::OFF * x.qs;
+                const float fs = (float)(it[r].isc[g] * s);
+                sd[r] = m == 0 ? __fmul_rn(x.dx, fs) : __fmaf_rn(x.dx, fs, sd[r]);
+                if (C::MIN) {
+                    const float fm = (float)(it[r].imn[g] * x.qs);
+                    sm[r] = m == 0 ? __fmul_rn(x.dx, fm) : __fmaf_rn(x.dx, fm, sm[r]);
+                }
             }
         }
     }

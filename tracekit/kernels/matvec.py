@@ -376,7 +376,7 @@ def _kernel(
 
 
 #: Bytes of one quantized run of 32 activations as mmvq reads it (matvec.cu's RUN_INTS ints):
-#: 32 int8 values, d, the two half sums, a pad.
+#: 32 int8 values, d, the two half sums, and both sums again as one int's 16-bit halves.
 RUN_BYTES = 48
 
 

@@ -5,8 +5,9 @@
 #include "quant_decoders.cuh"  // u8, i64
 
 // A quantized run of 32 activations, as mmvq reads it: RUN_INTS ints (48 bytes) — the 32 int8
-// values (8 words), d (f32 bits), the sums of q over each half, and a pad to 16 bytes — so a
-// group's values, scale and sums come from one address (two or three 16-byte loads).
+// values (8 words), d (f32 bits), the sums of q over each half, and the same two sums packed as
+// 16-bit halves of one int — so a group's values, scale and sums come from one address (two or
+// three 16-byte loads).
 #ifndef RUN_INTS  // matvec.py / mmq.py pass RUN_BYTES / 4
 #error "compile with -DRUN_INTS (tracekit/kernels/matvec.py's RUN_BYTES / 4)"
 #endif
@@ -68,6 +69,9 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, 
             dst[h] = make_int4(w[0], w[1], w[2], w[3]);
             sums[h] = s;
         }
-        reinterpret_cast<int4*>(run)[2] = make_int4(__float_as_int(d), sums[0], sums[1], 0);
+        // the fourth int: both sums as 16-bit halves (|sum| <= 16 x 127), for DP2A against a
+        // pair of byte scales (Codes<T>::HALVES)
+        reinterpret_cast<int4*>(run)[2] = make_int4(
+            __float_as_int(d), sums[0], sums[1], (int)((sums[0] & 0xFFFF) | ((u32)sums[1] << 16)));
     }
 }

@@ -45,7 +45,8 @@ struct CodeItem {
     float a[NG], b[NG];
     int isc[NG], imn[NG];  // load_int's (the fields a kernel does not read cost no registers)
     float d, dmin;
-    u32 hm[4];  // Q3_K's load_int: the item's hmask words, its groups' bits at bits 0-3
+    u32 hm[8];  // Q3_K's load_int: the item's hmask words (4 l + k), plane s at bit s
+    u32 scb[2], mnb[2];  // HALVES load_int: the groups' scales / mins as bytes (g: word g / 4)
 };
 
 // dp4a of 4 unsigned bytes (codes up to 255, Q2_K's masked in place) with 4 signed ones.
@@ -150,7 +151,7 @@ __device__ __forceinline__ void iq4_levels_split(u32 w, u32& a0, u32& a1, u32& b
 }
 
 // load and load_int of a type whose fill<INT> writes either (the K-quants: integer scales), and
-// its dot when the codes are whole (Q2_K and Q3_K declare their own).
+// its dot when the codes are whole (Q2_K and Q3_K, HALVES, declare pair_dot instead).
 template <class Self, int NG>
 struct FillBoth {
     static constexpr bool INT_SCALES = true;  // mmvq takes load_int and group_dots_int
@@ -201,6 +202,7 @@ struct Codes;  // a type without its integer view does not compile into mmvq
     };
 CODES_FLAG(SplitCodes, SPLIT)  // codes as two addends a value (load_split)
 CODES_FLAG(IntScales, INT_SCALES)  // integer scales (load_int, group_dots_int)
+CODES_FLAG(Halves, HALVES)  // groups 2 m, 2 m + 1: one run's halves, own scales (pair_dot)
 
 #define SCALE_GROUP(T) static constexpr int SG = TK_##T##_SG
 
@@ -405,62 +407,94 @@ struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
     }
 };
 
+// Q2_K and Q3_K's item h (of 2): the block's half h, values 128 h.., as 8 groups g = 2 s + l of
+// 16 values, s the two-bit plane of qs bytes [32 h + 16 l, +16) (bits 2 s) and l which 16
+// bytes: group g holds the values 128 h + 32 s + 16 l.. = sub-block j = 8 h + g, so groups 2 m
+// and 2 m + 1 are the two halves of one run of x (HALVES: mmvq takes pair_dot and pair_min, a
+// run's integer sums, and scales a run, not a group). A half-block item, not a quarter: the
+// scale words, d and dmin are read once for 128 values.
+// INT (load_int): it.w[4 l + k] the qs words as loaded (8 registers an item, not 32), a
+// group's plane masked in place when used (planes_dot: the codes times 4^s, shifted back once
+// a group, exact), and it.scb / it.mnb the 8 groups' scales / mins as bytes (group g: byte g % 4
+// of word g / 4), so a run's two groups are scaled by one DP2A against their two dot products
+// as 16-bit halves (|dot| <= 7 x 16 x 127 < 2^15), and its mins by one against x's packed sums.
+__device__ __forceinline__ void raw_planes(uint4 q0, uint4 q1, CodeItem<8>& it) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) it.w[k] = word(q0, k), it.w[4 + k] = word(q1, k);
+}
+__device__ __forceinline__ int planes_dot(const u32* w, int4 q, int s) {
+    const u32 mask = 0x03030303u << (2 * s);
+    const u32 c[4] = {w[0] & mask, w[1] & mask, w[2] & mask, w[3] & mask};
+    return dot16_us(c, q);
+}
+// DP2A of two 16-bit values against run m's two byte factors in bytes[2] (m even: bytes 0-1
+// of word m / 2, odd: bytes 2-3)
+__device__ __forceinline__ int pair_dp2a(int pair, const u32* bytes, int m) {
+    const int b = (int)bytes[m >> 1];
+    return (m & 1) ? __dp2a_hi(pair, b, 0) : __dp2a_lo(pair, b, 0);
+}
+__device__ __forceinline__ int pack16(int lo, int hi) {  // two int16 values as one word
+    return (int)__byte_perm((u32)lo, (u32)hi, 0x5410);
+}
+
 // scales[16] | qs[64] | d | dmin: x = (d sc[j]) q - dmin m[j] (TS 84)
 template <>
-struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 4> {
+struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 8> {
     SCALE_GROUP(Q2_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = 0, RUN_STEP = 1;
-    static constexpr bool MIN = true;
-    // item i: qs bytes [32 h + 16 l, +16) (h = i / 2, l = i % 2) hold, at bits 2 s, the values
-    // 128 h + 32 s + 16 l.. (group s): 64 values, sub-blocks j = 8 h + 2 s + l.
-    // INT: the codes stay at bits 2 s (masked, not shifted: dot shifts the sum back, exact)
+    static constexpr int ITEMS = 2, NG = 8, OFF = 0, RUN_STEP = 1;
+    static constexpr bool MIN = true, HALVES = true;
     template <bool INT>
-    static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<4>& it) {
-        const int h = i >> 1, l = i & 1;
-        const uint4 q = ld16_a4(b + 16 + 32 * h + 16 * l);
-        // the item's four scale bytes (j - 8 h = 2 s + l) lie in scales[8 h, 8 h + 8): two words
+    static __device__ __forceinline__ void fill(const u8* b, int h, CodeItem<8>& it) {
+        const uint4 q0 = ld16_a4(b + 16 + 32 * h), q1 = ld16_a4(b + 32 + 32 * h);
+        // the item's scale bytes j - 8 h = g: scales[8 h, 8 h + 8), two words
         const u32* sw = reinterpret_cast<const u32*>(b + 8 * h);
         const u32 sc0 = sw[0], sc1 = sw[1];
         const u32 dm = *reinterpret_cast<const u32*>(b + 80);
-        if (INT) it.d = half_lo(dm), it.dmin = half_hi(dm);
+        if (INT) {
+            raw_planes(q0, q1, it);
+            it.scb[0] = sc0 & 0x0F0F0F0Fu, it.scb[1] = sc1 & 0x0F0F0F0Fu;
+            it.mnb[0] = (sc0 >> 4) & 0x0F0F0F0Fu, it.mnb[1] = (sc1 >> 4) & 0x0F0F0F0Fu;
+            it.d = half_lo(dm), it.dmin = half_hi(dm);
+        }
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const int j = 8 * h + 2 * s + l, e = 2 * s + l;
-            const u32 scj = (((e >> 2) ? sc1 : sc0) >> (8 * (e & 3))) & 0xFFu;
-            it.v[s] = 16 * j;
-            if (INT) {
-                it.isc[s] = (int)(scj & 15u), it.imn[s] = (int)(scj >> 4);
-            } else {
-                it.a[s] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
-                it.b[s] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
+        for (int g = 0; g < 8; ++g) {
+            const int s = g >> 1;
+            const uint4 q = (g & 1) ? q1 : q0;
+            const u32 scj = (((g >> 2) ? sc1 : sc0) >> (8 * (g & 3))) & 0xFFu;
+            it.v[g] = 128 * h + 16 * g;
+            if (!INT) {
+                it.a[g] = __fmul_rn(half_lo(dm), code_f(scj & 15u, 0.0f));
+                it.b[g] = -__fmul_rn(half_hi(dm), code_f(scj >> 4, 0.0f));
+#pragma unroll
+                for (int k = 0; k < 4; ++k) it.w[4 * g + k] = (word(q, k) >> (2 * s)) & 0x03030303u;
             }
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                it.w[4 * s + k] = INT ? word(q, k) & (0x03030303u << (2 * s))
-                                      : (word(q, k) >> (2 * s)) & 0x03030303u;
         }
     }
-    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {
-        return dot16_us(it.w + 4 * g, q) >> (2 * g);  // codes times 4^g: the sum shifted back
+    // run m's sc[2m] dot(2m) + sc[2m + 1] dot(2m + 1) and its mins against x's packed sums
+    static __device__ __forceinline__ int pair_dot(const CodeItem<8>& it, int4 q0, int4 q1, int,
+                                                   int m) {
+        const int d0 = planes_dot(it.w, q0, m) >> (2 * m), d1 = planes_dot(it.w + 4, q1, m) >> (2 * m);
+        return pair_dp2a(pack16(d0, d1), it.scb, m);
+    }
+    static __device__ __forceinline__ int pair_min(const CodeItem<8>& it, int qp, int m) {
+        return pair_dp2a(qp, it.mnb, m);
     }
 };
 
 // hmask[32] | qs[64] | scales[12] | d: x = (d (sc - 32)) (q - 4)
 template <>
-struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 4> {
+struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 8> {
     SCALE_GROUP(Q3_K);
-    static constexpr int ITEMS = 4, NG = 4, OFF = -4, RUN_STEP = 1;
-    static constexpr bool MIN = false;
-    // item i as Q2_K's (h = i / 2, l = i % 2; group s: values 32 g + 16 l.., g = 4 h + s), the
-    // third bit = bit g of hmask[16 l..].
-    // INT: q - 4 = lo + 4 hi - 4 with lo the two low bits, left in place at bits 2 s (masked,
-    // as Q2_K's), and hi the third: the item's hmask words shifted once (it.hm, group s at bit
-    // s), so dot takes two DP4A chains a group instead of assembling each code
+    static constexpr int ITEMS = 2, NG = 8, OFF = -4, RUN_STEP = 1;
+    static constexpr bool MIN = false, HALVES = true;
+    // item h as Q2_K's; group g = 2 s + l's third bit = bit 4 h + s of hmask[16 l..].
+    // INT: q - 4 = lo + 4 hi - 4 with lo the two low bits (Q2_K's planes) and hi the third: the
+    // hmask words shifted once (it.hm[4 l + k], plane s at bit s), so a group takes two DP4A
+    // chains instead of assembling each code; it.scb the scales sc - 32 as signed bytes
     template <bool INT>
-    static __device__ __forceinline__ void fill(const u8* b, int i, CodeItem<4>& it) {
-        const int h = i >> 1, l = i & 1;
-        const uint4 q = ld16_a2(b + 32 + 32 * h + 16 * l);
-        const uint4 m = ld16_a2(b + 16 * l);
+    static __device__ __forceinline__ void fill(const u8* b, int h, CodeItem<8>& it) {
+        const uint4 q0 = ld16_a2(b + 32 + 32 * h), q1 = ld16_a2(b + 48 + 32 * h);
+        const uint4 m0 = ld16_a2(b), m1 = ld16_a2(b + 16);
         // scales[12] and d (bytes 96..110) as the four aligned words that hold them
         const u32 q4 = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2 (TS 110)
         const u32* sw = reinterpret_cast<const u32*>(b + 96 - q4);
@@ -471,30 +505,47 @@ struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 4> {
         const float d = q4 ? half_hi(w3) : f16_at(b + 108);
         if (INT) {
             it.d = d;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) it.hm[k] = word(m, k) >> (4 * h);
-        }
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const int g = 4 * h + s, j = 2 * g + l;
-            const u32 lo = (((j & 4) ? s1 : s0) >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
-            const u32 hi = (s2 >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
-            it.v[s] = 16 * j;
-            if (INT)
-                it.isc[s] = (int)(lo | (hi << 4)) - 32;
-            else
-                it.a[s] = __fmul_rn(d, code_f(lo | (hi << 4), 32.0f));
+            raw_planes(q0, q1, it);
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-                it.w[4 * s + k] = INT ? word(q, k) & (0x03030303u << (2 * s))
-                                      : ((word(q, k) >> (2 * s)) & 0x03030303u) |
-                                            (((word(m, k) >> g) & 0x01010101u) << 2);
+                it.hm[k] = word(m0, k) >> (4 * h), it.hm[4 + k] = word(m1, k) >> (4 * h);
+            // groups 0-3 (j = 8 h + g): low nibbles h of s0's bytes, high bits at 4 h of s2's;
+            // groups 4-7: s1's, and s2's at 4 h + 2. sc - 32 a byte with no borrow between
+            // bytes: (sc + 128 - 32) ^ 128
+#pragma unroll
+            for (int p = 0; p < 2; ++p) {
+                const u32 sc = (((p ? s1 : s0) >> (4 * h)) & 0x0F0F0F0Fu) |
+                               (((s2 >> (4 * h + 2 * p)) & 0x03030303u) << 4);
+                it.scb[p] = ((sc | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < 8; ++g) {
+            const int s = g >> 1, l = g & 1, j = 8 * h + g;
+            const uint4 q = l ? q1 : q0, m = l ? m1 : m0;
+            it.v[g] = 16 * j;
+            if (!INT) {
+                const u32 lo = (((j & 4) ? s1 : s0) >> (8 * (j & 3) + 4 * (j >> 3))) & 15u;
+                const u32 hi = (s2 >> (8 * (j & 3) + 2 * (j >> 2))) & 3u;
+                it.a[g] = __fmul_rn(d, code_f(lo | (hi << 4), 32.0f));
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    it.w[4 * g + k] = ((word(q, k) >> (2 * s)) & 0x03030303u) |
+                                      (((word(m, k) >> (4 * h + s)) & 0x01010101u) << 2);
+            }
         }
     }
-    static __device__ __forceinline__ int dot(const CodeItem<4>& it, int4 q, int g) {  // + 4 qsum
-        const u32 bit = 0x01010101u << g;
-        const u32 hb[4] = {it.hm[0] & bit, it.hm[1] & bit, it.hm[2] & bit, it.hm[3] & bit};
-        return (dot16_us(it.w + 4 * g, q) >> (2 * g)) + ((dot16_us(hb, q) >> g) << 2);
+    // run m's (sc[2m] - 32) dot(2m) + (sc[2m + 1] - 32) dot(2m + 1), dot(g) = the group's codes
+    // q - 4 against x: the low planes' dot shifted back, plus 4 x the third bits' (at bit m of
+    // it.hm, shifted back), minus 4 x the half's q8 sum (x's packed sums against the scales)
+    static __device__ __forceinline__ int pair_dot(const CodeItem<8>& it, int4 q0, int4 q1, int qp,
+                                                   int m) {
+        const u32 bit = 0x01010101u << m;
+        const u32 hb0[4] = {it.hm[0] & bit, it.hm[1] & bit, it.hm[2] & bit, it.hm[3] & bit};
+        const u32 hb1[4] = {it.hm[4] & bit, it.hm[5] & bit, it.hm[6] & bit, it.hm[7] & bit};
+        const int t0 = (planes_dot(it.w, q0, m) >> (2 * m)) + ((dot16_us(hb0, q0) >> m) << 2);
+        const int t1 = (planes_dot(it.w + 4, q1, m) >> (2 * m)) + ((dot16_us(hb1, q1) >> m) << 2);
+        return pair_dp2a(pack16(t0, t1), it.scb, m) + OFF * pair_dp2a(qp, it.scb, m);
     }
 };
 

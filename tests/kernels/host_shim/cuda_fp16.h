@@ -38,6 +38,13 @@ inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; ++i) c += (signed char)(a >> (8 * i)) * (signed char)(b >> (8 * i));
     return c;
 }
+// DP2A (.s32.s32): c + a's two signed 16-bit halves times b's signed bytes 0-1 (lo) or 2-3 (hi)
+inline int __dp2a_lo(int a, int b, int c) {
+    return c + (short)a * (signed char)b + (short)(a >> 16) * (signed char)(b >> 8);
+}
+inline int __dp2a_hi(int a, int b, int c) {
+    return c + (short)a * (signed char)(b >> 16) + (short)(a >> 16) * (signed char)(b >> 24);
+}
 // PRMT (default mode): result byte i = byte (s >> 4i) & 7 of {y, x}, or its sign bit replicated
 // when bit 3 of that selector nibble is set.
 inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
