@@ -185,3 +185,18 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     assert dyn == 128 * matvec.RUN_BYTES + 2 * 34832
     geo, _, _, stage, rpt = matvec.staged_geometry(151936, 896, 1, qt, 132, smem)
     assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows
+
+
+@pytest.mark.parametrize("stages", [2, 5])
+def test_first_fills_issued_after_x_is_quantized_give_the_same_bits(tmp_path, stages: int) -> None:
+    """MMVQ_ST_EARLY_FILLS=1: one stage's first tile goes out before x is quantized, the others
+    after; the outputs and the copies (one a tile, inside the weight) are unchanged."""
+    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K")]
+    so = _build(tmp_path, True, types, ("-DMMVQ_ST_EARLY_FILLS=1",))
+    for qt in types:
+        n, nt, k = 37, 3, 3 * qt.block_size if qt.block_size > 32 else 160
+        raw = aligned(weight(qt, n, k, seed=5, tame=True)[0])
+        x = random_x(nt, k, seed=2)
+        got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
+        same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
+        assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()

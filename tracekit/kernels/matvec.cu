@@ -632,6 +632,10 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
     } while (0)
 #endif
 
+#ifndef MMVQ_ST_EARLY_FILLS
+#define MMVQ_ST_EARLY_FILLS MMVQ_MAX_STAGES  // all of them (as measured through 2026-12-07)
+#endif
+
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
@@ -657,14 +661,20 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     if (tid == 0)
         for (int s = 0; s < stages; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
-    for (int s = 0; s < stages; ++s) {  // the first tiles' copies go out before x is quantized
+    // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is quantized, the
+    // rest after (every block's first copies at once are served interleaved, so a block's first
+    // tile may arrive only as late as its last: issued later, the later ones queue behind)
+    const auto first_fill = [&](int s) {  // stage s's first tile
         const int tile = blockIdx.x + s * gridDim.x;
         if (tile < tiles)
             stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
                        min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
-    }
+    };
+    const int early = min(stages, MMVQ_ST_EARLY_FILLS);
+    for (int s = 0; s < early; ++s) first_fill(s);
     quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
+    for (int s = early; s < stages; ++s) first_fill(s);
     __syncthreads();
     MMVQ_TL_MARK(1);
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
