@@ -86,6 +86,22 @@ __device__ __forceinline__ uint4 ld16_a2(const u8* p) {
     return make_uint4(__funnelshift_r(w0, w1, s), __funnelshift_r(w1, w2, s),
                       __funnelshift_r(w2, w3, s), __funnelshift_r(w3, w4, s));
 }
+// 32 bytes at a 2-byte aligned p as two ld16_a2 (9 aligned loads: the halves share a word, and
+// one address and shift, not two), each word shifted right by bits (< 16) more: its top bits
+// then come from the next word, not zeros.
+__device__ __forceinline__ void ld32_a2(const u8* p, uint4& lo, uint4& hi, u32 bits = 0) {
+    const u32 q = (u32)(reinterpret_cast<unsigned long long>(p) & 3);
+    const u32* w = reinterpret_cast<const u32*>(p - q);
+    u32 v[9];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = w[i];
+    v[8] = q ? w[8] : 0u;
+    const u32 s = 8 * q + bits;
+    lo = make_uint4(__funnelshift_r(v[0], v[1], s), __funnelshift_r(v[1], v[2], s),
+                    __funnelshift_r(v[2], v[3], s), __funnelshift_r(v[3], v[4], s));
+    hi = make_uint4(__funnelshift_r(v[4], v[5], s), __funnelshift_r(v[5], v[6], s),
+                    __funnelshift_r(v[6], v[7], s), __funnelshift_r(v[7], v[8], s));
+}
 __device__ __forceinline__ uint4 ld16_a4(const u8* p) {  // p 4-byte aligned
     const u32* w = reinterpret_cast<const u32*>(p);
     return make_uint4(w[0], w[1], w[2], w[3]);
@@ -489,12 +505,14 @@ struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 8> {
     static constexpr bool MIN = false, HALVES = true;
     // item h as Q2_K's; group g = 2 s + l's third bit = bit 4 h + s of hmask[16 l..].
     // INT: q - 4 = lo + 4 hi - 4 with lo the two low bits (Q2_K's planes) and hi the third: the
-    // hmask words shifted once (it.hm[4 l + k], plane s at bit s), so a group takes two DP4A
+    // hmask words loaded shifted by 4 h (it.hm[4 l + k], plane s at bit s: the bits above a
+    // byte's low 4 are never read), so a group takes two DP4A
     // chains instead of assembling each code; it.scb the scales sc - 32 as signed bytes
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int h, CodeItem<8>& it) {
-        const uint4 q0 = ld16_a2(b + 32 + 32 * h), q1 = ld16_a2(b + 48 + 32 * h);
-        const uint4 m0 = ld16_a2(b), m1 = ld16_a2(b + 16);
+        uint4 q0, q1, m0, m1;
+        ld32_a2(b + 32 + 32 * h, q0, q1);
+        ld32_a2(b, m0, m1, INT ? 4 * h : 0);  // INT: plane s (bit 4 h + s) at bit s of each byte
         // scales[12] and d (bytes 96..110) as the four aligned words that hold them
         const u32 q4 = (u32)(reinterpret_cast<unsigned long long>(b) & 3);  // 0 or 2 (TS 110)
         const u32* sw = reinterpret_cast<const u32*>(b + 96 - q4);
@@ -508,7 +526,7 @@ struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 8> {
             raw_planes(q0, q1, it);
 #pragma unroll
             for (int k = 0; k < 4; ++k)
-                it.hm[k] = word(m0, k) >> (4 * h), it.hm[4 + k] = word(m1, k) >> (4 * h);
+                it.hm[k] = word(m0, k), it.hm[4 + k] = word(m1, k);
             // groups 0-3 (j = 8 h + g): low nibbles h of s0's bytes, high bits at 4 h of s2's;
             // groups 4-7: s1's, and s2's at 4 h + 2. sc - 32 a byte with no borrow between
             // bytes: (sc + 128 - 32) ^ 128
