@@ -1,7 +1,8 @@
 """Where an mmvq_st launch's time goes: its ramp, its steady stream and its tail, block by block.
 
     PYTHONPATH=$PWD python3 scripts/mmvq_st_timeline.py [--types Q4_0,Q4_K] [--shape 14336x4096]
-        [--config rows_per_block=2,rows_per_tile=2,blocks_per_sm=8] [--runs 5] [--json out.json]
+        [--config rows_per_block=2,rows_per_tile=2,blocks_per_sm=8] [--runs 5] [--x-hot]
+        [--json out.json]
 
 launch_fixed_cost.py fits a launch's own time as fixed + bytes / rate; this shows what the fixed
 part is made of. The kernels are built with MMVQ_ST_TIMELINE=1 (matvec.cu): thread 0 of each
@@ -118,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         help="mmvq_st launch keywords, e.g. rows_per_block=2,rows_per_tile=2,blocks_per_sm=8,stages=3",
     )  # fmt: skip
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument(
+        "--x-hot", action="store_true",
+        help="x written just before each launch (in L2, as the engine's previous node leaves it)",
+    )  # fmt: skip
     ap.add_argument("--bin-us", type=float, default=0.5)
     ap.add_argument("--json", help="write the runs' phases here")
     args = ap.parse_args(argv)
@@ -160,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             scratch.fill(1)  # the weight out of L2
             tl_dev.fill(0)
+            if args.x_hot:
+                x *= 1.0  # (a write: x's 16 KB in L2)
             matvec.launch_matvec(x, raw, qt, (n, k), out, **kw)
             cp.cuda.get_current_stream().synchronize()
             runs.append(phases(cp.asnumpy(tl_dev), rec.grid[0], tiles, tile_bytes, copy_bps,

@@ -365,7 +365,8 @@ def test_ref_mmvq_refuses_float_weights() -> None:
 
 
 def test_mmvq_shared_memory_and_grid_cap() -> None:
-    assert matvec.mmvq_shared_bytes(1, 14336) == 448 * 48  # 448 runs of 32 values, 48 bytes each
+    # 448 runs of 32 values, 48 bytes each, and 16 bytes after each 8 (56 groups)
+    assert matvec.mmvq_shared_bytes(1, 14336) == 448 * 48 + 56 * 16
     geo, smem = matvec.mmvq_geometry(151936, 896, 1, sms=132)
     assert smem == matvec.mmvq_shared_bytes(1, 896)
     full = matvec.geometry(151936, 896, matvec.MMVQ_ROWS_PER_BLOCK)

@@ -37,7 +37,7 @@ def test_ref_mmq_is_the_q8_product_of_the_gguf_values(qt: QuantType, n: int, nt:
     assert (qrec.kernel, rec.kernel) == ("numpy_quantize_q8", f"numpy_mmq_{qt.suffix}")
     assert {qrec.extra["path"], rec.extra["path"]} == {"quant"}
     assert rec.extra["math_path"] == mmq.MATH_MMQ == "int8_tensor_core"
-    runs = nt * (k // 32) * matvec.RUN_BYTES
+    runs = nt * (k // 32) * matvec.RUN_BYTES  # the runs, not their buffer's gaps
     assert qrec.bytes_written == runs and rec.bytes_read == raw.nbytes + runs
     assert rec.flops == 2 * nt * n * k
 

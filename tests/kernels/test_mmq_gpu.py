@@ -92,11 +92,11 @@ def test_quantize_q8_is_the_reference_bit_for_bit(cp):
     x = random_x(nt, k, seed=2)
     x[5, 7], x[9, 300] = np.nan, np.inf
     x[12, 64:96] = 0.0  # an all-zero run: d = 0, q = 0
-    xr = cp.empty((nt, k // 32, matvec.RUN_BYTES // 4), cp.int32)
+    xr = cp.full((nt, matvec.run_row_ints(k)), 0x5A5A5A5A, cp.int32)  # poison
     geo = mmq.quantize_geometry(nt, k)
     fn = mmq._kernel("q4_0", mmq.QUANTIZE)
     fn(geo.grid, geo.block, (cp.asarray(x), np.int32(nt), np.int32(k), xr, np.uint64(0)))
-    runs = cp.asnumpy(xr)
+    runs = matvec.runs_of(cp.asnumpy(xr), nt, k)
     q, d, qsum = matvec.quantize_q8(x)
     np.testing.assert_array_equal(runs[..., :8].copy().view(np.int8).reshape(nt, k), q)
     np.testing.assert_array_equal(runs[..., 8].view(np.float32), d)

@@ -76,7 +76,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
 
 def _quantize(lib: ctypes.CDLL, x: np.ndarray) -> np.ndarray:
     nt, k = x.shape
-    xr = np.zeros((nt, k // 32, matvec.RUN_BYTES // 4), np.int32)
+    xr = np.zeros((nt, matvec.run_row_ints(k)), np.int32)
     lib.run_quantize(x.ctypes.data_as(_F), nt, k, xr.ctypes.data_as(_I))
     return xr
 
@@ -86,7 +86,7 @@ def test_quantize_x_is_quantize_q8_bit_for_bit(lib) -> None:
     x = random_x(nt, k, seed=2) * np.float32(3.7)
     x[5, 7], x[9, 300] = np.nan, -np.inf
     x[2, 64:96] = 0.0
-    runs = _quantize(lib, x)
+    runs = matvec.runs_of(_quantize(lib, x), nt, k)
     q, d, qsum = matvec.quantize_q8(x)
     np.testing.assert_array_equal(runs[..., :8].copy().view(np.int8).reshape(nt, k), q)
     np.testing.assert_array_equal(runs[..., 8].view(np.float32), d)

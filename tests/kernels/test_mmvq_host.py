@@ -88,7 +88,7 @@ def _run(
     nt, k = x.shape
     geo, smem = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=wpr, warps_per_sm=8, rows_per_warp=rpw)
     assert geo.block[1] == wpr and smem <= 16 * (1 << 14)
-    xr = np.zeros(nt * (k // 32) * matvec.RUN_BYTES // 4, np.int32)
+    xr = np.zeros(nt * matvec.run_row_ints(k), np.int32)
     ptr = ctypes.c_void_p
     if qx:
         getattr(so, f"run_quantize_{qt.suffix}")(ptr(x.ctypes.data), nt, k, ptr(xr.ctypes.data))
@@ -165,10 +165,11 @@ def test_quantized_runs_are_the_reference_in_the_types_order(lib, name: str) -> 
     x = random_x(nt, k, seed=11)
     x[1, 40] = np.inf  # a run holding an Inf: d = NaN, q = 0
     x[2, 64:96] = 0.0  # an all-zero run: d = 0, q = 0
-    runs = np.full(nt * (k // 32) * matvec.RUN_BYTES // 4, 0x5A5A5A5A, np.int32)  # poison
+    runs = np.full(nt * matvec.run_row_ints(k), 0x5A5A5A5A, np.int32)  # poison
     ptr = ctypes.c_void_p
     getattr(lib[1], f"run_quantize_{qt.suffix}")(ptr(x.ctypes.data), nt, k, ptr(runs.ctypes.data))
-    runs = runs.reshape(nt, k // 32, matvec.RUN_BYTES // 4)
+    assert (runs.reshape(nt, -1)[:, 96:100] == 0x5A5A5A5A).all()  # the gap after 8 runs
+    runs = matvec.runs_of(runs, nt, k)
     q, d, qsum = matvec.quantize_q8(x)
     q = q.reshape(nt, k // 32, 32)
     if name.startswith("IQ4"):

@@ -182,7 +182,7 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     geo, dyn, st, stage, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem)
     # 4352-byte rows: 32 KB tiles of 7 rows, rounded down to the block's 8 rows -> one block-row
     assert (geo.block, geo.grid[0], st, stage, rpt) == ((32, 1, 8), 264, 2, 34832, 8)
-    assert dyn == 128 * matvec.RUN_BYTES + 2 * 34832
+    assert dyn == 128 * matvec.RUN_BYTES + 16 * 4 * matvec.RUN_GAP + 2 * 34832  # x's runs and gaps
     geo, _, _, stage, rpt = matvec.staged_geometry(151936, 896, 1, qt, 132, smem)
     assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows
 

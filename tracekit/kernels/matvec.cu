@@ -232,14 +232,15 @@ __device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
 // items' terms add into sums[r] in the order the one-row loop adds them (each row's result is
 // the same bits whatever R is).
 template <class C, int NG, int R>
-__device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbase, const int* xr,
+__device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], const int* xb,
                                            float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
     static_assert(!SplitCodes<C>::value || (PER == 2 && C::OFF == 0 && !C::MIN),
                   "split codes: 32-value groups");
-    // vbase (a block's first value) is a multiple of 32 and it.v[g] (a multiple of 16) the
-    // same for all of a lane's items: the run and half split so the compiler sees that
-    const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
+    // xb: the block's first run (x_block); it.v[g] (a multiple of 16) the same for all of a
+    // lane's items: the run and half split so the compiler sees that. A block's runs lie in one
+    // group of 8 (run_at's gap), so an item's are whole runs apart
+    const int* run0 = xb + (it[0].v[0] >> 5) * RUN_INTS;
     const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;  // the same for all the item's groups
 #pragma unroll
     for (int m = 0; m < NG / PER; ++m) {
@@ -277,10 +278,10 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], int vbas
 // are rounded otherwise than ref_mmvq's (a few ulps of the item's sum |term|), within the
 // bound the tests hold every mmvq to.
 template <class C, int NG, int R>
-__device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], int vbase,
-                                               const int* xr, float (&sums)[R]) {
+__device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], const int* xb,
+                                               float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // as group_dots: a scale's 16-value groups
-    const int* run0 = xr + ((vbase >> 5) + (it[0].v[0] >> 5)) * RUN_INTS;
+    const int* run0 = xb + (it[0].v[0] >> 5) * RUN_INTS;
     const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;
     float sd[R], sm[R];
     if constexpr (Halves<C>::value) {
@@ -333,6 +334,16 @@ __device__ __forceinline__ void quantize_x_for(const float* __restrict__ x, int 
     quantize_x<SplitCodes<Codes<T>>::value>(x, nt, k, xr, first, stride);
 }
 
+// Block b's first run in a token's row of x. A lane's blocks are b0 + j bstep, and a grid
+// stride of blocks (bstep QK / 32 = blockDim.y QK / ITEMS runs) is whole groups of 8 runs, so
+// block b0 + j bstep's first run is x_block(b0) + j x_block(bstep): a lane's x offsets are
+// sums, not run_at's shift and multiply an item.
+template <class T>
+__device__ __forceinline__ constexpr int x_block(int b) {
+    static_assert(T::QK / Codes<T>::ITEMS % 8 == 0, "a grid stride of blocks: groups of 8 runs");
+    return run_at(b * (T::QK / 32));
+}
+
 // mmvq's item load and dot products: the integer-scale pair where the type has it.
 template <class C, int NG>
 __device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it) {
@@ -344,12 +355,12 @@ __device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it
         C::load(b, sub, it);
 }
 template <class C, int NG, int R>
-__device__ __forceinline__ void mmvq_dots(const CodeItem<NG> (&it)[R], int vbase, const int* xr,
+__device__ __forceinline__ void mmvq_dots(const CodeItem<NG> (&it)[R], const int* xb,
                                           float (&sums)[R]) {
     if constexpr (IntScales<C>::value)
-        group_dots_int<C, NG, R>(it, vbase, xr, sums);
+        group_dots_int<C, NG, R>(it, xb, sums);
     else
-        group_dots<C, NG, R>(it, vbase, xr, sums);
+        group_dots<C, NG, R>(it, xb, sums);
 }
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
@@ -402,6 +413,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     // depends on it alone (shifts, scale indices, x offsets) is computed once, not per item.
     const int first = threadIdx.y * 32 + lane;
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
+    const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
     const i64 row_bytes = (i64)nb * T::TS;
     const int rows_per_step = gridDim.x * blockDim.z * R;  // rows a grid stride covers
     // the first rows' first items are loaded before x is quantized: their latency hides the
@@ -439,7 +451,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
             for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
         if (live > 0) {
             const u8* w = raw + (i64)row0 * row_bytes;
-            for (int bi = b0; bi < nb; bi += bstep * MV_UNROLL) {
+            int xo = xb0;  // block bi's first run
+            for (int bi = b0; bi < nb; bi += bstep * MV_UNROLL, xo += xstep * MV_UNROLL) {
                 if (!loaded) {
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
@@ -457,12 +470,12 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                 for (int u = 0; u < MV_UNROLL; ++u) {
                     const int b = bi + bstep * u;
                     if (b >= nb) break;
-                    const int vbase = b * T::QK;
 #pragma unroll
                     for (int t = 0; t < NT; ++t) {
                         // rows past the matrix (r >= live) compute on stale items, never written
                         float sums[R];
-                        mmvq_dots<C, NG, R>(it[u], vbase, xr + t * (k >> 5) * RUN_INTS, sums);
+                        const int* xb = xr + t * run_row_ints(k >> 5) + xo + u * xstep;
+                        mmvq_dots<C, NG, R>(it[u], xb, sums);
 #pragma unroll
                         for (int r = 0; r < R; ++r) acc[r][t] += sums[r];
                     }
@@ -495,7 +508,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         const LaunchStamp launch_stamp(stamp);                                                \
         mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk, bias);                          \
     }                                                                                          \
-    /* x [NT, k] f32 -> its runs xr [NT][k / 32][RUN_INTS] in global memory for mmvq_qx_*, in \
+    /* x [NT, k] f32 -> its runs xr [NT][run_row_ints] in global memory for mmvq_qx_*, in     \
        T's order (quantize_x_for), one thread per run of 32 values (grid: matvec.py's          \
        quantize_geometry); a module holds one type's mmvq (matvec.py), so one of these */     \
     extern "C" __global__ void __launch_bounds__(256)                                          \
@@ -653,7 +666,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15))
         __trap();
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
-    u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * (k >> 5) * (RUN_INTS * 4);
+    u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * run_row_ints(k >> 5) * 4;
     const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int nthreads = blockDim.x * blockDim.y * rb;
     const int tiles = (n + tile_rows - 1) / tile_rows;
@@ -680,6 +693,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
+    const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
@@ -694,7 +708,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
             if (row < n) {
                 const u8* w = st + r * row_bytes;
-                for (int bi = b0; bi < nb; bi += bstep * U) {
+                int xo = xb0;  // block bi's first run (x_block)
+                for (int bi = b0; bi < nb; bi += bstep * U, xo += xstep * U) {
                     CodeItem<NG> it[U][1];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
@@ -708,8 +723,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
 #pragma unroll
                         for (int t = 0; t < NT; ++t) {
                             float sums[1];
-                            mmvq_dots<C, NG, 1>(it[u], b * T::QK,
-                                                sxr + t * (k >> 5) * RUN_INTS, sums);
+                            const int* xb = sxr + t * run_row_ints(k >> 5) + xo + u * xstep;
+                            mmvq_dots<C, NG, 1>(it[u], xb, sums);
                             acc[t] += sums[0];
                         }
                     }

@@ -152,20 +152,20 @@ def _record(
     out: Any,
     math: str,
     bias: Any = None,
-    x_read: Any = None,
+    x_bytes: int | None = None,
     **extra: Any,
 ) -> LaunchRecord:
-    """A matvec launch's record; x gives the shape, ``x_read`` (default x) the activation bytes
-    read (mmvq_qx reads x's quantized runs)."""
+    """A matvec launch's record; x gives the shape, ``x_bytes`` (default x's) the activation
+    bytes read (mmvq_qx reads x's quantized runs: :func:`run_bytes`)."""
     nt, k = (int(s) for s in x.shape)
     n = int(out.shape[1])
     if bias is not None:  # the epilogue's add: one more read stream, one flop an output
         extra["epilogue"] = "bias"
-    xr = x if x_read is None else x_read
+    read = int(raw.nbytes) + (int(x.nbytes) if x_bytes is None else x_bytes)
     return LaunchRecord.of(
-        name, geo, reads=[raw, xr] + ([bias] if bias is not None else []), writes=[out],
-        flops=2 * nt * n * k + (nt * n if bias is not None else 0), path=PATH, math_path=math,
-        **extra,
+        name, geo, reads=(), writes=[out], flops=2 * nt * n * k + (nt * n if bias is not None else 0),
+        bytes_read=read + (int(bias.nbytes) if bias is not None else 0), path=PATH,
+        math_path=math, **extra,
     )  # fmt: skip
 
 
@@ -378,11 +378,35 @@ def _kernel(
 #: Bytes of one quantized run of 32 activations as mmvq reads it (matvec.cu's RUN_INTS ints):
 #: 32 int8 values, d, the two half sums, and both sums again as one int's 16-bit halves.
 RUN_BYTES = 48
+#: Ints after each group of 8 runs in a token's row (q8_runs.cuh's RUN_GAP: consecutive
+#: 256-value blocks' runs start on different shared-memory banks).
+RUN_GAP = 4
+
+
+def run_row_ints(k: int) -> int:
+    """One token's quantized runs, in ints (q8_runs.cuh's run_row_ints): k / 32 runs and a gap
+    of :data:`RUN_GAP` after each group of 8."""
+    runs = k // 32
+    return runs * (RUN_BYTES // 4) + -(-runs // 8) * RUN_GAP
+
+
+def run_bytes(nt: int, k: int) -> int:
+    """The bytes of x's quantized runs a kernel writes or reads: the runs, not the gaps."""
+    return nt * (k // 32) * RUN_BYTES
+
+
+def runs_of(xr: np.ndarray, nt: int, k: int) -> np.ndarray:
+    """The runs [nt, k / 32, RUN_INTS] of a quantized x as the kernels store it (flat or
+    [nt, run_row_ints]: the gaps dropped)."""
+    row = np.asarray(xr).reshape(nt, run_row_ints(k))
+    r = np.arange(k // 32)
+    at = r * (RUN_BYTES // 4) + (r // 8) * RUN_GAP
+    return row[:, at[:, None] + np.arange(RUN_BYTES // 4)]
 
 
 def mmvq_shared_bytes(nt: int, k: int) -> int:
-    """mmvq's dynamic shared memory: x quantized, :data:`RUN_BYTES` per run of 32 values."""
-    return nt * (k // 32) * RUN_BYTES
+    """mmvq's dynamic shared memory: x quantized, :func:`run_row_ints` ints a token."""
+    return nt * run_row_ints(k) * 4
 
 
 #: mmvq_st (matvec.cu): at most this many tiles in flight a block (a barrier of 8 bytes each).
@@ -767,12 +791,12 @@ def _launch_qx(
 
     nt, k = (int(v) for v in x.shape)
     n = int(shape[0])
-    xr = cupy.empty((nt, k // 32, RUN_BYTES // 4), cupy.int32)  # the quantized runs
+    xr = cupy.empty((nt, run_row_ints(k)), cupy.int32)  # the quantized runs
     qgeo = grid_1d(nt * (k // 32), 256)
     mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch, rpw)
     qfn = mod.get_function(f"quantize_q8_n{nt}")
     cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
-    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], writes=[xr],
+    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], bytes_written=run_bytes(nt, k),
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
     geo = geometry(ceil_div(n, rpw), k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
@@ -780,13 +804,16 @@ def _launch_qx(
     b = cuda.NULL if bias is None else bias
     args = (raw, xr, o, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b, cuda.NO_STAMP)
     cuda.launch(fn, geo.grid, geo.block, args)
-    return [qrec, _record(qx_kernel_name(qt, nt), geo, raw, x, o, MATH_MMVQ, bias, x_read=xr)]
+    return [
+        qrec,
+        _record(qx_kernel_name(qt, nt), geo, raw, x, o, MATH_MMVQ, bias, x_bytes=run_bytes(nt, k)),
+    ]
 
 
 def ref_quantize_record(x: np.ndarray) -> LaunchRecord:
     """The NumPy backend's record of quantize_q8 (its values are :func:`quantize_q8`'s, which
     :func:`ref_mmvq` computes): the same bytes as the GPU launch's."""
     nt, k = (int(v) for v in x.shape)
-    written = nt * (k // 32) * RUN_BYTES
+    written = run_bytes(nt, k)
     return LaunchRecord.of("numpy_quantize_q8", None, reads=[x], bytes_written=written,
                            flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip

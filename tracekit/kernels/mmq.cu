@@ -129,7 +129,7 @@ __device__ __forceinline__ void mmq_group(float (&acc)[2][4][4], const int (&c)[
             }
 }
 
-// xr: quantize_q8's runs [nt][k / 32][RUN_INTS]; raw 16-byte aligned (the launcher checks).
+// xr: quantize_q8's runs [nt][run_row_ints(k / 32)]; raw 16-byte aligned (the launcher checks).
 template <class T>
 __device__ __forceinline__ void mmq(const u8* __restrict__ raw, const int* __restrict__ xr,
                                     float* __restrict__ out, int n, int nt, int k, int ts,
@@ -192,7 +192,7 @@ __device__ __forceinline__ void mmq(const u8* __restrict__ raw, const int* __res
             const int tok = p / KR, r = p - tok * KR;
             if (t0 + tok >= nt || r >= kr) continue;
             const int4* src = reinterpret_cast<const int4*>(
-                xr + ((i64)(t0 + tok) * runs + (k0 >> 5) + r) * RUN_INTS);
+                xr + (i64)(t0 + tok) * run_row_ints(runs) + run_at((k0 >> 5) + r));
             const int4 q0 = src[0], q1 = src[1], m = src[2];  // values 0-15, 16-31; d, qsums
             int4* dst = reinterpret_cast<int4*>(sB + tok * L::RW + 8 * r);
             dst[0] = make_int4(q0.x, q1.x, q0.y, q1.y);
@@ -264,7 +264,7 @@ __device__ __forceinline__ void mmq(const u8* __restrict__ raw, const int* __res
         mmq<T>(raw, xr, out, n, nt, k, ts, qk);                                                \
     }
 
-// x [nt, k] f32 -> its runs xr [nt][k / 32][RUN_INTS] in global memory, one thread per run of
+// x [nt, k] f32 -> its runs xr [nt][run_row_ints(k / 32)] in global memory, one thread per run of
 // 32 values (grid: mmq.py's quantize_geometry), for mmq: quantize_q8_n<nt> (matvec.cu) with the
 // token count a parameter.
 extern "C" __global__ __launch_bounds__(256) void quantize_q8(const float* __restrict__ x, int nt,

@@ -1,6 +1,6 @@
 """The quant path's matrix product for prefill-sized batches (issue 13; llama.cpp's MMQ).
 
-    quantize_q8(x) -> runs [nt, k / 32, RUN_INTS]       x to 8 bits per run of 32 values
+    quantize_q8(x) -> runs [nt, run_row_ints(k)]         x to 8 bits per run of 32 values
     mmq_<suffix>(raw, runs) -> f32 [nt, n]              int8 tensor-core MMA per scale group
 
 A MatMul of more than ``matvec.MAX_NT`` tokens on the quant path, with a block-quantized weight,
@@ -36,6 +36,8 @@ from tracekit.kernels.matvec import (
     check,
     q8_product,
     ref_quantize_record,
+    run_bytes,
+    run_row_ints,
 )
 from tracekit.quants import QUANTIZED_TYPES, QuantType, quant_type
 
@@ -111,7 +113,7 @@ def _check(x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]) -> tuple[int
 
 
 def _xr_bytes(nt: int, k: int) -> int:
-    return nt * (k // 32) * RUN_BYTES
+    return run_bytes(nt, k)
 
 
 def ref_mmq(
@@ -203,11 +205,11 @@ def launch_mmq(
             )
     o = device_out(out, (nt, n), np.float32, "mmq out")
     geo = geometry(n, nt)  # (its gates before any launch)
-    xr = cupy.empty((nt, k // 32, RUN_BYTES // 4), cupy.int32)  # the quantized runs
+    xr = cupy.empty((nt, run_row_ints(k)), cupy.int32)  # the quantized runs
     qgeo = quantize_geometry(nt, k)
     qfn = _kernel(qt.suffix, QUANTIZE)
     cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(nt), np.int32(k), xr, cuda.NO_STAMP))
-    qrec = LaunchRecord.of(QUANTIZE, qgeo, reads=[x], writes=[xr], flops=3 * nt * k,
+    qrec = LaunchRecord.of(QUANTIZE, qgeo, reads=[x], bytes_written=run_bytes(nt, k), flops=3 * nt * k,
                            path=PATH, math_path=MATH_FLOAT)  # fmt: skip
     ts, qk = block_sizes(qt)
     smem = shared_bytes(qt)
@@ -217,7 +219,7 @@ def launch_mmq(
         cuda.NO_STAMP,
     )  # fmt: skip
     cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
-    rec = LaunchRecord.of(kernel_name(qt), geo, reads=[raw, xr], writes=[o],
+    rec = LaunchRecord.of(kernel_name(qt), geo, bytes_read=int(raw.nbytes) + run_bytes(nt, k), writes=[o],
                           flops=2 * nt * n * k, path=PATH, math_path=MATH_MMQ,
                           shared_bytes=smem)  # fmt: skip
     return o, [qrec, rec]

@@ -12,7 +12,21 @@
 #error "compile with -DRUN_INTS (tracekit/kernels/matvec.py's RUN_BYTES / 4)"
 #endif
 
-// x [nt, k] -> runs xr [nt][k / 32][RUN_INTS] (shared memory, or global for mmvq_qx and mmq).
+// A token's runs lie in groups of 8 (256 values) with RUN_GAP ints after each group: without the
+// gap a group is 96 ints, a multiple of the 32 banks, so the lanes of a K-quant's quarter-warp,
+// reading the same run of consecutive blocks, read one bank at different addresses (Q2_K's
+// half-block items: a 4-way conflict on every 16-byte read of x); with it, consecutive groups
+// start 4 banks apart. (matvec.py's run_row_ints is the host's twin.)
+#define RUN_GAP 4
+__device__ __forceinline__ constexpr int run_row_ints(int runs) {  // one token's runs
+    return runs * RUN_INTS + ((runs + 7) >> 3) * RUN_GAP;
+}
+__device__ __forceinline__ constexpr int run_at(int r) {  // run r's first int in its row
+    return r * RUN_INTS + (r >> 3) * RUN_GAP;
+}
+
+// x [nt, k] -> runs xr [nt][run_row_ints(k / 32)] (shared memory, or global for mmvq_qx and
+// mmq), run r of token t at t run_row_ints + run_at(r).
 // q = rint(x * (127 / amax)): the reciprocal once per run, and rint as one FADD of 1.5 * 2^23
 // (its low mantissa bits are then the rounded-to-nearest-even integer: |x id| <= 127 < 2^22).
 // Runs first, first + stride, ... (a block's threads in mmvq's prologue, a grid's in
@@ -50,7 +64,7 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, 
         for (int i = 0; i < 32; ++i)
             q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
                           : 0;
-        int* run = xr + ((i64)t * runs + r) * RUN_INTS;
+        int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
         int4* dst = reinterpret_cast<int4*>(run);
         int sums[2];
 #pragma unroll
