@@ -187,16 +187,22 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows
 
 
+@pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1"])
 @pytest.mark.parametrize("stages", [2, 5])
-def test_first_fills_issued_after_x_is_quantized_give_the_same_bits(tmp_path, stages: int) -> None:
+def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: int) -> None:
     """MMVQ_ST_EARLY_FILLS=1: one stage's first tile goes out before x is quantized, the others
-    after; the outputs and the copies (one a tile, inside the weight) are unchanged."""
-    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K")]
-    so = _build(tmp_path, True, types, ("-DMMVQ_ST_EARLY_FILLS=1",))
+    after; MMVQ_ST_X_FIRST=1: x's loads (a run a thread at most: 1 token of 768 values on 64
+    threads; not 3 tokens, which take quantize_x's loop) before any copy. The outputs and the
+    copies (one a tile, inside the weight) are unchanged."""
+    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "IQ4_NL")]
+    so = _build(tmp_path, True, types, (f"-D{define}",))
     for qt in types:
-        n, nt, k = 37, 3, 3 * qt.block_size if qt.block_size > 32 else 160
-        raw = aligned(weight(qt, n, k, seed=5, tame=True)[0])
-        x = random_x(nt, k, seed=2)
-        got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
-        same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
-        assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+        for nt in (1, 3):
+            n, k = 37, 3 * qt.block_size if qt.block_size > 32 else 160
+            raw = aligned(weight(qt, n, k, seed=5, tame=True)[0])
+            x = random_x(nt, k, seed=2)
+            got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
+            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+            assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+            same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
+            assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()

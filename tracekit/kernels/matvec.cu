@@ -648,6 +648,12 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_EARLY_FILLS
 #define MMVQ_ST_EARLY_FILLS MMVQ_MAX_STAGES  // all of them (as measured through 2026-12-07)
 #endif
+// MMVQ_ST_X_FIRST 1: where x has at most a run of 32 values a thread, the threads' x loads go out
+// before the first copies (mmvq_st_timeline.py: x is ready 4.2 µs after entry otherwise, its
+// loads queued behind every block's first tiles)
+#ifndef MMVQ_ST_X_FIRST
+#define MMVQ_ST_X_FIRST 0
+#endif
 
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
@@ -684,10 +690,21 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                        min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     };
-    const int early = min(stages, MMVQ_ST_EARLY_FILLS);
-    for (int s = 0; s < early; ++s) first_fill(s);
-    quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
-    for (int s = early; s < stages; ++s) first_fill(s);
+    const int runs = k >> 5;
+    if (MMVQ_ST_X_FIRST && NT * runs <= nthreads) {
+        // a run of x a thread at most: its loads go out before the copies (behind them, they
+        // wait for them), then it is quantized while the tiles arrive
+        const int t = tid / runs, r = tid - t * runs;
+        float v[32];
+        if (t < NT) x_run_load(x, k, t, r, v);
+        for (int s = 0; s < stages; ++s) first_fill(s);
+        if (t < NT) x_run_store<SplitCodes<C>::value>(v, sxr, runs, t, r);
+    } else {
+        const int early = min(stages, MMVQ_ST_EARLY_FILLS);
+        for (int s = 0; s < early; ++s) first_fill(s);
+        quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
+        for (int s = early; s < stages; ++s) first_fill(s);
+    }
     __syncthreads();
     MMVQ_TL_MARK(1);
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;

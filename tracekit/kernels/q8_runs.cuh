@@ -35,57 +35,70 @@ __device__ __forceinline__ constexpr int run_at(int r) {  // run r's first int i
 // (SplitCodes, matvec.cu): word m holds values 2m, 2m + 16, 2m + 1, 2m + 17, the byte order of
 // PRMT's lookups of the codes' low and high nibbles, so mmvq dots them with no reordering of
 // its own (8 PRMT an item); the sums stay those of values 0-15 and 16-31.
+// Run r of token t's 32 values, loaded (the first half of quantize_x's work for a run).
+__device__ __forceinline__ void x_run_load(const float* __restrict__ x, int k, int t, int r,
+                                           float (&v)[32]) {
+    const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const float4 f = __ldg(src + i);
+        v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+    }
+}
+
+// The loaded run quantized and stored at xr's run r of token t (the second half).
+template <bool NIBBLES>
+__device__ __forceinline__ void x_run_store(const float (&v)[32], int* xr, int runs, int t,
+                                            int r) {
+    float amax = 0.0f;
+    bool finite = true;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+        const float a = fabsf(v[i]);
+        finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
+        amax = fmaxf(amax, a);
+    }
+    const bool scaled = finite && amax > 0.0f;
+    const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
+    const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
+    int q[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+        q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
+                      : 0;
+    int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
+    int4* dst = reinterpret_cast<int4*>(run);
+    int sums[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        int w[4], s = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int* c = q + 16 * h + 4 * i;
+            s += c[0] + c[1] + c[2] + c[3];
+            // word 4 h + i: values p[0], p[o1], p[o2], p[o3]
+            const int* p = NIBBLES ? q + 8 * h + 2 * i : c;
+            constexpr int o1 = NIBBLES ? 16 : 1, o2 = NIBBLES ? 1 : 2, o3 = NIBBLES ? 17 : 3;
+            w[i] = (int)__byte_perm(__byte_perm(p[0], p[o1], 0x0040),
+                                    __byte_perm(p[o2], p[o3], 0x0040), 0x5410);
+        }
+        dst[h] = make_int4(w[0], w[1], w[2], w[3]);
+        sums[h] = s;
+    }
+    // the fourth int: both sums as 16-bit halves (|sum| <= 16 x 127), for DP2A against a
+    // pair of byte scales (Codes<T>::HALVES)
+    reinterpret_cast<int4*>(run)[2] = make_int4(
+        __float_as_int(d), sums[0], sums[1], (int)((sums[0] & 0xFFFF) | ((u32)sums[1] << 16)));
+}
+
 template <bool NIBBLES = false>
 __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, int k, int* xr,
                                            int first, int stride) {
     const int runs = k >> 5;
     for (int p = first; p < nt * runs; p += stride) {  // nt runs < 2^31: x's f32 count / 32
         const int t = p / runs, r = p - t * runs;
-        const float4* src = reinterpret_cast<const float4*>(x + (i64)t * k + 32 * r);
         float v[32];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const float4 f = __ldg(src + i);
-            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
-        }
-        float amax = 0.0f;
-        bool finite = true;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            const float a = fabsf(v[i]);
-            finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
-            amax = fmaxf(amax, a);
-        }
-        const bool scaled = finite && amax > 0.0f;
-        const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
-        const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
-        int q[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i)
-            q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
-                          : 0;
-        int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
-        int4* dst = reinterpret_cast<int4*>(run);
-        int sums[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int w[4], s = 0;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int* c = q + 16 * h + 4 * i;
-                s += c[0] + c[1] + c[2] + c[3];
-                // word 4 h + i: values p[0], p[o1], p[o2], p[o3]
-                const int* p = NIBBLES ? q + 8 * h + 2 * i : c;
-                constexpr int o1 = NIBBLES ? 16 : 1, o2 = NIBBLES ? 1 : 2, o3 = NIBBLES ? 17 : 3;
-                w[i] = (int)__byte_perm(__byte_perm(p[0], p[o1], 0x0040),
-                                        __byte_perm(p[o2], p[o3], 0x0040), 0x5410);
-            }
-            dst[h] = make_int4(w[0], w[1], w[2], w[3]);
-            sums[h] = s;
-        }
-        // the fourth int: both sums as 16-bit halves (|sum| <= 16 x 127), for DP2A against a
-        // pair of byte scales (Codes<T>::HALVES)
-        reinterpret_cast<int4*>(run)[2] = make_int4(
-            __float_as_int(d), sums[0], sums[1], (int)((sums[0] & 0xFFFF) | ((u32)sums[1] << 16)));
+        x_run_load(x, k, t, r, v);
+        x_run_store<NIBBLES>(v, xr, runs, t, r);
     }
 }
