@@ -119,6 +119,17 @@ for spec in "$@"; do
     stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
     # mmvq_st's launch as ramp, stream and tail (MMVQ_ST_TIMELINE marks); TL_ARGS e.g. --config ...
     stline) t python3 scripts/mmvq_st_timeline.py ${TL_ARGS:-} --json "$OUT/tl.json" 2>&1 | tee "$OUT/tl.log" | tail -40 ;;
+    # mmvq_st's prologue, three ways in one call (BENCHMARKS 2026-12-07 04:40: x ready 4.2 µs
+    # after entry): as it is, x quantized 8 lanes a run, and that with x's loads before the
+    # first copies; each: the timeline (x hot) and stbench's own times (PRO_TYPES)
+    xprologue) for d in "" "-DMMVQ_X_LANES=1" "-DMMVQ_X_LANES=1 -DMMVQ_ST_X_FIRST=1"; do
+                 echo "--- TRACEKIT_CUDA_DEFINES='$d'"; tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _)
+                 TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/mmvq_st_timeline.py \
+                   --types Q4_0,Q4_K --runs 3 --x-hot --json "$OUT/tl-$tag.json" 2>&1 | grep -E "^Q|^ +[0-9] |median of"
+                 TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
+                   --shapes 14336x4096 --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
+                   --json "$OUT/st-$tag.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
+               done ;;
     # the ceilings' copy, read and write streams (the bound model's bandwidth is the fastest)
     ceil) t python3 -m pytest -q -m gpu -p no:cacheprovider -s --timeout 200 \
             "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 \

@@ -36,7 +36,7 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 RUNNER = """
 int4 mmvq_smem[1 << 14];
 static const unsigned char* g_raw; static const float* g_x; static const int* g_xr;
-static float* g_out; static int g_n, g_k;
+static float* g_out; static int g_n, g_k; static int* g_qxr;
 #define RUN(suffix, T, NT, QX)                                                                 \\
     extern "C" void run_##suffix##_n##NT##_##QX(const unsigned char* raw, const float* x,     \\
                                                 const int* xr, float* out, int n, int k,       \\
@@ -49,6 +49,13 @@ static float* g_out; static int g_n, g_k;
 #define QUANTIZE(suffix, T)                                                                   \
     extern "C" void run_quantize_##suffix(const float* x, int nt, int k, int* xr) {            \
         quantize_x_for<T>(x, nt, k, xr, 0, 1);                                                 \
+    }                                                                                          \
+    extern "C" void run_quantize_lanes_##suffix(const float* x, int nt, int k, int* xr) {      \
+        g_x = x, g_n = nt, g_k = k, g_qxr = xr;                                                \
+        tk_host::run_grid(dim3{1, 1, 1}, dim3{32, 1, 1}, [] {                                  \
+            quantize_x_lanes<SplitCodes<Codes<T>>::value>(g_x, g_n, g_k, g_qxr, threadIdx.x,  \
+                                                          32);                                 \
+        });                                                                                    \
     }
 """
 
@@ -153,21 +160,24 @@ def test_a_wrong_code_fails_the_host_comparison(lib) -> None:
     assert not np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
 
 
+@pytest.mark.parametrize("how", ["quantize", "quantize_lanes"])
 @pytest.mark.parametrize("name", ["Q4_0", "IQ4_NL", "IQ4_XS"])
-def test_quantized_runs_are_the_reference_in_the_types_order(lib, name: str) -> None:
+def test_quantized_runs_are_the_reference_in_the_types_order(lib, name: str, how: str) -> None:
     """quantize_x as each type's module runs it (quantize_q8_n<nt>) against matvec.quantize_q8,
     bit for bit: a run's 32 int8 values in value order, or for the split-code types (the IQ4
     levels' two addends) in their nibble order, word m holding values 2m, 2m + 16, 2m + 1,
     2m + 17; then d and the two half sums (those of values 0-15 and 16-31 in either order),
-    as two ints and as one int's 16-bit halves."""
+    as two ints and as one int's 16-bit halves. quantize_lanes: quantize_x_lanes (8 lanes a
+    run, MMVQ_X_LANES) on one warp, the same bits."""
     qt = quant_type(name)
     nt, k = 3, 256
     x = random_x(nt, k, seed=11)
     x[1, 40] = np.inf  # a run holding an Inf: d = NaN, q = 0
     x[2, 64:96] = 0.0  # an all-zero run: d = 0, q = 0
+    x[0, 170] = np.nan  # NaN: d = NaN, q = 0 (fmax alone would skip it)
     runs = np.full(nt * matvec.run_row_ints(k), 0x5A5A5A5A, np.int32)  # poison
     ptr = ctypes.c_void_p
-    getattr(lib[1], f"run_quantize_{qt.suffix}")(ptr(x.ctypes.data), nt, k, ptr(runs.ctypes.data))
+    getattr(lib[1], f"run_{how}_{qt.suffix}")(ptr(x.ctypes.data), nt, k, ptr(runs.ctypes.data))
     assert (runs.reshape(nt, -1)[:, 96:100] == 0x5A5A5A5A).all()  # the gap after 8 runs
     runs = matvec.runs_of(runs, nt, k)
     q, d, qsum = matvec.quantize_q8(x)

@@ -328,10 +328,18 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], cons
 
 // x quantized in the order type T's mmvq reads it (quantize_x; the split-code types': nibble
 // order), as every kernel of a type's module quantizes it (and the host tests).
+// MMVQ_X_LANES 1: 8 lanes a run (quantize_x_lanes), not one thread (mmvq_st_timeline.py on the
+// H200: with a run a thread, x is ready 4.2 µs after a block's entry; with two, 7 µs).
+#ifndef MMVQ_X_LANES
+#define MMVQ_X_LANES 0
+#endif
 template <class T>
 __device__ __forceinline__ void quantize_x_for(const float* __restrict__ x, int nt, int k,
                                                int* xr, int first, int stride) {
-    quantize_x<SplitCodes<Codes<T>>::value>(x, nt, k, xr, first, stride);
+    if (MMVQ_X_LANES)
+        quantize_x_lanes<SplitCodes<Codes<T>>::value>(x, nt, k, xr, first, stride);
+    else
+        quantize_x<SplitCodes<Codes<T>>::value>(x, nt, k, xr, first, stride);
 }
 
 // Block b's first run in a token's row of x. A lane's blocks are b0 + j bstep, and a grid

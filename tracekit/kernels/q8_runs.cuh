@@ -102,3 +102,80 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, 
         x_run_store<NIBBLES>(v, xr, runs, t, r);
     }
 }
+
+// quantize_x with 8 lanes a run (each lane 4 values, one word of the run; amax, the finite flag
+// and the sums across the 8 by shuffles), the runs first + 4 u stride / 8 .. of a pass loaded
+// together: a run's chain is an eighth of quantize_x's one-thread run, and every thread of the
+// block loads at once. The same bits as quantize_x (max and integer sums are exact in any order).
+// first and stride: multiples of 8 (a run's lanes are 8 consecutive lanes of one warp), and
+// every thread of the block calls it (the shuffles; an idle group computes on zeros, unstored).
+template <bool NIBBLES = false>
+__device__ __forceinline__ void quantize_x_lanes(const float* __restrict__ x, int nt, int k,
+                                                 int* xr, int first, int stride) {
+    constexpr int U = 4;  // runs a group loads before it computes them
+    const int runs = k >> 5, total = nt * runs, j = first & 7, groups = stride >> 3;
+    for (int base = first >> 3; base - (first >> 3) < total; base += U * groups) {
+        float v[U][4];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int p = base + u * groups;
+            const int t = p / runs, r = p - t * runs;
+            const float* src = x + (i64)t * k + 32 * r;
+            if (p >= total) {
+                v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.0f;
+            } else if (NIBBLES) {  // values 2 j, 2 j + 1 and 2 j + 16, 2 j + 17: word j's
+                const float2 a = __ldg(reinterpret_cast<const float2*>(src + 2 * j));
+                const float2 b = __ldg(reinterpret_cast<const float2*>(src + 2 * j + 16));
+                v[u][0] = a.x, v[u][1] = b.x, v[u][2] = a.y, v[u][3] = b.y;  // (word order)
+            } else {  // values 4 j .. 4 j + 3
+                const float4 a = __ldg(reinterpret_cast<const float4*>(src + 4 * j));
+                v[u][0] = a.x, v[u][1] = a.y, v[u][2] = a.z, v[u][3] = a.w;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int p = base + u * groups;
+            float amax = 0.0f;
+            int finite = 1;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float a = fabsf(v[u][i]);
+                finite &= a <= 3.402823466e38f;  // 0 for NaN and Inf
+                amax = fmaxf(amax, a);
+            }
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+                finite &= __shfl_xor_sync(0xFFFFFFFFu, finite, o);
+            }
+            const bool scaled = finite && amax > 0.0f;
+            const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
+            const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
+            int q[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[u][i], id), 12582912.0f)) -
+                                    0x4B400000
+                              : 0;
+            const int w = (int)__byte_perm(__byte_perm(q[0], q[1], 0x0040),
+                                           __byte_perm(q[2], q[3], 0x0040), 0x5410);
+            // the half sums (values 0-15, 16-31): lanes 0-3 and 4-7, or with NIBBLES each
+            // lane's bytes 0, 2 and 1, 3
+            int s0 = NIBBLES ? q[0] + q[2] : (j < 4 ? q[0] + q[1] + q[2] + q[3] : 0);
+            int s1 = NIBBLES ? q[1] + q[3] : (j < 4 ? 0 : q[0] + q[1] + q[2] + q[3]);
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                s0 += __shfl_xor_sync(0xFFFFFFFFu, s0, o);
+                s1 += __shfl_xor_sync(0xFFFFFFFFu, s1, o);
+            }
+            if (p < total) {
+                const int t = p / runs, r = p - t * runs;
+                int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
+                run[j] = w;
+                if (j == 0)
+                    reinterpret_cast<int4*>(run)[2] = make_int4(
+                        __float_as_int(d), s0, s1, (int)((s0 & 0xFFFF) | ((u32)s1 << 16)));
+            }
+        }
+    }
+}

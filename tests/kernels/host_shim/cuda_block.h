@@ -24,6 +24,7 @@
 // kernels that keep all shared data in the dynamic array run right. stamp.cuh is this folder's
 // stand-in (no timer on the host: the tests pass a null stamp slot).
 #pragma once
+#include <cstring>
 #include <ucontext.h>
 
 #include <cmath>
@@ -201,6 +202,14 @@ inline float __shfl_xor_sync(unsigned int, float v, int lane_mask) {
     return r;
 }
 #endif
+// The int shuffle: the same exchange, the bits carried in the float slots unchanged.
+inline int __shfl_xor_sync(unsigned int mask, int v, int lane_mask) {
+    float f;
+    std::memcpy(&f, &v, 4);
+    f = __shfl_xor_sync(mask, f, lane_mask);
+    std::memcpy(&v, &f, 4);
+    return v;
+}
 // One OS thread runs every fiber: a fence orders nothing more, an atomic is a plain update.
 inline void __threadfence() {}
 inline int atomicAdd(int* p, int v) { const int old = *p; *p = old + v; return old; }

@@ -14,6 +14,7 @@ struct __half { uint16_t bits; };
 struct uint2 { unsigned int x, y; };
 struct uint4 { unsigned int x, y, z, w; };
 struct float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
 struct int4 { int x, y, z, w; };
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }

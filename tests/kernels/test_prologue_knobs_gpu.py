@@ -1,0 +1,51 @@
+"""mmvq_st's and mmvq's prologue knobs on the GPU (matvec.cu: MMVQ_X_LANES, x quantized 8 lanes a
+run; MMVQ_ST_X_FIRST, x's loads before the first copies), which are off in the engine's build:
+built with them in a subprocess (its own TRACEKIT_CUDA_DEFINES and cache), the staged and the
+fused kernel at edge shapes, one and three tokens, against ref_mmvq's bound, on poisoned
+outputs. scripts/gpu_check_s6.sh's xprologue stage times them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHECK = """
+import cupy as cp, numpy as np
+from tests.kernels.test_matvec import gamma, random_x, weight
+from tracekit.kernels import matvec
+from tracekit.quants import quant_type
+for name in ("Q4_0", "IQ4_NL", "Q4_K", "Q2_K", "Q6_K"):
+    qt = quant_type(name)
+    for n, k in ((4100, 4096), (37, 768)):
+        raw, _ = weight(qt, n, k, seed=n, tame=True)
+        for nt in (1, 3):
+            x = random_x(nt, k, seed=nt)
+            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+            for staged in (True, False):
+                out = cp.full((nt, n), cp.nan, cp.float32)
+                matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), out, staged=staged)
+                got = cp.asnumpy(out)
+                bad = ~(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+                assert not bad.any(), (name, n, k, nt, staged, int(bad.sum()))
+print("ok")
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("defines", ["-DMMVQ_X_LANES=1", "-DMMVQ_X_LANES=1 -DMMVQ_ST_X_FIRST=1",
+                                     "-DMMVQ_ST_X_FIRST=1"])  # fmt: skip
+def test_the_prologue_knobs_give_the_reference(tmp_path, defines: str) -> None:
+    pytest.importorskip("cupy")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, TRACEKIT_CACHE=str(tmp_path),
+               TRACEKIT_CUDA_DEFINES=defines)  # fmt: skip
+    got = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=600)  # fmt: skip
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert got.stdout.strip().endswith("ok")
