@@ -328,6 +328,75 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], cons
 
 // x quantized in the order type T's mmvq reads it (quantize_x; the split-code types': nibble
 // order), as every kernel of a type's module quantizes it (and the host tests).
+// q8_runs.cuh's quantize_x with 8 lanes a run (each lane 4 values, one word of the run; amax, the finite flag
+// and the sums across the 8 by shuffles), the runs first + 4 u stride / 8 .. of a pass loaded
+// together: a run's chain is an eighth of quantize_x's one-thread run, and every thread of the
+// block loads at once. The same bits as quantize_x (max and integer sums are exact in any order).
+// first and stride: multiples of 8 (a run's lanes are 8 consecutive lanes of one warp), and
+// every thread of the block calls it (the shuffles; an idle group computes on zeros, unstored).
+template <bool NIBBLES = false>
+__device__ __forceinline__ void quantize_x_lanes(const float* __restrict__ x, int nt, int k,
+                                                 int* xr, int first, int stride) {
+    constexpr int U = 4;  // runs a group loads before it computes them
+    const int runs = k >> 5, total = nt * runs, j = first & 7, groups = stride >> 3;
+    for (int base = first >> 3; base - (first >> 3) < total; base += U * groups) {
+        float v[U][4];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int p = base + u * groups;
+            const int t = p / runs, r = p - t * runs;
+            const float* src = x + (i64)t * k + 32 * r;
+            if (p >= total) {
+                v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.0f;
+            } else if (NIBBLES) {  // values 2 j, 2 j + 1 and 2 j + 16, 2 j + 17: word j's
+                const float2 a = __ldg(reinterpret_cast<const float2*>(src + 2 * j));
+                const float2 b = __ldg(reinterpret_cast<const float2*>(src + 2 * j + 16));
+                v[u][0] = a.x, v[u][1] = b.x, v[u][2] = a.y, v[u][3] = b.y;  // (word order)
+            } else {  // values 4 j .. 4 j + 3
+                const float4 a = __ldg(reinterpret_cast<const float4*>(src + 4 * j));
+                v[u][0] = a.x, v[u][1] = a.y, v[u][2] = a.z, v[u][3] = a.w;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int p = base + u * groups;
+            float amax = 0.0f;
+            int finite = 1;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float a = fabsf(v[u][i]);
+                finite &= a <= 3.402823466e38f;  // 0 for NaN and Inf
+                amax = fmaxf(amax, a);
+            }
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+                finite &= __shfl_xor_sync(0xFFFFFFFFu, finite, o);
+            }
+            const RunScale sc = run_scale(amax, finite);
+            int q[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) q[i] = q8_of(v[u][i], sc);
+            const int w = q8_word(q[0], q[1], q[2], q[3]);
+            // the half sums (values 0-15, 16-31): lanes 0-3 and 4-7, or with NIBBLES each
+            // lane's bytes 0, 2 and 1, 3
+            int s0 = NIBBLES ? q[0] + q[2] : (j < 4 ? q[0] + q[1] + q[2] + q[3] : 0);
+            int s1 = NIBBLES ? q[1] + q[3] : (j < 4 ? 0 : q[0] + q[1] + q[2] + q[3]);
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                s0 += __shfl_xor_sync(0xFFFFFFFFu, s0, o);
+                s1 += __shfl_xor_sync(0xFFFFFFFFu, s1, o);
+            }
+            if (p < total) {
+                const int t = p / runs, r = p - t * runs;
+                int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
+                run[j] = w;
+                if (j == 0) run_meta(run, sc.d, s0, s1);
+            }
+        }
+    }
+}
+
 // MMVQ_X_LANES 1: 8 lanes a run (quantize_x_lanes), not one thread (mmvq_st_timeline.py on the
 // H200: with a run a thread, x is ready 4.2 µs after a block's entry; with two, 7 µs).
 #ifndef MMVQ_X_LANES

@@ -35,6 +35,33 @@ __device__ __forceinline__ constexpr int run_at(int r) {  // run r's first int i
 // (SplitCodes, matvec.cu): word m holds values 2m, 2m + 16, 2m + 1, 2m + 17, the byte order of
 // PRMT's lookups of the codes' low and high nibbles, so mmvq dots them with no reordering of
 // its own (8 PRMT an item); the sums stay those of values 0-15 and 16-31.
+// A run's scale from its amax and whether all its values are finite: d = amax / 127 (NaN when
+// a value is not finite), id = 127 / amax (0 when nothing is scaled: all zero, or not finite).
+struct RunScale {
+    float d, id;
+    bool scaled;
+};
+__device__ __forceinline__ RunScale run_scale(float amax, bool finite) {
+    const bool scaled = finite && amax > 0.0f;
+    return {finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000),
+            scaled ? __fdiv_rn(127.0f, amax) : 0.0f, scaled};
+}
+// v's 8-bit value: rint(v id) as one FADD of 1.5 * 2^23 (|v id| <= 127 < 2^22), or 0
+__device__ __forceinline__ int q8_of(float v, const RunScale& s) {
+    return s.scaled ? __float_as_int(__fadd_rn(__fmul_rn(v, s.id), 12582912.0f)) - 0x4B400000
+                    : 0;
+}
+// a run's fourth 16 bytes: d, the half sums, and both sums again as 16-bit halves (|sum| <=
+// 16 x 127), for DP2A against a pair of byte scales (Codes<T>::HALVES)
+__device__ __forceinline__ void run_meta(int* run, float d, int s0, int s1) {
+    reinterpret_cast<int4*>(run)[2] =
+        make_int4(__float_as_int(d), s0, s1, (int)((s0 & 0xFFFF) | ((u32)s1 << 16)));
+}
+// four 8-bit values as one word, a the low byte
+__device__ __forceinline__ int q8_word(int a, int b, int c, int d) {
+    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
 // Run r of token t's 32 values, loaded (the first half of quantize_x's work for a run).
 __device__ __forceinline__ void x_run_load(const float* __restrict__ x, int k, int t, int r,
                                            float (&v)[32]) {
@@ -58,14 +85,10 @@ __device__ __forceinline__ void x_run_store(const float (&v)[32], int* xr, int r
         finite = finite && a <= 3.402823466e38f;  // false for NaN and Inf
         amax = fmaxf(amax, a);
     }
-    const bool scaled = finite && amax > 0.0f;
-    const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
-    const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
+    const RunScale sc = run_scale(amax, finite);
     int q[32];
 #pragma unroll
-    for (int i = 0; i < 32; ++i)
-        q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[i], id), 12582912.0f)) - 0x4B400000
-                      : 0;
+    for (int i = 0; i < 32; ++i) q[i] = q8_of(v[i], sc);
     int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
     int4* dst = reinterpret_cast<int4*>(run);
     int sums[2];
@@ -79,16 +102,12 @@ __device__ __forceinline__ void x_run_store(const float (&v)[32], int* xr, int r
             // word 4 h + i: values p[0], p[o1], p[o2], p[o3]
             const int* p = NIBBLES ? q + 8 * h + 2 * i : c;
             constexpr int o1 = NIBBLES ? 16 : 1, o2 = NIBBLES ? 1 : 2, o3 = NIBBLES ? 17 : 3;
-            w[i] = (int)__byte_perm(__byte_perm(p[0], p[o1], 0x0040),
-                                    __byte_perm(p[o2], p[o3], 0x0040), 0x5410);
+            w[i] = q8_word(p[0], p[o1], p[o2], p[o3]);
         }
         dst[h] = make_int4(w[0], w[1], w[2], w[3]);
         sums[h] = s;
     }
-    // the fourth int: both sums as 16-bit halves (|sum| <= 16 x 127), for DP2A against a
-    // pair of byte scales (Codes<T>::HALVES)
-    reinterpret_cast<int4*>(run)[2] = make_int4(
-        __float_as_int(d), sums[0], sums[1], (int)((sums[0] & 0xFFFF) | ((u32)sums[1] << 16)));
+    run_meta(run, sc.d, sums[0], sums[1]);
 }
 
 template <bool NIBBLES = false>
@@ -100,82 +119,5 @@ __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int nt, 
         float v[32];
         x_run_load(x, k, t, r, v);
         x_run_store<NIBBLES>(v, xr, runs, t, r);
-    }
-}
-
-// quantize_x with 8 lanes a run (each lane 4 values, one word of the run; amax, the finite flag
-// and the sums across the 8 by shuffles), the runs first + 4 u stride / 8 .. of a pass loaded
-// together: a run's chain is an eighth of quantize_x's one-thread run, and every thread of the
-// block loads at once. The same bits as quantize_x (max and integer sums are exact in any order).
-// first and stride: multiples of 8 (a run's lanes are 8 consecutive lanes of one warp), and
-// every thread of the block calls it (the shuffles; an idle group computes on zeros, unstored).
-template <bool NIBBLES = false>
-__device__ __forceinline__ void quantize_x_lanes(const float* __restrict__ x, int nt, int k,
-                                                 int* xr, int first, int stride) {
-    constexpr int U = 4;  // runs a group loads before it computes them
-    const int runs = k >> 5, total = nt * runs, j = first & 7, groups = stride >> 3;
-    for (int base = first >> 3; base - (first >> 3) < total; base += U * groups) {
-        float v[U][4];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int p = base + u * groups;
-            const int t = p / runs, r = p - t * runs;
-            const float* src = x + (i64)t * k + 32 * r;
-            if (p >= total) {
-                v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.0f;
-            } else if (NIBBLES) {  // values 2 j, 2 j + 1 and 2 j + 16, 2 j + 17: word j's
-                const float2 a = __ldg(reinterpret_cast<const float2*>(src + 2 * j));
-                const float2 b = __ldg(reinterpret_cast<const float2*>(src + 2 * j + 16));
-                v[u][0] = a.x, v[u][1] = b.x, v[u][2] = a.y, v[u][3] = b.y;  // (word order)
-            } else {  // values 4 j .. 4 j + 3
-                const float4 a = __ldg(reinterpret_cast<const float4*>(src + 4 * j));
-                v[u][0] = a.x, v[u][1] = a.y, v[u][2] = a.z, v[u][3] = a.w;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int p = base + u * groups;
-            float amax = 0.0f;
-            int finite = 1;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const float a = fabsf(v[u][i]);
-                finite &= a <= 3.402823466e38f;  // 0 for NaN and Inf
-                amax = fmaxf(amax, a);
-            }
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) {
-                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-                finite &= __shfl_xor_sync(0xFFFFFFFFu, finite, o);
-            }
-            const bool scaled = finite && amax > 0.0f;
-            const float d = finite ? __fdiv_rn(amax, 127.0f) : __int_as_float(0x7FC00000);
-            const float id = scaled ? __fdiv_rn(127.0f, amax) : 0.0f;
-            int q[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                q[i] = scaled ? __float_as_int(__fadd_rn(__fmul_rn(v[u][i], id), 12582912.0f)) -
-                                    0x4B400000
-                              : 0;
-            const int w = (int)__byte_perm(__byte_perm(q[0], q[1], 0x0040),
-                                           __byte_perm(q[2], q[3], 0x0040), 0x5410);
-            // the half sums (values 0-15, 16-31): lanes 0-3 and 4-7, or with NIBBLES each
-            // lane's bytes 0, 2 and 1, 3
-            int s0 = NIBBLES ? q[0] + q[2] : (j < 4 ? q[0] + q[1] + q[2] + q[3] : 0);
-            int s1 = NIBBLES ? q[1] + q[3] : (j < 4 ? 0 : q[0] + q[1] + q[2] + q[3]);
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) {
-                s0 += __shfl_xor_sync(0xFFFFFFFFu, s0, o);
-                s1 += __shfl_xor_sync(0xFFFFFFFFu, s1, o);
-            }
-            if (p < total) {
-                const int t = p / runs, r = p - t * runs;
-                int* run = xr + (i64)t * run_row_ints(runs) + run_at(r);
-                run[j] = w;
-                if (j == 0)
-                    reinterpret_cast<int4*>(run)[2] = make_int4(
-                        __float_as_int(d), s0, s1, (int)((s0 & 0xFFFF) | ((u32)s1 << 16)));
-            }
-        }
     }
 }
