@@ -220,7 +220,7 @@ __device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
     RunSlice<PER> x;
 #pragma unroll
     for (int h = 0; h < PER; ++h) x.q[h] = *reinterpret_cast<const int4*>(run + 4 * (half + h));
-    const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, pad
+    const int4 meta = *reinterpret_cast<const int4*>(run + 8);  // d, qsum0, qsum1, both
     x.qs = PER == 2 ? meta.y + meta.z : (half ? meta.z : meta.y);
     x.qp = meta.w;
     x.dx = __int_as_float(meta.x);
@@ -326,10 +326,8 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], cons
                          : __fmul_rn(it[r].d, sd[r]);
 }
 
-// x quantized in the order type T's mmvq reads it (quantize_x; the split-code types': nibble
-// order), as every kernel of a type's module quantizes it (and the host tests).
-// q8_runs.cuh's quantize_x with 8 lanes a run (each lane 4 values, one word of the run; amax, the finite flag
-// and the sums across the 8 by shuffles), the runs first + 4 u stride / 8 .. of a pass loaded
+// q8_runs.cuh's quantize_x with 8 lanes a run (each lane 4 values, one word of the run; amax,
+// the finite flag and the sums across the 8 by shuffles), a group's U runs of a pass loaded
 // together: a run's chain is an eighth of quantize_x's one-thread run, and every thread of the
 // block loads at once. The same bits as quantize_x (max and integer sums are exact in any order).
 // first and stride: multiples of 8 (a run's lanes are 8 consecutive lanes of one warp), and
@@ -397,6 +395,8 @@ __device__ __forceinline__ void quantize_x_lanes(const float* __restrict__ x, in
     }
 }
 
+// x quantized in the order type T's mmvq reads it (quantize_x; the split-code types': nibble
+// order), as every kernel of a type's module quantizes it (and the host tests).
 // MMVQ_X_LANES 1: 8 lanes a run (quantize_x_lanes), not one thread (mmvq_st_timeline.py on the
 // H200: with a run a thread, x is ready 4.2 µs after a block's entry; with two, 7 µs).
 #ifndef MMVQ_X_LANES
