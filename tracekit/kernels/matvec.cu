@@ -760,13 +760,13 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is quantized, the
     // rest after (every block's first copies at once are served interleaved, so a block's first
     // tile may arrive only as late as its last: issued later, the later ones queue behind)
-    const auto first_fill = [&](int s) {  // stage s's first tile
-        const int tile = blockIdx.x + s * gridDim.x;
+    const auto fill = [&](int s, int tile) {  // stage s <- the tile's rows, if it exists
         if (tile < tiles)
             stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
                        min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     };
+    const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
     const int runs = k >> 5;
     if (MMVQ_ST_X_FIRST && NT * runs <= nthreads) {
         // a run of x a thread at most: its loads go out before the copies (behind them, they
@@ -828,11 +828,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         }
         __syncthreads();  // every warp is done with stage s: it may be refilled
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
-        const int next = tile + stages * gridDim.x;
-        if (next < tiles)
-            stage_fill(stage0 + s * stage_bytes, raw, (i64)next * tile_rows * row_bytes,
-                       min((i64)(next + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
-                       nthreads);
+        fill(s, tile + stages * gridDim.x);
     }
     MMVQ_TL_MARK(MMVQ_TL_EXIT);
 }

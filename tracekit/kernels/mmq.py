@@ -112,10 +112,6 @@ def _check(x: Any, raw: Any, qt: QuantType, shape: tuple[int, int]) -> tuple[int
     return nt, n, k
 
 
-def _xr_bytes(nt: int, k: int) -> int:
-    return run_bytes(nt, k)
-
-
 def ref_mmq(
     x: np.ndarray, raw: np.ndarray, qt: QuantType, shape: tuple[int, int], *, bound: bool = False
 ) -> tuple[np.ndarray, list[LaunchRecord]] | tuple[np.ndarray, list[LaunchRecord], np.ndarray]:
@@ -134,7 +130,7 @@ def ref_mmq(
     nt, n, k = _check(x, raw, qt, shape)
     out, mag = q8_product(x, raw, qt, shape, bound=bound)
     rec = LaunchRecord.of(
-        f"numpy_mmq_{qt.suffix}", None, bytes_read=int(raw.nbytes) + _xr_bytes(nt, k),
+        f"numpy_mmq_{qt.suffix}", None, bytes_read=int(raw.nbytes) + run_bytes(nt, k),
         writes=[out], flops=2 * nt * n * k, path=PATH, math_path=MATH_MMQ,
     )  # fmt: skip
     recs = [ref_quantize_record(x), rec]
