@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         "--mmvq-unroll", default="",
         help="also time mmvq with these items in flight a lane (comma-separated; default: its own)",
     )  # fmt: skip
+    ap.add_argument(
+        "--x-hot", action="store_true",
+        help="x written just before each call (its 16 KB in L2, as the engine's previous node "
+        "leaves it; without it x may be evicted by the rotated weights). The write is not a "
+        "stamped launch, so own times exclude it; queued times include it",
+    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
@@ -79,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
     copy_bps = copy_bandwidth()
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)", flush=True)
+    if args.x_hot:
+        print("x hot: written before each call, as the engine's previous node leaves it", flush=True)
 
     types = [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANTIZED_TYPES)
     sweep = {quant_type(t).name for t in args.sweep.split(",") if t}
@@ -152,9 +160,12 @@ def main(argv: list[str] | None = None) -> int:
                                          "differ from mmvq's bits")  # fmt: skip
 
                 def call(kw2, x=x, raws=raws, qt=qt, shape=(n, k), out=out):
-                    return lambda i: matvec.launch_matvec(
-                        x, raws[i % len(raws)], qt, shape, out, **kw2
-                    )
+                    def fn(i):
+                        if args.x_hot:
+                            cp.multiply(x, 1.0, out=x)
+                        return matvec.launch_matvec(x, raws[i % len(raws)], qt, shape, out, **kw2)
+
+                    return fn
 
                 own_s = None
                 if c in configs[:2] or kind == "mmvq":  # A/B rows: queued and own times
@@ -213,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{d['pct_copy']:.1f} / {d['own_pct_copy']:.1f} | {bs} | "
               f"{'mmvq_st' if engine == 'st' else 'mmvq'} {e:.1f} | {'yes' if e >= TARGET_PCT else 'no'} | "
               + (f"{u['pct_copy']:.1f} / {u['own_pct_copy']:.1f} ({u['unroll']}) |" if (u := best.get("unroll")) else "– |"))  # fmt: skip
-    doc = {"copy_GBps": copy_bps / 1e9, "rows": rows}
+    doc = {"copy_GBps": copy_bps / 1e9, "x_hot": args.x_hot, "rows": rows}
     fits = launch_fixed_cost.table(doc)  # shapes of one k at two sizes or more: fixed + rate
     if len(fits) > 2:
         print("\nown time = fixed + bytes / rate (scripts/launch_fixed_cost.py):")

@@ -127,7 +127,7 @@ for spec in "$@"; do
                  TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/mmvq_st_timeline.py \
                    --types Q4_0,Q4_K --runs 3 --x-hot --json "$OUT/tl-$tag.json" 2>&1 | grep -E "^Q|^ +[0-9] |median of"
                  TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
-                   --shapes 14336x4096 --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
+                   --shapes 14336x4096 --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 ${PRO_ARGS:-} \
                    --json "$OUT/st-$tag.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
                done ;;
     # the ceilings' copy, read and write streams (the bound model's bandwidth is the fastest)
