@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     copy_bps = copy_bandwidth()
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)", flush=True)
     if args.x_hot:
-        print("x hot: written before each call, as the engine's previous node leaves it", flush=True)
+        print("x hot: written before each call (the engine's previous node)", flush=True)
 
     types = [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANTIZED_TYPES)
     sweep = {quant_type(t).name for t in args.sweep.split(",") if t}
