@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         "leaves it; without it x may be evicted by the rotated weights). The write is not a "
         "stamped launch, so own times exclude it; queued times include it",
     )  # fmt: skip
+    ap.add_argument(
+        "--stages", type=int, default=0,
+        help="mmvq_st's default at this many stages (an A/B of matvec.STAGED_STAGES; 0: as declared)",
+    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
@@ -83,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             2 * src.nbytes / timed(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes))
         )
 
+    if args.stages:
+        matvec.STAGED_STAGES = args.stages
+        print(f"mmvq_st's default here: {args.stages} stages", flush=True)
     copy_bps = copy_bandwidth()
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)", flush=True)
     if args.x_hot:
