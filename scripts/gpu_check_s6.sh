@@ -130,6 +130,15 @@ for spec in "$@"; do
                    --shapes 14336x4096 --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 ${PRO_ARGS:-} \
                    --json "$OUT/st-$tag.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
                done ;;
+    # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
+    # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
+    knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do
+             d=${kset%@*}; st=""; [ "$d" != "$kset" ] && st="--stages ${kset#*@}"
+             echo "--- TRACEKIT_CUDA_DEFINES='$d' $st"; tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _)
+             TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
+               --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
+               $st ${PRO_ARGS:-} --json "$OUT/kn-$tag${st// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
+           done ;;
     # the ceilings' copy, read and write streams (the bound model's bandwidth is the fastest)
     ceil) t python3 -m pytest -q -m gpu -p no:cacheprovider -s --timeout 200 \
             "tests/kernels/test_attention_matmul_stats_gpu.py::test_ceilings_are_sane" 2>&1 \
