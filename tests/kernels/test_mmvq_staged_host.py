@@ -187,16 +187,19 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows
 
 
-@pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1", "MMVQ_X_LANES=1"])
+@pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1", "MMVQ_X_LANES=1",
+                                    "MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1",
+                                    "MMVQ_ST_EARLY_FILLS=0 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
 @pytest.mark.parametrize("stages", [2, 5])
 def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: int) -> None:
     """MMVQ_ST_EARLY_FILLS=1: one stage's first tile goes out before x is quantized, the others
     after; MMVQ_ST_X_FIRST=1: x's loads (a run a thread at most: 1 token of 768 values on 64
     threads; not 3 tokens, which take quantize_x's loop) before any copy; MMVQ_X_LANES=1: x
-    quantized 8 lanes a run (mmvq's prologue too). The outputs and the copies (one a tile,
-    inside the weight) are unchanged."""
+    quantized 8 lanes a run (mmvq's prologue too); MMVQ_ST_FILLS_AT_ARRIVAL=1: the first fills
+    past the early ones wait for the block's first tile (at least one goes early, so 0 is 1
+    there). The outputs and the copies (one a tile, inside the weight) are unchanged."""
     types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "IQ4_NL")]
-    so = _build(tmp_path, True, types, (f"-D{define}",))
+    so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
     for qt in types:
         for nt in (1, 3):
             n, k = 37, 3 * qt.block_size if qt.block_size > 32 else 160

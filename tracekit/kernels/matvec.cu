@@ -731,6 +731,13 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_X_FIRST
 #define MMVQ_ST_X_FIRST 0
 #endif
+// MMVQ_ST_FILLS_AT_ARRIVAL 1: the first fills past MMVQ_ST_EARLY_FILLS (at least one goes early)
+// go out when the block's first tile has arrived, not once x is quantized: every block's first
+// copies are served interleaved, so fewer at once arrive sooner, and the deferred ones keep the
+// memory busy while the first tiles are computed (before this, nothing was asked for then)
+#ifndef MMVQ_ST_FILLS_AT_ARRIVAL
+#define MMVQ_ST_FILLS_AT_ARRIVAL 0
+#endif
 
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
@@ -768,6 +775,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     };
     const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
     const int runs = k >> 5;
+    int deferred = stages;  // the first stage whose first fill waits for the first arrival
     if (MMVQ_ST_X_FIRST && NT * runs <= nthreads) {
         // a run of x a thread at most: its loads go out before the copies (behind them, they
         // wait for them), then it is quantized while the tiles arrive
@@ -777,10 +785,14 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         for (int s = 0; s < stages; ++s) first_fill(s);
         if (t < NT) x_run_store<SplitCodes<C>::value>(v, sxr, runs, t, r);
     } else {
-        const int early = min(stages, MMVQ_ST_EARLY_FILLS);
+        const int early = min(stages, MMVQ_ST_FILLS_AT_ARRIVAL ? max(1, MMVQ_ST_EARLY_FILLS)
+                                                               : MMVQ_ST_EARLY_FILLS);
         for (int s = 0; s < early; ++s) first_fill(s);
         quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
-        for (int s = early; s < stages; ++s) first_fill(s);
+        if (MMVQ_ST_FILLS_AT_ARRIVAL)
+            deferred = early;
+        else
+            for (int s = early; s < stages; ++s) first_fill(s);
     }
     __syncthreads();
     MMVQ_TL_MARK(1);
@@ -793,6 +805,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         const int s = use % stages;
         stage_wait(&full[s], (u32)(use / stages) & 1u);
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
+        if (use == 0)
+            for (int d = deferred; d < stages; ++d) first_fill(d);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
         const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
         for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
