@@ -189,7 +189,8 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1", "MMVQ_X_LANES=1",
                                     "MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1",
-                                    "MMVQ_ST_EARLY_FILLS=0 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
+                                    "MMVQ_ST_EARLY_FILLS=0 MMVQ_ST_FILLS_AT_ARRIVAL=1",
+                                    "MMVQ_ST_X_FIRST=1 MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
 @pytest.mark.parametrize("stages", [2, 5])
 def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: int) -> None:
     """MMVQ_ST_EARLY_FILLS=1: one stage's first tile goes out before x is quantized, the others

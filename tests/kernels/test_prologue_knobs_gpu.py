@@ -41,7 +41,8 @@ print("ok")
 @pytest.mark.gpu
 @pytest.mark.parametrize("defines", ["-DMMVQ_X_LANES=1", "-DMMVQ_X_LANES=1 -DMMVQ_ST_X_FIRST=1",
                                      "-DMMVQ_ST_X_FIRST=1",
-                                     "-DMMVQ_ST_EARLY_FILLS=1 -DMMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
+                                     "-DMMVQ_ST_EARLY_FILLS=1 -DMMVQ_ST_FILLS_AT_ARRIVAL=1",
+                                     "-DMMVQ_ST_X_FIRST=1 -DMMVQ_ST_EARLY_FILLS=1 -DMMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
 def test_the_prologue_knobs_give_the_reference(tmp_path, defines: str) -> None:
     pytest.importorskip("cupy")
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)

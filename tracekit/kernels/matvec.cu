@@ -764,9 +764,10 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     if (tid == 0)
         for (int s = 0; s < stages; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
-    // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is quantized, the
-    // rest after (every block's first copies at once are served interleaved, so a block's first
-    // tile may arrive only as late as its last: issued later, the later ones queue behind)
+    // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is stored, the rest
+    // after it or (MMVQ_ST_FILLS_AT_ARRIVAL) once the first has arrived (every block's first
+    // copies at once are served interleaved, so a block's first tile may arrive only as late as
+    // its last: issued later, the later ones queue behind)
     const auto fill = [&](int s, int tile) {  // stage s <- the tile's rows, if it exists
         if (tile < tiles)
             stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
@@ -775,25 +776,23 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     };
     const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
     const int runs = k >> 5;
-    int deferred = stages;  // the first stage whose first fill waits for the first arrival
+    // (at least one goes early where the others wait for the first to arrive)
+    const int early = min(stages, MMVQ_ST_FILLS_AT_ARRIVAL ? max(1, MMVQ_ST_EARLY_FILLS)
+                                                           : MMVQ_ST_EARLY_FILLS);
     if (MMVQ_ST_X_FIRST && NT * runs <= nthreads) {
         // a run of x a thread at most: its loads go out before the copies (behind them, they
         // wait for them), then it is quantized while the tiles arrive
         const int t = tid / runs, r = tid - t * runs;
         float v[32];
         if (t < NT) x_run_load(x, k, t, r, v);
-        for (int s = 0; s < stages; ++s) first_fill(s);
+        for (int s = 0; s < early; ++s) first_fill(s);
         if (t < NT) x_run_store<SplitCodes<C>::value>(v, sxr, runs, t, r);
     } else {
-        const int early = min(stages, MMVQ_ST_FILLS_AT_ARRIVAL ? max(1, MMVQ_ST_EARLY_FILLS)
-                                                               : MMVQ_ST_EARLY_FILLS);
         for (int s = 0; s < early; ++s) first_fill(s);
         quantize_x_for<T>(x, NT, k, sxr, tid, nthreads);
-        if (MMVQ_ST_FILLS_AT_ARRIVAL)
-            deferred = early;
-        else
-            for (int s = early; s < stages; ++s) first_fill(s);
     }
+    const int deferred = MMVQ_ST_FILLS_AT_ARRIVAL ? early : stages;  // at the first arrival
+    for (int s = early; s < deferred; ++s) first_fill(s);
     __syncthreads();
     MMVQ_TL_MARK(1);
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
