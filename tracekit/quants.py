@@ -89,7 +89,7 @@ MMVQ_PREQUANTIZED = MmvqConfig(4, 32, True)
 #: 46.6 -> 45.5 / 34.3 -> 39.6; Q5_K 50.0 -> 54.0 / 36.9 -> 42.4; Q6_K 45.1 -> 51.4 / 35.0 ->
 #: 38.8; IQ4_XS 32.1 -> 36.0 / 26.4 -> 31.8. Not Q2_K (24.9 -> 23.1 / 19.2 -> 22.3), Q3_K
 #: (27.4 -> 26.9 / 21.6 -> 22.2), IQ4_NL then (37.1 -> 36.1 / 31.4 -> 31.8 / 31.0 -> 33.3): their
-#: loops, not their loads, set their time.
+#: loops, not their loads, set their time (since changed for all three: below).
 MMVQ_STAGED = MMVQ_DEFAULT._replace(staged=True)
 #: Q4_0 stages rows of k >= 1024 only: at the 0.5B shape's 151936 x 896 output mmvq was faster
 #: on both cards (H200 05:33 above: 49.3 against 45.9% of copy; H100, 2026-12-02 20:39 UTC,
@@ -97,6 +97,14 @@ MMVQ_STAGED = MMVQ_DEFAULT._replace(staged=True)
 #: against 67.4% at own device time), while at k = 4096 and 14336 mmvq_st wins (above).
 MMVQ_STAGED_LONG_ROWS = MMVQ_STAGED._replace(staged_min_k=1024)
 MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
+#: Q3_K (MMVQ_K_STAGED) and Q2_K stage since their half-block items read x's runs without bank
+#: conflicts (2026-12-07: their loops got short enough that the loads count). H100, 2026-12-07
+#: 11:51 UTC, ``bench_mmvq_staged.py --shapes 14336x4096,4096x14336 --types Q3_K,Q2_K --sweep=
+#: --rounds 2``, own device time, % of copy, mmvq -> mmvq_st at 14336 x 4096 / 4096 x 14336:
+#: Q3_K 53.4 -> 57.3 / 38.2 -> 43.6; Q2_K 54.8 -> 47.7 / 38.5 -> 43.3, so Q2_K stages only rows
+#: of k >= 8192 (between the two measured lengths; none in between was timed). A K-quant has no
+#: 151936 x 896 row (896 is not a multiple of 256).
+MMVQ_K2_STAGED_LONG_ROWS = MMVQ_K_STAGED._replace(staged_min_k=8192)
 MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
 #: IQ4_NL stages since its codes became two DP4A addends in x's nibble order (2026-12-06):
 #: its loop got short enough that the loads set its time (H100, 2026-12-07 00:48 UTC,
@@ -591,7 +599,7 @@ class Q2_K(
     f16_fields=(80, 82),
     dequant=DequantConfig(2, 128, 2),
     scale_group=16,
-    mmvq=MMVQ_K,
+    mmvq=MMVQ_K2_STAGED_LONG_ROWS,
 ):
     """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
 
@@ -632,7 +640,7 @@ class Q3_K(
     f16_fields=(108,),
     dequant=DequantConfig(3, 256, 4),  # warp-staged (dequant.WARP_STEPS): 96.0% of copy
     scale_group=16,
-    mmvq=MMVQ_K,
+    mmvq=MMVQ_K_STAGED,
 ):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
 

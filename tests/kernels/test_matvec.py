@@ -436,7 +436,8 @@ def test_balanced_warps_per_row_evens_the_last_round() -> None:
 
 def test_staged_declaration_reads_the_row_length(monkeypatch):
     """mmvq_st runs where the type's declaration says: large weights of a staged type, and for
-    Q4_0 only rows of k >= its staged_min_k (the 0.5B output's k = 896 ran faster unstaged)."""
+    Q4_0 only rows of k >= its staged_min_k (the 0.5B output's k = 896 ran faster unstaged),
+    Q2_K only rows of k >= 8192 (k = 4096 ran faster unstaged, 14336 staged)."""
     from tracekit.quants import quant_type
 
     monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: True)
@@ -447,7 +448,10 @@ def test_staged_declaration_reads_the_row_length(monkeypatch):
     assert matvec.stages_weight(q4_0, 14336, 4096)
     assert matvec.stages_weight(q8_0, 151936, 896)
     assert not matvec.stages_weight(q8_0, 896, 896)  # under STAGED_MIN_VALUES
-    assert not matvec.stages_weight(q2_k, 14336, 4096)  # not declared staged
+    assert not matvec.stages_weight(q2_k, 14336, 4096)  # k under Q2_K's staged_min_k
+    assert matvec.stages_weight(q2_k, 4096, 14336)
     assert matvec.stages_weight(q2_k, 14336, 4096, staged=True)  # asked for: runs it
+    assert not matvec.stages_weight(q2_k, 4096, 14336, staged=False)
+    assert matvec.stages_weight(quant_type("Q3_K"), 14336, 4096)
     monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: False)
     assert not matvec.stages_weight(q8_0, 14336, 4096)
