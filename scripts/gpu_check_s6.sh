@@ -5,6 +5,14 @@
 # (each NAME or NAME:SECONDS; logs under $OUT). side (llama.cpp, ONE call, carry .llama): side:560.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
+# stbench's own times of PRO_TYPES (PRO_ARGS) with mmvq_st built with the defines $1 (its own
+# kernel cache), extra arguments $2, the rows under $OUT/$3-<defines><extra>.json
+built_stbench() {
+  local tag; tag=$(echo "x$1" | tr -c 'A-Za-z0-9\n' _)
+  TRACEKIT_CUDA_DEFINES="$1" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
+    --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
+    $2 ${PRO_ARGS:-} --json "$OUT/$3-$tag${2// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
+}
 model() { python3 -c "import sys; sys.path.insert(0, 'scripts'); from decode_speed import resolve; print(resolve('$1'))"; }
 for spec in "$@"; do
   stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
@@ -126,18 +134,13 @@ for spec in "$@"; do
                  echo "--- TRACEKIT_CUDA_DEFINES='$d'"; tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _)
                  TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/mmvq_st_timeline.py \
                    --types Q4_0,Q4_K --runs 3 --x-hot --json "$OUT/tl-$tag.json" 2>&1 | grep -E "^Q|^ +[0-9] |median of"
-                 TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
-                   --shapes 14336x4096 --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 ${PRO_ARGS:-} \
-                   --json "$OUT/st-$tag.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
+                 built_stbench "$d" "" st
                done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
     knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do
              d=${kset%@*}; st=""; [ "$d" != "$kset" ] && st="--stages ${kset#*@}"
-             echo "--- TRACEKIT_CUDA_DEFINES='$d' $st"; tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _)
-             TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
-               --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
-               $st ${PRO_ARGS:-} --json "$OUT/kn-$tag${st// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
+             echo "--- TRACEKIT_CUDA_DEFINES='$d' $st"; built_stbench "$d" "$st" kn
            done ;;
     # the ceilings' copy, read and write streams (the bound model's bandwidth is the fastest)
     ceil) t python3 -m pytest -q -m gpu -p no:cacheprovider -s --timeout 200 \

@@ -804,7 +804,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         const int s = use % stages;
         stage_wait(&full[s], (u32)(use / stages) & 1u);
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
-        if (use == 0)
+        if (MMVQ_ST_FILLS_AT_ARRIVAL && use == 0)  // (no code in the engine's build)
             for (int d = deferred; d < stages; ++d) first_fill(d);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
         const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
