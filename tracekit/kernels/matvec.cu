@@ -675,24 +675,32 @@ __device__ __forceinline__ void bulk_copy(u8* dst, const u8* src, u32 bytes, Sta
 #endif
 }
 
+// The bulk copy engine is there (sm_90; the host build's TK_HOST_BULK stands in for it).
+#if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
+#define MMVQ_ST_BULK 1
+#else
+#define MMVQ_ST_BULK 0
+#endif
+
 // The bytes [lo, hi) of the weight into dst (dst <- raw + lo16, lo16 = lo rounded down to 16:
 // the tile's first byte lands at dst + lo % 16). Called by every thread of the block (uniform):
-// thread 0 issues one bulk copy of [lo16, min(hi rounded up, total rounded down)) and copies
-// the rest (< 16 bytes, the tensor's end) itself, which the warps see after the barrier that
-// always lies between a fill and its use (stages >= 2); a device without the bulk copy (before
-// sm_90) has all threads copy, then meet.
+// the issuer (thread 0, or a fill group's first lane) issues one bulk copy of [lo16, min(hi
+// rounded up, total rounded down)) and copies the rest (< 16 bytes, the tensor's end) itself,
+// which the warps see after the barrier that always lies between a fill and its use (stages >=
+// 2); a device without the bulk copy (before sm_90) has all threads copy, then meet.
 __device__ __forceinline__ void stage_fill(u8* dst, const u8* __restrict__ raw, i64 lo, i64 hi,
-                                           i64 total, StageBarrier* bar, int tid, int nthreads) {
+                                           i64 total, StageBarrier* bar, bool issuer, int tid,
+                                           int nthreads) {
     const i64 lo16 = lo & ~(i64)15;
-#if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
-    if (tid != 0) return;
+#if MMVQ_ST_BULK
+    if (!issuer) return;
     const i64 bulk_end = min((hi + 15) & ~(i64)15, total & ~(i64)15);
     bulk_copy(dst, raw + lo16, bulk_end > lo16 ? (u32)(bulk_end - lo16) : 0u, bar);
     for (i64 i = max(bulk_end, lo16); i < hi; ++i) dst[i - lo16] = raw[i];
-    (void)nthreads;
+    (void)tid, (void)nthreads;
 #else
     for (i64 i = lo16 + tid; i < hi; i += nthreads) dst[i - lo16] = raw[i];
-    (void)total, (void)bar;
+    (void)total, (void)bar, (void)issuer;
     __syncthreads();
 #endif
 }
@@ -738,6 +746,17 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_FILLS_AT_ARRIVAL
 #define MMVQ_ST_FILLS_AT_ARRIVAL 0
 #endif
+// MMVQ_ST_WARP_FILLS 1: where a warp has a row to itself (blockDim.y == 1) and the copy engine
+// is there, each warp (a fill group) has its own share of a stage: a tile's rows split into
+// blockDim.z runs of consecutive rows, one bulk copy and one mbarrier a warp, and the warp
+// refills its share itself once it has computed it (a __syncwarp, no __syncthreads). A warp
+// starts on its first rows as soon as they are in, not when the block's whole tile is (a
+// launch's first tiles arrive together: the ramp), and no warp waits for the block's slowest.
+// The stage's bytes are matvec.py's staged_geometry's with its fill groups (its warp_fills).
+#ifndef MMVQ_ST_WARP_FILLS
+#define MMVQ_ST_WARP_FILLS 0
+#endif
+#define MMVQ_ST_MAX_GROUPS (MMVQ_ST_WARP_FILLS ? 8 : 1)
 
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
@@ -747,32 +766,45 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     using C = Codes<T>;
     constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
     __shared__ float part[MV_MAX_WARPS][NT];
-    __shared__ StageBarrier full[MMVQ_MAX_STAGES];
+    __shared__ StageBarrier full[MMVQ_MAX_STAGES * MMVQ_ST_MAX_GROUPS];
     extern __shared__ int4 mmvq_smem[];
     const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
+    // fill groups (MMVQ_ST_WARP_FILLS): group g is warps z of [g gz, (g + 1) gz), its share of
+    // a tile the rows [g grows, (g + 1) grows), in group_bytes of each stage; one group (the
+    // block) otherwise, the warps taking rows z, z + rb, ... of the tile
+    const int groups = MMVQ_ST_WARP_FILLS && MMVQ_ST_BULK && blockDim.y == 1 ? rb : 1;
+    const int g = threadIdx.z * groups / rb, gz = rb / groups, zi = threadIdx.z - g * gz;
+    const int grows = tile_rows / groups, group_bytes = stage_bytes / groups & ~15;
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
         stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % rb ||
-        tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15))
+        tile_rows < rb || group_bytes < ((grows * row_bytes + 30) & ~(i64)15))
         __trap();
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
     u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * run_row_ints(k >> 5) * 4;
     const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int nthreads = blockDim.x * blockDim.y * rb;
+    // the thread that issues its group's copies: thread 0 of the block or of the group
+    const bool issuer = groups == 1 ? tid == 0 : threadIdx.x == 0 && zi == 0;
     const int tiles = (n + tile_rows - 1) / tile_rows;
     MMVQ_TL_MARK(0);
     if (tid == 0)
-        for (int s = 0; s < stages; ++s) stage_init(&full[s]);
+        for (int s = 0; s < stages * groups; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
     // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is stored, the rest
     // after it or (MMVQ_ST_FILLS_AT_ARRIVAL) once the first has arrived (every block's first
     // copies at once are served interleaved, so a block's first tile may arrive only as late as
     // its last: issued later, the later ones queue behind)
-    const auto fill = [&](int s, int tile) {  // stage s <- the tile's rows, if it exists
-        if (tile < tiles)
-            stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
-                       min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
-                       nthreads);
+    const auto share = [&](int tile) {  // the first byte of this group's share of the tile
+        return min(((i64)tile * tile_rows + (i64)g * grows) * row_bytes, total);
+    };
+    const auto fill = [&](int s, int tile) {  // stage s <- the group's rows, if the tile exists
+        if (tile < tiles) {
+            const i64 lo = share(tile);
+            stage_fill(stage0 + s * stage_bytes + g * group_bytes, raw, lo,
+                       min(lo + grows * row_bytes, total), total, &full[s * groups + g], issuer,
+                       tid, nthreads);
+        }
     };
     const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
     const int runs = k >> 5;
@@ -802,14 +834,13 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
-        stage_wait(&full[s], (u32)(use / stages) & 1u);
+        stage_wait(&full[s * groups + g], (u32)(use / stages) & 1u);
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
         if (MMVQ_ST_FILLS_AT_ARRIVAL && use == 0)  // (no code in the engine's build)
             for (int d = deferred; d < stages; ++d) first_fill(d);
-        const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
-        const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
-        for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
-            const int row = tile * tile_rows + r;
+        const u8* st = stage0 + s * stage_bytes + g * group_bytes + (share(tile) & 15);
+        for (int r = zi; r < grows; r += gz) {  // the same trip count for all warps
+            const int row = tile * tile_rows + g * grows + r;
             float acc[NT];
 #pragma unroll
             for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
@@ -839,7 +870,11 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             }
             write_row<NT>(acc, part, out, row, n, bias);
         }
-        __syncthreads();  // every warp is done with stage s: it may be refilled
+        // every warp of the group is done with its share of stage s: it may be refilled
+        if (groups == 1)
+            __syncthreads();
+        else
+            __syncwarp();
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
         fill(s, tile + stages * gridDim.x);
     }
