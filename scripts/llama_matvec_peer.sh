@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# tracekit's matrix-vector nodes against llama.cpp's, every quantized type at 14336 x 4096, both
+# timed by Nsight Compute in one call (scripts/matvec_peer.py: what is timed and how).
+# llama.cpp: test-backend-ops from the source vendored in the llama-cpp-python sdist, built
+# with its MUL_MAT perf cases plus one of m = 14336, k = 4096, one token for each type (see
+# BENCHMARKS.md for how the tarball was made), CUDA for sm_90, no FlashAttention kernels.
+# Usage (GPU host): scripts/llama_matvec_peer.sh llama-src.tar.xz [/root/llama-tbo]; $OUT: logs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$1
+dest=${2:-/root/llama-tbo}
+OUT=${OUT:-$(mktemp -d)}
+tbo=$dest/llama.cpp/build/bin/test-backend-ops
+if [ ! -x "$tbo" ]; then
+  mkdir -p "$dest" && tar xJf "$src" -C "$dest"
+  cmake -S "$dest/llama.cpp" -B "$dest/llama.cpp/build" -DGGML_CUDA=ON -DGGML_CUDA_FA=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log"
+  cmake --build "$dest/llama.cpp/build" --target test-backend-ops -j"$(nproc)" > "$OUT/build.log"
+fi
+NCU=(ncu --clock-control none --cache-control all --metrics gpu__time_duration.sum --csv
+     --page raw --print-units base --print-kernel-base demangled)
+"${NCU[@]}" -k 'regex:mul_mat_vec|quantize_q8_1' --log-file "$OUT/llama.csv" \
+  "$tbo" test -o MUL_MAT -b CUDA0 -p 'm=14336,n=1,k=4096,' > "$OUT/llama.log" 2>&1
+TRACEKIT_CACHE=$OUT/cache "${NCU[@]}" -k 'regex:^(mmvq|quantize_q8|matvec)' \
+  --log-file "$OUT/ours.csv" python3 scripts/matvec_peer.py ours > "$OUT/ours.json"
+python3 scripts/matvec_peer.py report "$OUT/ours.json" "$OUT/ours.csv" "$OUT/llama.csv"
