@@ -20,8 +20,12 @@ if [ ! -x "$tbo" ]; then
 fi
 NCU=(ncu --clock-control none --cache-control all --metrics gpu__time_duration.sum --csv
      --page raw --print-units base --print-kernel-base demangled)
-"${NCU[@]}" -k 'regex:mul_mat_vec|quantize_q8_1' --log-file "$OUT/llama.csv" \
-  "$tbo" test -o MUL_MAT -b CUDA0 -p 'm=14336,n=1,k=4096,' > "$OUT/llama.log" 2>&1
+# perf mode repeats a case many times: ncu profiles the first call's two launches (-c 2)
+for t in q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs; do
+  "${NCU[@]}" -k 'regex:mul_mat_vec|quantize_q8_1' -c 2 --log-file "$OUT/llama-$t.csv" \
+    "$tbo" perf -o MUL_MAT -b CUDA0 -p "type_a=$t,type_b=f32,m=14336,n=1,k=4096," \
+    > "$OUT/llama-$t.log" 2>&1
+done
 TRACEKIT_CACHE=$OUT/cache "${NCU[@]}" -k 'regex:^(mmvq|quantize_q8|matvec)' \
   --log-file "$OUT/ours.csv" python3 scripts/matvec_peer.py ours > "$OUT/ours.json"
-python3 scripts/matvec_peer.py report "$OUT/ours.json" "$OUT/ours.csv" "$OUT/llama.csv"
+python3 scripts/matvec_peer.py report "$OUT/ours.json" "$OUT/ours.csv" "$OUT"/llama-*.csv

@@ -2,14 +2,15 @@
 timed by Nsight Compute on the same GPU (scripts/llama_matvec_peer.sh runs the whole check).
 
     python3 scripts/matvec_peer.py ours [--types Q4_0,...] > ours.json   # run under ncu
-    python3 scripts/matvec_peer.py report ours.json ours.csv llama.csv    # the table
+    python3 scripts/matvec_peer.py report ours.json ours.csv llama-*.csv  # the table
 
 ``ours`` launches, per type, the engine's matvec node (matvec.launch_matvec as the quant path
 runs it: its declared kernel, with quantize_q8 before it where the type quantizes x in its own
 launch) twice, the first to compile, and prints the kernel names of one call as JSON. ncu
 (``--cache-control all``: L2 flushed before each kernel; ``--clock-control none``) times every
-kernel's gpu__time_duration. llama.cpp's node is test-backend-ops' MUL_MAT at the same shape
-(m = 14336 rows, k = 4096, one token: its quantize_q8_1 and mul_mat_vec_q launches).
+kernel's gpu__time_duration. llama.cpp's node is test-backend-ops' MUL_MAT perf case at the same
+shape (m = 14336 rows, k = 4096, one token), one ncu run a type profiling its first call's
+launches (quantize_q8_1 and mul_mat_vec_q).
 ``report`` sums each node's launches and prints % of the copy bandwidth measured in the same
 call (ceilings.measure_ceilings) for the GGUF bytes of the weight, and tracekit ÷ llama.cpp
 time. The issue's target is 85% for every type.
@@ -52,7 +53,7 @@ def run_ours(types: list[str]) -> int:
         for _ in range(2):  # the first compiles
             _, recs = matvec.launch_matvec(x, raw[:nbytes], qt, SHAPE, out)
         cp.cuda.get_current_stream().synchronize()
-        print(json.dumps({"type": name, "bytes": nbytes, "kernels": [r.name for r in recs]}))
+        print(json.dumps({"type": name, "bytes": nbytes, "kernels": [r.kernel for r in recs]}))
     return 0
 
 
@@ -103,12 +104,14 @@ def llama_times(rows: list[tuple[str, float]]) -> dict[str, float]:
     return times
 
 
-def report(ours_json: Path, ours_csv: Path, llama_csv: Path) -> int:
+def report(ours_json: Path, ours_csv: Path, llama_csvs: list[Path]) -> int:
     from tracekit.kernels.ceilings import measure_ceilings
 
     ours = [json.loads(line) for line in ours_json.read_text().splitlines() if line.strip()]
     mine = ours_times(ours, ncu_rows(ours_csv, OURS))
-    peer = llama_times(ncu_rows(llama_csv, LLAMA))
+    peer = {}
+    for path in llama_csvs:  # (one a type)
+        peer.update(llama_times(ncu_rows(path, LLAMA)))
     copy = measure_ceilings("cupy", force=True)["copy_bandwidth_Bps"]
     print(f"copy {copy / 1e9:.0f} GB/s; {SHAPE[0]} x {SHAPE[1]}, one token; ncu "
           "gpu__time_duration, L2 flushed before each kernel")  # fmt: skip
@@ -135,11 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("report", help="the table from ours' JSON and the two ncu CSVs")
     r.add_argument("ours_json", type=Path)
     r.add_argument("ours_csv", type=Path)
-    r.add_argument("llama_csv", type=Path)
+    r.add_argument("llama_csvs", type=Path, nargs="+")
     args = ap.parse_args(argv)
     if args.cmd == "ours":
         return run_ours(args.types.split(","))
-    return report(args.ours_json, args.ours_csv, args.llama_csv)
+    return report(args.ours_json, args.ours_csv, args.llama_csvs)
 
 
 if __name__ == "__main__":
