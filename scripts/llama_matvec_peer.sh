@@ -26,6 +26,9 @@ for t in q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs; do
     "$tbo" perf -o MUL_MAT -b CUDA0 -p "type_a=$t,type_b=f32,m=14336,n=1,k=4096," \
     > "$OUT/llama-$t.log" 2>&1
 done
-TRACEKIT_CACHE=$OUT/cache "${NCU[@]}" -k 'regex:^(mmvq|quantize_q8|matvec)' \
+TRACEKIT_CACHE=/tmp/tk-peer-cache "${NCU[@]}" -k 'regex:^(mmvq|quantize_q8|matvec)' \
   --log-file "$OUT/ours.csv" python3 scripts/matvec_peer.py ours > "$OUT/ours.json"
-python3 scripts/matvec_peer.py report "$OUT/ours.json" "$OUT/ours.csv" "$OUT"/llama-*.csv
+python3 scripts/matvec_peer.py report "$OUT/ours.json" "$OUT/ours.csv" "$OUT"/llama-*.csv \
+  | tee "$OUT/peer.md"
+# the raw files in one archive (a device call brings back only a few files)
+(cd "$OUT" && tar czf raw.tgz ./*.csv ./*.log ours.json && rm ./*.csv ./*.log ours.json)

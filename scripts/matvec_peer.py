@@ -94,7 +94,7 @@ def llama_times(rows: list[tuple[str, float]]) -> dict[str, float]:
         if "quantize_q8_1" in name:
             pending += t
             continue
-        m = re.search(r"mul_mat_vec_q<\(ggml_type\)(\d+)", name)
+        m = re.search(r"mul_mat_vec_q<(?:\(ggml_type\))?(\d+)", name)
         if not m:
             raise ValueError(f"cannot tell the type of llama.cpp's kernel {name[:120]!r}")
         qname = GGML_TYPE.get(int(m.group(1)))

@@ -42,9 +42,13 @@ def test_llama_pairs_quantize_with_its_matvec(tmp_path, peer) -> None:
             ("void quantize_q8_1(const float *, void *, long)", 1100),
             ("void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *)", 17000),
             ("void quantize_q8_1(const float *, void *, long)", 1200),
-            ("void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *)", 18000)]  # fmt: skip
+            ("void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *)", 18000),
+            # ncu 2026's demangling (H100, 14:38 UTC): the enum as a bare number
+            ("quantize_q8_1(const float *, void *, long, long, long, long, int)", 3550),
+            ("void mul_mat_vec_q<20, 1, 0, 0, 0>(const void *, const void *)", 19390)]  # fmt: skip
     got = peer.llama_times(peer.ncu_rows(_csv(tmp_path, rows), peer.LLAMA))
-    assert got == pytest.approx({"Q4_0": 17e-6, "Q4_K": 18.1e-6})  # Q4_K's first node
+    # Q4_K's first node
+    assert got == pytest.approx({"Q4_0": 17e-6, "Q4_K": 18.1e-6, "IQ4_NL": 22.94e-6})
     bad = _csv(tmp_path, [("void mul_mat_vec_f<float>(const float *)", 5)], "b.csv")
     with pytest.raises(ValueError, match="cannot tell the type"):
         peer.llama_times(peer.ncu_rows(bad, peer.LLAMA))

@@ -770,12 +770,18 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     extern __shared__ int4 mmvq_smem[];
     const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
-    // fill groups (MMVQ_ST_WARP_FILLS): group g is warps z of [g gz, (g + 1) gz), its share of
-    // a tile the rows [g grows, (g + 1) grows), in group_bytes of each stage; one group (the
-    // block) otherwise, the warps taking rows z, z + rb, ... of the tile
-    const int groups = MMVQ_ST_WARP_FILLS && MMVQ_ST_BULK && blockDim.y == 1 ? rb : 1;
-    const int g = threadIdx.z * groups / rb, gz = rb / groups, zi = threadIdx.z - g * gz;
-    const int grows = tile_rows / groups, group_bytes = stage_bytes / groups & ~15;
+    // fill groups (MMVQ_ST_WARP_FILLS): warp z is group g = z, its share of a tile the rows
+    // [g grows, (g + 1) grows), in group_bytes of each stage; else one group (the block), warp
+    // z taking rows z, z + rb, ... of the tile (gz warps a group, zi the warp's place in it)
+#if MMVQ_ST_WARP_FILLS
+    const int groups = MMVQ_ST_BULK && blockDim.y == 1 ? rb : 1;
+#else
+    constexpr int groups = 1;  // (the engine's build: the code as before the knob)
+#endif
+    const int g = groups == 1 ? 0 : threadIdx.z, gz = groups == 1 ? rb : 1;
+    const int zi = groups == 1 ? threadIdx.z : 0;
+    const int grows = tile_rows / groups;
+    const int group_bytes = groups == 1 ? stage_bytes : stage_bytes / groups & ~15;
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
         stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % rb ||
         tile_rows < rb || group_bytes < ((grows * row_bytes + 30) & ~(i64)15))
@@ -795,15 +801,17 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     // after it or (MMVQ_ST_FILLS_AT_ARRIVAL) once the first has arrived (every block's first
     // copies at once are served interleaved, so a block's first tile may arrive only as late as
     // its last: issued later, the later ones queue behind)
-    const auto share = [&](int tile) {  // the first byte of this group's share of the tile
+    const auto share = [&](int tile) -> i64 {  // the first byte of the group's share of the tile
+        if (groups == 1) return (i64)tile * tile_rows * row_bytes;
         return min(((i64)tile * tile_rows + (i64)g * grows) * row_bytes, total);
     };
     const auto fill = [&](int s, int tile) {  // stage s <- the group's rows, if the tile exists
         if (tile < tiles) {
             const i64 lo = share(tile);
-            stage_fill(stage0 + s * stage_bytes + g * group_bytes, raw, lo,
-                       min(lo + grows * row_bytes, total), total, &full[s * groups + g], issuer,
-                       tid, nthreads);
+            const i64 hi = groups == 1 ? min((i64)(tile + 1) * tile_rows * row_bytes, total)
+                                       : min(lo + grows * row_bytes, total);
+            stage_fill(stage0 + s * stage_bytes + g * group_bytes, raw, lo, hi, total,
+                       &full[s * groups + g], issuer, tid, nthreads);
         }
     };
     const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
