@@ -2,13 +2,16 @@
 
     PYTHONPATH=$PWD python3 scripts/mmvq_st_timeline.py [--types Q4_0,Q4_K] [--shape 14336x4096]
         [--config rows_per_block=2,rows_per_tile=2,blocks_per_sm=8] [--runs 5] [--x-hot]
-        [--json out.json]
+        [--evict read|write] [--json out.json]
 
 launch_fixed_cost.py fits a launch's own time as fixed + bytes / rate; this shows what the fixed
 part is made of. The kernels are built with MMVQ_ST_TIMELINE=1 (matvec.cu): thread 0 of each
 block notes on the global timer when the block entered, had x quantized, saw each of its tiles
 arrive in shared memory and had each computed, and when it left. Each run reads a weight not in
-L2 (a scratch buffer of twice the L2 is written between runs). Printed per run, in µs from the
+L2: a scratch buffer of twice the L2 is read between runs (``--evict read``, the default: L2
+holds clean lines, as bench_mmvq_staged.py's rotated weights leave it, so no miss waits on a
+write-back) or written (``--evict write``, as the timelines before 2026-12-07 15:00 UTC were
+measured: every miss first writes a dirty line back). Printed per run, in µs from the
 first block's entry: the last block's entry, x ready (median), the first tile's arrival
 (min/median/max over blocks), the last arrival, the end, a tile's compute (median) and a block's
 wait for its next tile after computing one (median/p90), and the stream: the tiles' bytes by the
@@ -123,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         "--x-hot", action="store_true",
         help="x written just before each launch (in L2, as the engine's previous node leaves it)",
     )  # fmt: skip
+    ap.add_argument(
+        "--evict", choices=("read", "write"), default="read",
+        help="how the weight leaves L2 between runs: a scratch buffer of 2x the L2 read (clean "
+        "lines) or written (dirty lines, each miss waits on a write-back)",
+    )  # fmt: skip
     ap.add_argument("--bin-us", type=float, default=0.5)
     ap.add_argument("--json", help="write the runs' phases here")
     args = ap.parse_args(argv)
@@ -140,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     ceilings = measure_ceilings("cupy")
     copy_bps = ceilings["copy_bandwidth_Bps"]
     l2 = int(cp.cuda.Device().attributes.get("L2CacheSize", 64 << 20))
-    scratch = cp.empty(2 * l2, cp.uint8)
+    scratch = cp.zeros(2 * l2, cp.uint8)
     streams = ", ".join(f"{key} {ceilings.get(key, 0) / 1e9:.0f} GB/s" for key in BANDWIDTH_KEYS)
-    print(f"ceilings: {streams}; {n}x{k}; config {config or 'default'}")
+    print(f"ceilings: {streams}; {n}x{k}; config {config or 'default'}; L2 evicted by "
+          f"{'writing' if args.evict == 'write' else 'reading'}")  # fmt: skip
     out_rows = []
     for name in args.types.split(","):
         qt = quant_type(name)
@@ -163,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         tl_dev = cp.ndarray((TL_BLOCKS, TL_EVENTS), cp.uint64, ptr)
         runs = []
         for _ in range(args.runs):
-            scratch.fill(1)  # the weight out of L2
+            if args.evict == "write":  # the weight out of L2
+                scratch.fill(1)
+            else:
+                int(scratch.max())  # (a read of every byte: L2 left clean)
             tl_dev.fill(0)
             if args.x_hot:
                 x *= 1.0  # (a write: x's 16 KB in L2)
