@@ -127,6 +127,16 @@ for spec in "$@"; do
     stbench) t python3 scripts/bench_mmvq_staged.py ${ST_ARGS:-} --json "$OUT/st.json" 2>&1 | tee "$OUT/st.log" | tail -45 ;;
     # mmvq_st's launch as ramp, stream and tail (MMVQ_ST_TIMELINE marks); TL_ARGS e.g. --config ...
     stline) t python3 scripts/mmvq_st_timeline.py ${TL_ARGS:-} --json "$OUT/tl.json" 2>&1 | tee "$OUT/tl.log" | tail -40 ;;
+    # the timeline with L2 emptied by a read (clean, as the bench leaves it) and by a write (as
+    # measured through 2026-12-07 14:30): does a miss's write-back make the ramp?
+    tlevict) for e in read write; do
+               echo "--- evict by $e"; TRACEKIT_CACHE=/tmp/tk-tl t python3 scripts/mmvq_st_timeline.py \
+                 --types ${TL_TYPES:-Q4_0,Q4_K} --runs 3 --x-hot --evict $e 2>&1 | grep -E "^Q|^ +[0-9] |median of"
+             done ;;
+    # every type's matvec node, tracekit's and llama.cpp's, under ncu (build/llama-src-tbo.tar.xz
+    # carried; test-backend-ops builds in about 4 min on 16 cores)
+    peer) t bash scripts/llama_matvec_peer.sh build/llama-src-tbo.tar.xz /root/llama-tbo 2>&1 \
+            | grep -v -i warn | tail -18 ;;
     # mmvq_st's prologue, three ways in one call (BENCHMARKS 2026-12-07 04:40: x ready 4.2 µs
     # after entry): as it is, x quantized 8 lanes a run, and that with x's loads before the
     # first copies; each: the timeline (x hot) and stbench's own times (PRO_TYPES)
