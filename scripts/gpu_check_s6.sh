@@ -133,6 +133,8 @@ for spec in "$@"; do
                echo "--- evict by $e"; TRACEKIT_CACHE=/tmp/tk-tl t python3 scripts/mmvq_st_timeline.py \
                  --types ${TL_TYPES:-Q4_0,Q4_K} --runs 3 --x-hot --evict $e 2>&1 | grep -E "^Q|^ +[0-9] |median of"
              done ;;
+    # a launch's first weight bytes: bulk copies against plain loads, by the bytes asked at once
+    firstbytes) t python3 scripts/first_bytes.py --runs 3 --json "$OUT/fb.json" 2>&1 | tee "$OUT/fb.log" | tail -9 ;;
     # every type's matvec node, tracekit's and llama.cpp's, under ncu (build/llama-src-tbo.tar.xz
     # carried; test-backend-ops builds in about 4 min on 16 cores)
     peer) t bash scripts/llama_matvec_peer.sh build/llama-src-tbo.tar.xz /root/llama-tbo 2>&1 \
