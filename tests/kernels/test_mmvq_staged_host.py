@@ -92,7 +92,7 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None, sms=1,
-                warp_fills=False):  # fmt: skip
+                warp_fills=False, first_direct=False):  # fmt: skip
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
@@ -111,9 +111,12 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block
     if bulk:
         so.bulk_copies.restype = so.bulk_bad.restype = ctypes.c_longlong
         assert so.bulk_bad() == 0, "a bulk copy left the weight or broke its 16-byte rules"
-        # one a tile and fill group (the block, or each warp with the warp fills)
+        # one a tile and fill group (the block, or each warp with the warp fills); none for a
+        # block's first tile where it is read directly (MMVQ_ST_FIRST_DIRECT)
         groups = matvec.staged_fill_groups(wpr, geo.block[2], warp_fills)
-        assert so.bulk_copies() - copies == -(-n // rows_per_tile) * groups
+        tiles = -(-n // rows_per_tile)
+        staged = tiles - min(tiles, geo.grid[0]) if first_direct else tiles
+        assert so.bulk_copies() - copies == staged * groups
     return out, geo
 
 
@@ -256,3 +259,32 @@ def test_warp_fills_stage_bytes() -> None:
         14336, 896, 1, qt, 132, smem, rows_per_tile=8, warps_per_row=2, warp_fills=True
     )
     assert geo.block == (32, 2, 4) and stage == matvec.mmvq_stage_bytes(8 * 504)
+
+
+@pytest.mark.parametrize("define", ["MMVQ_ST_FIRST_DIRECT=1",
+                                    "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_DIRECT_ITEMS=1",
+                                    "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_WARP_FILLS=1",
+                                    "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_X_FIRST=1 MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
+def test_a_first_tile_read_directly_gives_the_same_bits(tmp_path, define: str) -> None:
+    """MMVQ_ST_FIRST_DIRECT=1: a block's first tile comes from global memory, its warps' first
+    row's first items loaded at entry (all of a row at k = 160 or 768, or one with
+    MMVQ_ST_DIRECT_ITEMS=1, the rest from the loop), and the stages hold the block's later tiles.
+    Grids of 1 and 3 blocks (tiles wrapping the stage ring, and a block whose only tile is its
+    first), the warp fills, and the first-arrival fills: same bits as mmvq, copies only for the
+    tiles after a block's first."""
+    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
+    warp_fills = "WARP_FILLS" in define
+    so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
+    for qt in types:
+        k = 3 * qt.block_size if qt.block_size > 32 else 768
+        for nt, n, rows_per_tile, stages, rows_per_block, sms in (
+            (1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 2, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 5, 4, 2),
+        ):  # fmt: skip
+            raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
+            x = random_x(nt, k, seed=nt)
+            got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
+                                   rows_per_block, sms, warp_fills, first_direct=True)  # fmt: skip
+            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+            assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+            same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
+            assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()

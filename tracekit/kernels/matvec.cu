@@ -757,6 +757,24 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #define MMVQ_ST_WARP_FILLS 0
 #endif
 #define MMVQ_ST_MAX_GROUPS (MMVQ_ST_WARP_FILLS ? 8 : 1)
+// MMVQ_ST_FIRST_DIRECT 1: a block's first tile is not staged. Its warps read it from global
+// memory as mmvq does, the first MMVQ_ST_DIRECT_ITEMS items a lane of a warp's first row loaded
+// into registers at entry, before the copies and x, while the bulk copies bring the block's
+// next tiles: a launch's first bulk bytes arrive about 4 µs after entry however few are asked
+// for (BENCHMARKS.md, 2026-12-07 13:47), and mmvq's plain loads pay a smaller fixed cost.
+#ifndef MMVQ_ST_FIRST_DIRECT
+#define MMVQ_ST_FIRST_DIRECT 0
+#endif
+#ifndef MMVQ_ST_DIRECT_ITEMS
+#define MMVQ_ST_DIRECT_ITEMS 4  // at most; a type loads what a row of 4096 holds a lane, >= 1
+#endif
+// mmvq_st's launch bounds: with the items at entry, two resident blocks an SM (staged_geometry's)
+// cap its registers at 128
+#if MMVQ_ST_FIRST_DIRECT
+#define MMVQ_ST_BOUNDS __launch_bounds__(256, 2)
+#else
+#define MMVQ_ST_BOUNDS __launch_bounds__(256)
+#endif
 
 template <class T, int NT>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
@@ -814,7 +832,29 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                        &full[s * groups + g], issuer, tid, nthreads);
         }
     };
-    const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
+    // stage s first holds the block's (s + 1)-th tile where its first is read directly
+    constexpr int direct_tiles = MMVQ_ST_FIRST_DIRECT ? 1 : 0;
+    const auto first_fill = [&](int s) { fill(s, blockIdx.x + (s + direct_tiles) * gridDim.x); };
+#if MMVQ_ST_FIRST_DIRECT
+    // the first items of this warp's first row of the block's first tile, as mmvq loads them
+    constexpr int row_items = 128 * C::ITEMS / T::QK;  // a lane's items of a 4096-value row
+    constexpr int P = row_items < 1 ? 1 : row_items < MMVQ_ST_DIRECT_ITEMS ? row_items
+                                                                         : MMVQ_ST_DIRECT_ITEMS;
+    CodeItem<C::NG> it0[P][1];
+    {
+        const int lane0 = threadIdx.y * 32 + threadIdx.x, nb0 = k / T::QK;
+        const int sub0 = lane0 % C::ITEMS, bstep0 = 32 * blockDim.y / C::ITEMS;
+        const int row0 = blockIdx.x * tile_rows + g * grows + zi;
+        if ((int)blockIdx.x < tiles && zi < grows && row0 < n) {
+            const u8* w0 = raw + (i64)row0 * row_bytes;
+#pragma unroll
+            for (int j = 0; j < P; ++j) {
+                const int b = lane0 / C::ITEMS + j * bstep0;
+                if (b < nb0) mmvq_load<C>(w0 + b * T::TS, sub0, it0[j][0]);
+            }
+        }
+    }
+#endif
     const int runs = k >> 5;
     // (at least one goes early where the others wait for the first to arrive)
     const int early = min(stages, MMVQ_ST_FILLS_AT_ARRIVAL ? max(1, MMVQ_ST_EARLY_FILLS)
@@ -841,12 +881,16 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
-        const int s = use % stages;
-        stage_wait(&full[s * groups + g], (u32)(use / stages) & 1u);
+        // direct: the block's first tile, read from global memory (MMVQ_ST_FIRST_DIRECT); su:
+        // this tile's use of the stage ring
+        const bool direct = direct_tiles && use == 0;
+        const int su = use - direct_tiles, s = direct ? 0 : su % stages;
+        if (!direct) stage_wait(&full[s * groups + g], (u32)(su / stages) & 1u);
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
-        if (MMVQ_ST_FILLS_AT_ARRIVAL && use == 0)  // (no code in the engine's build)
+        if (MMVQ_ST_FILLS_AT_ARRIVAL && su == 0)  // (no code in the engine's build)
             for (int d = deferred; d < stages; ++d) first_fill(d);
-        const u8* st = stage0 + s * stage_bytes + g * group_bytes + (share(tile) & 15);
+        const u8* st = direct ? raw + share(tile)
+                              : stage0 + s * stage_bytes + g * group_bytes + (share(tile) & 15);
         for (int r = zi; r < grows; r += gz) {  // the same trip count for all warps
             const int row = tile * tile_rows + g * grows + r;
             float acc[NT];
@@ -855,7 +899,22 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             if (row < n) {
                 const u8* w = st + r * row_bytes;
                 int xo = xb0;  // block bi's first run (x_block)
-                for (int bi = b0; bi < nb; bi += bstep * U, xo += xstep * U) {
+                int bi = b0;
+#if MMVQ_ST_FIRST_DIRECT
+                if (direct && r == zi) {  // the items loaded at entry, then on from w
+#pragma unroll
+                    for (int j = 0; j < P; ++j, bi += bstep, xo += xstep) {
+                        if (bi >= nb) break;
+#pragma unroll
+                        for (int t = 0; t < NT; ++t) {
+                            float sums[1];
+                            mmvq_dots<C, NG, 1>(it0[j], sxr + t * run_row_ints(k >> 5) + xo, sums);
+                            acc[t] += sums[0];
+                        }
+                    }
+                }
+#endif
+                for (; bi < nb; bi += bstep * U, xo += xstep * U) {
                     CodeItem<NG> it[U][1];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
@@ -884,13 +943,13 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         else
             __syncwarp();
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
-        fill(s, tile + stages * gridDim.x);
+        if (!direct) fill(s, tile + stages * gridDim.x);
     }
     MMVQ_TL_MARK(MMVQ_TL_EXIT);
 }
 
 #define MMVQ_ST_KERNEL(suffix, T, NT)                                                          \
-    extern "C" __global__ void __launch_bounds__(256)                                          \
+    extern "C" __global__ void MMVQ_ST_BOUNDS                                                  \
         mmvq_st_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,      \
                                  float* __restrict__ out, int n, int k, int ts, int qk,        \
                                  const float* __restrict__ bias, int stages, int stage_bytes,  \
