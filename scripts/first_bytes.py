@@ -64,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(256)
         u8* dst = reinterpret_cast<u8*>(fb_smem);
         for (int w = 0; w < waves; ++w)
             stage_fill(dst + w * span, raw, lo + w * span, lo + (w + 1) * span, total, &bars[w],
-                       tid == 0, tid, nthreads);
+                       tid, nthreads);
         stage_wait(&bars[0], 0);
         if (tid == 0) m[1] = globaltimer_ns();
         for (int w = 1; w < waves; ++w) stage_wait(&bars[w], 0);

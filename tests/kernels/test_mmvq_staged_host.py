@@ -92,13 +92,12 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None, sms=1,
-                warp_fills=False, first_direct=False):  # fmt: skip
+                first_direct=False):  # fmt: skip
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
         n, k, nt, qt, sms=sms, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
         stages=stages, blocks_per_sm=1, warps_per_row=wpr, rows_per_block=rows_per_block,
-        warp_fills=warp_fills,
     )  # fmt: skip
     assert dyn <= SMEM_INTS * 4 and st == stages and rpt == rows_per_tile
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
@@ -111,12 +110,11 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block
     if bulk:
         so.bulk_copies.restype = so.bulk_bad.restype = ctypes.c_longlong
         assert so.bulk_bad() == 0, "a bulk copy left the weight or broke its 16-byte rules"
-        # one a tile and fill group (the block, or each warp with the warp fills); none for a
-        # block's first tile where it is read directly (MMVQ_ST_FIRST_DIRECT)
-        groups = matvec.staged_fill_groups(wpr, geo.block[2], warp_fills)
+        # one a tile; none for a block's first tile where it is read directly
+        # (MMVQ_ST_FIRST_DIRECT)
         tiles = -(-n // rows_per_tile)
         staged = tiles - min(tiles, geo.grid[0]) if first_direct else tiles
-        assert so.bulk_copies() - copies == staged * groups
+        assert so.bulk_copies() - copies == staged
     return out, geo
 
 
@@ -220,60 +218,17 @@ def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: 
             assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
 
 
-@pytest.mark.parametrize("define", ["MMVQ_ST_WARP_FILLS=1",
-                                    "MMVQ_ST_WARP_FILLS=1 MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
-def test_warp_fills_give_the_same_bits(tmp_path, define: str) -> None:
-    """MMVQ_ST_WARP_FILLS=1: each warp fills, waits on and refills its own share of a stage
-    (consecutive rows), with the stage's bytes staged_geometry gives it. Shares that end past
-    the matrix (37 rows: the last tile's), one and two rows a warp, 2 to 5 stages, and blocks of
-    two warps a row (one fill group: the block's own). Same bits as mmvq, every copy inside the
-    weight and on 16 bytes, one a tile and warp."""
-    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0")]
-    so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
-    for qt in types:
-        for nt, rows_per_tile, stages, wpr, rows_per_block in (
-            (1, 2, 2, 1, 2), (3, 4, 3, 1, 2), (1, 8, 5, 1, 8), (3, 16, 2, 1, 8), (1, 4, 2, 2, 4),
-        ):  # fmt: skip
-            n, k = 37, 3 * qt.block_size if qt.block_size > 32 else 160
-            raw = aligned(weight(qt, n, k, seed=5, tame=True)[0])
-            x = random_x(nt, k, seed=2)
-            got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, wpr,
-                                   rows_per_block, warp_fills=True)  # fmt: skip
-            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-            assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-            same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
-            assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
-
-
-def test_warp_fills_stage_bytes() -> None:
-    """A stage with warp fills holds each warp's share on its own 16-byte-rounded span; without,
-    or at two warps a row (one group), the tile's span."""
-    qt = next(t for t in QUANTIZED_TYPES if t.name == "Q4_0")
-    smem = 227 * 1024 - matvec.MMVQ_STATIC_SHARED
-    _, dyn, _, stage, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, warp_fills=True)
-    assert rpt == 8 and stage == 8 * matvec.mmvq_stage_bytes(2304)  # 8 rows of 2304 bytes
-    assert matvec.staged_geometry(14336, 4096, 1, qt, 132, smem)[3] == matvec.mmvq_stage_bytes(
-        8 * 2304
-    )
-    geo, _, _, stage, _ = matvec.staged_geometry(
-        14336, 896, 1, qt, 132, smem, rows_per_tile=8, warps_per_row=2, warp_fills=True
-    )
-    assert geo.block == (32, 2, 4) and stage == matvec.mmvq_stage_bytes(8 * 504)
-
-
 @pytest.mark.parametrize("define", ["MMVQ_ST_FIRST_DIRECT=1",
                                     "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_DIRECT_ITEMS=1",
-                                    "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_WARP_FILLS=1",
                                     "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_X_FIRST=1 MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
 def test_a_first_tile_read_directly_gives_the_same_bits(tmp_path, define: str) -> None:
     """MMVQ_ST_FIRST_DIRECT=1: a block's first tile comes from global memory, its warps' first
     row's first items loaded at entry (all of a row at k = 160 or 768, or one with
     MMVQ_ST_DIRECT_ITEMS=1, the rest from the loop), and the stages hold the block's later tiles.
-    Grids of 1 and 3 blocks (tiles wrapping the stage ring, and a block whose only tile is its
-    first), the warp fills, and the first-arrival fills: same bits as mmvq, copies only for the
-    tiles after a block's first."""
+    Grids of 1 to 3 blocks (tiles wrapping the stage ring, and a block whose only tile is its
+    first) and the first-arrival fills: same bits as mmvq, copies only for the tiles after a
+    block's first."""
     types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
-    warp_fills = "WARP_FILLS" in define
     so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
     for qt in types:
         k = 3 * qt.block_size if qt.block_size > 32 else 768
@@ -283,7 +238,7 @@ def test_a_first_tile_read_directly_gives_the_same_bits(tmp_path, define: str) -
             raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
             x = random_x(nt, k, seed=nt)
             got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
-                                   rows_per_block, sms, warp_fills, first_direct=True)  # fmt: skip
+                                   rows_per_block, sms, first_direct=True)  # fmt: skip
             want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
             assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
             same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])

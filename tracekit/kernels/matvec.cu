@@ -675,32 +675,24 @@ __device__ __forceinline__ void bulk_copy(u8* dst, const u8* src, u32 bytes, Sta
 #endif
 }
 
-// The bulk copy engine is there (sm_90; the host build's TK_HOST_BULK stands in for it).
-#if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
-#define MMVQ_ST_BULK 1
-#else
-#define MMVQ_ST_BULK 0
-#endif
-
 // The bytes [lo, hi) of the weight into dst (dst <- raw + lo16, lo16 = lo rounded down to 16:
 // the tile's first byte lands at dst + lo % 16). Called by every thread of the block (uniform):
-// the issuer (thread 0, or a fill group's first lane) issues one bulk copy of [lo16, min(hi
-// rounded up, total rounded down)) and copies the rest (< 16 bytes, the tensor's end) itself,
-// which the warps see after the barrier that always lies between a fill and its use (stages >=
-// 2); a device without the bulk copy (before sm_90) has all threads copy, then meet.
+// thread 0 issues one bulk copy of [lo16, min(hi rounded up, total rounded down)) and copies
+// the rest (< 16 bytes, the tensor's end) itself, which the warps see after the barrier that
+// always lies between a fill and its use (stages >= 2); a device without the bulk copy (before
+// sm_90) has all threads copy, then meet.
 __device__ __forceinline__ void stage_fill(u8* dst, const u8* __restrict__ raw, i64 lo, i64 hi,
-                                           i64 total, StageBarrier* bar, bool issuer, int tid,
-                                           int nthreads) {
+                                           i64 total, StageBarrier* bar, int tid, int nthreads) {
     const i64 lo16 = lo & ~(i64)15;
-#if MMVQ_ST_BULK
-    if (!issuer) return;
+#if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
+    if (tid != 0) return;
     const i64 bulk_end = min((hi + 15) & ~(i64)15, total & ~(i64)15);
     bulk_copy(dst, raw + lo16, bulk_end > lo16 ? (u32)(bulk_end - lo16) : 0u, bar);
     for (i64 i = max(bulk_end, lo16); i < hi; ++i) dst[i - lo16] = raw[i];
-    (void)tid, (void)nthreads;
+    (void)nthreads;
 #else
     for (i64 i = lo16 + tid; i < hi; i += nthreads) dst[i - lo16] = raw[i];
-    (void)total, (void)bar, (void)issuer;
+    (void)total, (void)bar;
     __syncthreads();
 #endif
 }
@@ -746,17 +738,6 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_FILLS_AT_ARRIVAL
 #define MMVQ_ST_FILLS_AT_ARRIVAL 0
 #endif
-// MMVQ_ST_WARP_FILLS 1: where a warp has a row to itself (blockDim.y == 1) and the copy engine
-// is there, each warp (a fill group) has its own share of a stage: a tile's rows split into
-// blockDim.z runs of consecutive rows, one bulk copy and one mbarrier a warp, and the warp
-// refills its share itself once it has computed it (a __syncwarp, no __syncthreads). A warp
-// starts on its first rows as soon as they are in, not when the block's whole tile is (a
-// launch's first tiles arrive together: the ramp), and no warp waits for the block's slowest.
-// The stage's bytes are matvec.py's staged_geometry's with its fill groups (its warp_fills).
-#ifndef MMVQ_ST_WARP_FILLS
-#define MMVQ_ST_WARP_FILLS 0
-#endif
-#define MMVQ_ST_MAX_GROUPS (MMVQ_ST_WARP_FILLS ? 8 : 1)
 // MMVQ_ST_FIRST_DIRECT 1: a block's first tile is not staged. Its warps read it from global
 // memory as mmvq does, the first MMVQ_ST_DIRECT_ITEMS items a lane of a warp's first row loaded
 // into registers at entry, before the copies and x, while the bulk copies bring the block's
@@ -784,53 +765,32 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     using C = Codes<T>;
     constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
     __shared__ float part[MV_MAX_WARPS][NT];
-    __shared__ StageBarrier full[MMVQ_MAX_STAGES * MMVQ_ST_MAX_GROUPS];
+    __shared__ StageBarrier full[MMVQ_MAX_STAGES];
     extern __shared__ int4 mmvq_smem[];
     const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
-    // fill groups (MMVQ_ST_WARP_FILLS): warp z is group g = z, its share of a tile the rows
-    // [g grows, (g + 1) grows), in group_bytes of each stage; else one group (the block), warp
-    // z taking rows z, z + rb, ... of the tile (gz warps a group, zi the warp's place in it)
-#if MMVQ_ST_WARP_FILLS
-    const int groups = MMVQ_ST_BULK && blockDim.y == 1 ? rb : 1;
-#else
-    constexpr int groups = 1;  // (the engine's build: the code as before the knob)
-#endif
-    const int g = groups == 1 ? 0 : threadIdx.z, gz = groups == 1 ? rb : 1;
-    const int zi = groups == 1 ? threadIdx.z : 0;
-    const int grows = tile_rows / groups;
-    const int group_bytes = groups == 1 ? stage_bytes : stage_bytes / groups & ~15;
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
         stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % rb ||
-        tile_rows < rb || group_bytes < ((grows * row_bytes + 30) & ~(i64)15))
+        tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15))
         __trap();
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
     u8* stage0 = reinterpret_cast<u8*>(mmvq_smem) + NT * run_row_ints(k >> 5) * 4;
     const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int nthreads = blockDim.x * blockDim.y * rb;
-    // the thread that issues its group's copies: thread 0 of the block or of the group
-    const bool issuer = groups == 1 ? tid == 0 : threadIdx.x == 0 && zi == 0;
     const int tiles = (n + tile_rows - 1) / tile_rows;
     MMVQ_TL_MARK(0);
     if (tid == 0)
-        for (int s = 0; s < stages * groups; ++s) stage_init(&full[s]);
+        for (int s = 0; s < stages; ++s) stage_init(&full[s]);
     __syncthreads();  // the barriers initialized before any copy completes on them
     // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is stored, the rest
     // after it or (MMVQ_ST_FILLS_AT_ARRIVAL) once the first has arrived (every block's first
     // copies at once are served interleaved, so a block's first tile may arrive only as late as
     // its last: issued later, the later ones queue behind)
-    const auto share = [&](int tile) -> i64 {  // the first byte of the group's share of the tile
-        if (groups == 1) return (i64)tile * tile_rows * row_bytes;
-        return min(((i64)tile * tile_rows + (i64)g * grows) * row_bytes, total);
-    };
-    const auto fill = [&](int s, int tile) {  // stage s <- the group's rows, if the tile exists
-        if (tile < tiles) {
-            const i64 lo = share(tile);
-            const i64 hi = groups == 1 ? min((i64)(tile + 1) * tile_rows * row_bytes, total)
-                                       : min(lo + grows * row_bytes, total);
-            stage_fill(stage0 + s * stage_bytes + g * group_bytes, raw, lo, hi, total,
-                       &full[s * groups + g], issuer, tid, nthreads);
-        }
+    const auto fill = [&](int s, int tile) {  // stage s <- the tile's rows, if it exists
+        if (tile < tiles)
+            stage_fill(stage0 + s * stage_bytes, raw, (i64)tile * tile_rows * row_bytes,
+                       min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
+                       nthreads);
     };
     // stage s first holds the block's (s + 1)-th tile where its first is read directly
     constexpr int direct_tiles = MMVQ_ST_FIRST_DIRECT ? 1 : 0;
@@ -844,8 +804,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     {
         const int lane0 = threadIdx.y * 32 + threadIdx.x, nb0 = k / T::QK;
         const int sub0 = lane0 % C::ITEMS, bstep0 = 32 * blockDim.y / C::ITEMS;
-        const int row0 = blockIdx.x * tile_rows + g * grows + zi;
-        if ((int)blockIdx.x < tiles && zi < grows && row0 < n) {
+        const int row0 = blockIdx.x * tile_rows + threadIdx.z;
+        if ((int)blockIdx.x < tiles && row0 < n) {
             const u8* w0 = raw + (i64)row0 * row_bytes;
 #pragma unroll
             for (int j = 0; j < P; ++j) {
@@ -885,14 +845,14 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         // this tile's use of the stage ring
         const bool direct = direct_tiles && use == 0;
         const int su = use - direct_tiles, s = direct ? 0 : su % stages;
-        if (!direct) stage_wait(&full[s * groups + g], (u32)(su / stages) & 1u);
+        if (!direct) stage_wait(&full[s], (u32)(su / stages) & 1u);
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
         if (MMVQ_ST_FILLS_AT_ARRIVAL && su == 0)  // (no code in the engine's build)
             for (int d = deferred; d < stages; ++d) first_fill(d);
-        const u8* st = direct ? raw + share(tile)
-                              : stage0 + s * stage_bytes + g * group_bytes + (share(tile) & 15);
-        for (int r = zi; r < grows; r += gz) {  // the same trip count for all warps
-            const int row = tile * tile_rows + g * grows + r;
+        const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
+        const u8* st = direct ? raw + tile_lo : stage0 + s * stage_bytes + (tile_lo & 15);
+        for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
+            const int row = tile * tile_rows + r;
             float acc[NT];
 #pragma unroll
             for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
@@ -901,7 +861,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 int xo = xb0;  // block bi's first run (x_block)
                 int bi = b0;
 #if MMVQ_ST_FIRST_DIRECT
-                if (direct && r == zi) {  // the items loaded at entry, then on from w
+                if (direct && r == threadIdx.z) {  // the items loaded at entry, then on from w
 #pragma unroll
                     for (int j = 0; j < P; ++j, bi += bstep, xo += xstep) {
                         if (bi >= nb) break;
@@ -937,11 +897,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             }
             write_row<NT>(acc, part, out, row, n, bias);
         }
-        // every warp of the group is done with its share of stage s: it may be refilled
-        if (groups == 1)
-            __syncthreads();
-        else
-            __syncwarp();
+        __syncthreads();  // every warp is done with stage s: it may be refilled
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
         if (!direct) fill(s, tile + stages * gridDim.x);
     }

@@ -411,15 +411,10 @@ def mmvq_shared_bytes(nt: int, k: int) -> int:
 
 #: mmvq_st (matvec.cu): at most this many tiles in flight a block (a barrier of 8 bytes each).
 STAGED_MAX_STAGES = 8
-#: matvec.cu's MMVQ_ST_WARP_FILLS knob, as this process's kernels compile (cuda.EXTRA_DEFINES):
-#: each warp of an mmvq_st block fills and waits on its own share of a stage (a fill group), so
-#: a stage holds a 16-byte-rounded span a warp (:func:`staged_stage_bytes`).
-STAGED_WARP_FILLS = "-DMMVQ_ST_WARP_FILLS=1" in cuda.EXTRA_DEFINES
 #: mmvq's static shared memory, at most: matvec.cu's ``part[MV_MAX_WARPS][NT]`` floats (NT <=
-#: MAX_NT), LaunchStamp's exit counter (stamp.cuh's STAMP_COMPACT=0 knob), aligned, and
-#: mmvq_st's stage barriers (one a stage, or one a stage and warp with the warp fills): the
+#: MAX_NT), LaunchStamp's exit counter (stamp.cuh's STAMP_COMPACT=0 knob), aligned, and mmvq_st's stage barriers: the
 #: dynamic part may use the opt-in limit less this.
-MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16 + 8 * STAGED_MAX_STAGES * (8 if STAGED_WARP_FILLS else 1)
+MMVQ_STATIC_SHARED = 8 * MAX_NT * 4 + 16 + 8 * STAGED_MAX_STAGES
 
 
 @functools.cache
@@ -688,18 +683,6 @@ STAGED_STAGES = 2
 STAGED_BLOCKS_PER_SM = 2
 
 
-def staged_stage_bytes(rows_per_tile: int, row_bytes: int, groups: int = 1) -> int:
-    """A stage of mmvq_st: ``groups`` equal shares of a tile (matvec.cu's fill groups), each
-    its own 16-byte-rounded span (:func:`mmvq_stage_bytes`)."""
-    return groups * mmvq_stage_bytes(rows_per_tile // groups * row_bytes)
-
-
-def staged_fill_groups(warps_per_row: int, rows_per_block: int, warp_fills: bool) -> int:
-    """matvec.cu's fill groups of an mmvq_st block: one a warp with the warp fills where a warp
-    has a row to itself (``warps_per_row`` 1), else one (the block)."""
-    return rows_per_block if warp_fills and warps_per_row == 1 else 1
-
-
 def staged_geometry(
     n: int,
     k: int,
@@ -712,14 +695,13 @@ def staged_geometry(
     blocks_per_sm: int = STAGED_BLOCKS_PER_SM,
     warps_per_row: int = 1,
     rows_per_block: int | None = None,
-    warp_fills: bool = STAGED_WARP_FILLS,
 ) -> tuple[Geometry, int, int, int, int]:
     """mmvq_st's launch: block = (32, W, R) (``warps_per_row`` W, ``rows_per_block`` R; None:
     8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R; None: the most that fit
     :data:`STAGED_TILE_BYTES`, at least R), grid = at most ``blocks_per_sm`` blocks on each
     of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in flight a block (None:
-    :data:`STAGED_STAGES`), ``warp_fills`` as the kernel was built (MMVQ_ST_WARP_FILLS).
-    Returns (geometry, dynamic shared bytes, stages, stage bytes, rows per tile).
+    :data:`STAGED_STAGES`). Returns (geometry, dynamic shared bytes, stages, stage bytes, rows
+    per tile).
 
     Raises:
         KernelInputError: the stages and x do not fit a block's shared memory.
@@ -742,9 +724,7 @@ def staged_geometry(
             f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {rb} "
             f"(the block's rows)"
         )
-    stage = staged_stage_bytes(
-        rows_per_tile, row_bytes, staged_fill_groups(warps_per_row, rb, warp_fills)
-    )
+    stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
     stages = STAGED_STAGES if stages is None else stages
     most = min(STAGED_MAX_STAGES, budget // stage)
     if not 2 <= stages <= most:
@@ -777,8 +757,7 @@ def _launch_staged(
 
     def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
         rb = rows_per_block or 8 // w
-        stage = staged_stage_bytes(rb, row_bytes, staged_fill_groups(w, rb, STAGED_WARP_FILLS))
-        return min(smem_max, _per_block_shared(bps)) - 2 * stage
+        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * row_bytes)
 
     # None: one warp a row unless a long row needs fewer rows a block-row for one token's x
     w = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= mmvq_shared_bytes(1, k)), 8)
