@@ -13,6 +13,14 @@ built_stbench() {
     --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
     $2 ${PRO_ARGS:-} --json "$OUT/$3-$tag${2// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
 }
+# mmvq_st's timeline (Q4_0, Q4_K unless TL_TYPES; x hot) built with the defines $1 (its own
+# kernel cache), extra arguments $2, under $OUT/$3-<defines>.json
+built_timeline() {
+  local tag; tag=$(echo "x$1" | tr -c 'A-Za-z0-9\n' _)
+  TRACEKIT_CUDA_DEFINES="$1" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/mmvq_st_timeline.py \
+    --types ${TL_TYPES:-Q4_0,Q4_K} --runs 3 --x-hot $2 --json "$OUT/$3-$tag.json" 2>&1 \
+    | grep -E "^Q|^ +[0-9] |median of"
+}
 model() { python3 -c "import sys; sys.path.insert(0, 'scripts'); from decode_speed import resolve; print(resolve('$1'))"; }
 for spec in "$@"; do
   stage=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
@@ -129,10 +137,7 @@ for spec in "$@"; do
     stline) t python3 scripts/mmvq_st_timeline.py ${TL_ARGS:-} --json "$OUT/tl.json" 2>&1 | tee "$OUT/tl.log" | tail -40 ;;
     # the timeline with L2 emptied by a read (clean, as the bench leaves it) and by a write (as
     # measured through 2026-12-07 14:30): does a miss's write-back make the ramp?
-    tlevict) for e in read write; do
-               echo "--- evict by $e"; TRACEKIT_CACHE=/tmp/tk-tl t python3 scripts/mmvq_st_timeline.py \
-                 --types ${TL_TYPES:-Q4_0,Q4_K} --runs 3 --x-hot --evict $e 2>&1 | grep -E "^Q|^ +[0-9] |median of"
-             done ;;
+    tlevict) for e in read write; do echo "--- evict by $e"; built_timeline "" "--evict $e" tl-$e; done ;;
     # a launch's first weight bytes: bulk copies against plain loads, by the bytes asked at once
     firstbytes) t python3 scripts/first_bytes.py --runs 3 --json "$OUT/fb.json" 2>&1 | tee "$OUT/fb.log" | tail -9 ;;
     # every type's matvec node, tracekit's and llama.cpp's, under ncu (build/llama-src-tbo.tar.xz
@@ -143,9 +148,7 @@ for spec in "$@"; do
     # after entry): as it is, x quantized 8 lanes a run, and that with x's loads before the
     # first copies; each: the timeline (x hot) and stbench's own times (PRO_TYPES)
     xprologue) for d in "" "-DMMVQ_X_LANES=1" "-DMMVQ_X_LANES=1 -DMMVQ_ST_X_FIRST=1"; do
-                 echo "--- TRACEKIT_CUDA_DEFINES='$d'"; tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _)
-                 TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/mmvq_st_timeline.py \
-                   --types Q4_0,Q4_K --runs 3 --x-hot --json "$OUT/tl-$tag.json" 2>&1 | grep -E "^Q|^ +[0-9] |median of"
+                 echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_timeline "$d" "" tl
                  built_stbench "$d" "" st
                done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty

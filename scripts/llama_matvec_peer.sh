@@ -10,14 +10,10 @@ cd "$(dirname "$0")/.."
 src=$1
 dest=${2:-/root/llama-tbo}
 OUT=${OUT:-$(mktemp -d)}
-tbo=$dest/llama.cpp/build/bin/test-backend-ops
-if [ ! -x "$tbo" ]; then
-  mkdir -p "$dest" && tar xJf "$src" -C "$dest"
-  cmake -S "$dest/llama.cpp" -B "$dest/llama.cpp/build" -DGGML_CUDA=ON -DGGML_CUDA_FA=OFF \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log"
-  cmake --build "$dest/llama.cpp/build" --target test-backend-ops -j"$(nproc)" > "$OUT/build.log"
-fi
+# (later -D options win: tests on, and no FlashAttention kernels: test-backend-ops' MUL_MAT
+# does not use them)
+tbo=$(TARGET=test-backend-ops CMAKE_EXTRA="-DLLAMA_BUILD_TESTS=ON -DGGML_CUDA_FA=OFF" \
+      bash scripts/build_llama_bench.sh "$src" "$dest")
 NCU=(ncu --clock-control none --cache-control all --metrics gpu__time_duration.sum --csv
      --page raw --print-units base --print-kernel-base demangled)
 # perf mode repeats a case many times: ncu profiles the first call's two launches (-c 2)

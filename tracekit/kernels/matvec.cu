@@ -801,7 +801,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     constexpr int P = row_items < 1 ? 1 : row_items < MMVQ_ST_DIRECT_ITEMS ? row_items
                                                                          : MMVQ_ST_DIRECT_ITEMS;
     CodeItem<C::NG> it0[P][1];
-    {
+    {  // (the loop's lane indices below, taken here before x; declared there, the engine's
+       // build compiles as before the knob, byte for byte: moved, its PTX changes)
         const int lane0 = threadIdx.y * 32 + threadIdx.x, nb0 = k / T::QK;
         const int sub0 = lane0 % C::ITEMS, bstep0 = 32 * blockDim.y / C::ITEMS;
         const int row0 = blockIdx.x * tile_rows + threadIdx.z;
