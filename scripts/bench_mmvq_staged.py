@@ -61,13 +61,20 @@ def main(argv: list[str] | None = None) -> int:
         "--stages", type=int, default=0,
         help="mmvq_st's default at this many stages (an A/B of matvec.STAGED_STAGES; 0: as declared)",
     )  # fmt: skip
+    ap.add_argument(
+        "--qx", action="store_true",
+        help="also time mmvq_st_qx (x quantized by its own launch, quantize_q8_n1, and copied "
+        "in): the node (both launches) and the kernel alone (x's runs made once, rewritten "
+        "before each call where --x-hot, as the quantize launch leaves them)",
+    )  # fmt: skip
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
     import cupy as cp
     import launch_fixed_cost
+    import numpy as np
 
-    from tracekit.kernels import matvec
+    from tracekit.kernels import cuda, matvec
     from tracekit.kernels.ceilings import gpu_own_times, gpu_times_queued, read_floor
     from tracekit.quants import QUANTIZED_TYPES, quant_type
 
@@ -95,6 +102,53 @@ def main(argv: list[str] | None = None) -> int:
     if args.x_hot:
         print("x hot: written before each call (the engine's previous node)", flush=True)
 
+    def time_qx(qt, n, k, x, out, raws, nbytes) -> dict:
+        """mmvq_st_qx at its default geometry: bits checked against the fused mmvq_st, then the
+        node's own time (quantize_q8 + mmvq_st_qx), the quantize launch's alone and the
+        kernel's alone, each as % of copy for the weight's bytes."""
+        fused, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), cp.empty_like(out),
+                                           staged=True, prequantize=False)  # fmt: skip
+        got, qrecs = matvec.launch_matvec(x, raws[0], qt, (n, k), cp.empty_like(out),
+                                          staged=True, prequantize=True)  # fmt: skip
+        if not (cp.asnumpy(got).view("u4") == cp.asnumpy(fused).view("u4")).all():
+            raise SystemExit(f"{qt.name} {n}x{k}: mmvq_st_qx differs from mmvq_st's bits")
+        xr = cp.empty((1, matvec.run_row_ints(k)), cp.int32)
+        mod = matvec._module(qt.suffix, matvec.STAGED_UNROLL, 0, staged=True)
+        qfn = mod.get_function("quantize_q8_n1")
+        qgeo = matvec.grid_1d(k // 32, 256)
+
+        def quantize(i):
+            if args.x_hot:
+                cp.multiply(x, 1.0, out=x)
+            cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
+
+        def node(i):
+            if args.x_hot:
+                cp.multiply(x, 1.0, out=x)
+            matvec.launch_matvec(x, raws[i % len(raws)], qt, (n, k), out, staged=True,
+                                 prequantize=True)  # fmt: skip
+
+        def kernel(i):
+            if args.x_hot:
+                cp.bitwise_or(xr, 0, out=xr)  # (not stamped: x's runs in L2, as just written)
+            matvec._launch_staged(x, raws[i % len(raws)], qt, (n, k), out, None, None, None,
+                                  None, None, None, qx=True, xr=xr)  # fmt: skip
+
+        quantize(0)
+        row = {"type": qt.name, "n": n, "k": k, "kind": "st_qx", "bytes": nbytes,
+               "kernels": [r.kernel for r in qrecs]}  # fmt: skip
+        for name, fn in (("st", lambda i: matvec.launch_matvec(
+                x, raws[i % len(raws)], qt, (n, k), out, staged=True, prequantize=False)),
+                ("node", node), ("kernel", kernel), ("quantize", quantize)):  # fmt: skip
+            o = own(fn)
+            row[f"{name}_own_us"] = o * 1e6
+            row[f"{name}_own_pct_copy"] = 100 * nbytes / o / copy_bps
+        print(f"{qt.name:6s} {n}x{k} mmvq_st_qx: own {row['st_own_pct_copy']:.1f}% (fused) / "
+              f"{row['node_own_pct_copy']:.1f}% (node) / {row['kernel_own_pct_copy']:.1f}% "
+              f"(kernel alone); quantize {row['quantize_own_us']:.2f} us", flush=True)  # fmt: skip
+        return row
+
+    qx_rows: list[dict] = []
     types = [quant_type(t) for t in args.types.split(",")] if args.types else list(QUANTIZED_TYPES)
     sweep = {quant_type(t).name for t in args.sweep.split(",") if t}
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -207,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                        "st" if c == configs[1] else "best")  # fmt: skip
                 if key not in best or s * 1e6 < best[key]["us"]:
                     best[key] = row
+            if args.qx:
+                qx_rows.append(time_qx(qt, n, k, x, out, raws, nbytes))
             del raws
             cp.get_default_memory_pool().free_all_blocks()
             engine = "st" if matvec.stages_weight(qt, n, k) else "mmvq"
@@ -231,6 +287,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{d['pct_copy']:.1f} / {d['own_pct_copy']:.1f} | {bs} | "
               f"{'mmvq_st' if engine == 'st' else 'mmvq'} {e:.1f} | {'yes' if e >= TARGET_PCT else 'no'} | "
               + (f"{u['pct_copy']:.1f} / {u['own_pct_copy']:.1f} ({u['unroll']}) |" if (u := best.get("unroll")) else "– |"))  # fmt: skip
+    if qx_rows:
+        print("\nmmvq_st_qx, own device time, % of copy: | type | n x k | mmvq_st (fused) | "
+              "quantize_q8 + mmvq_st_qx (node) | mmvq_st_qx alone | quantize_q8 us |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for r in qx_rows:
+            print(f"| {r['type']} | {r['n']}x{r['k']} | {r['st_own_pct_copy']:.1f} | "
+                  f"{r['node_own_pct_copy']:.1f} | {r['kernel_own_pct_copy']:.1f} | "
+                  f"{r['quantize_own_us']:.2f} |")  # fmt: skip
+    rows += qx_rows
     doc = {"copy_GBps": copy_bps / 1e9, "x_hot": args.x_hot, "rows": rows}
     fits = launch_fixed_cost.table(doc)  # shapes of one k at two sizes or more: fixed + rate
     if len(fits) > 2:

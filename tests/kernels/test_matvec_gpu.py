@@ -134,13 +134,15 @@ def test_mmvq_rows_per_warp_gives_the_same_bits(
     [(None, None, None, None, None), (1, 2, 8, 3, None), (4, 3, 2, 2, None),
      (16, 2, 1, 1, None), (8, 4, 1, 1, None), (2, 2, 1, 6, 2), (4, 2, 1, 4, 4)],
 )  # fmt: skip
+@pytest.mark.parametrize("qx", [False, True], ids=["fused", "qx"])
 def test_mmvq_staged_gives_mmvqs_bits(
-    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps, rb
+    cp, qt: QuantType, n: int, nt: int, rows_per_tile, stages, wpr, bps, rb, qx: bool
 ):
     """mmvq_st (tiles staged by the bulk-copy engine, the stage ring wrapping on a one-wave
     grid) computes mmvq's terms in mmvq's order: the fused mmvq's bits at the same warps per
     row, for weights whose rows and whole size fall off the 16-byte grid; poisoned outputs.
-    Blocks of 8 warps and of fewer (rb rows a block: 2 and 4)."""
+    Blocks of 8 warps and of fewer (rb rows a block: 2 and 4). qx: x quantized by its own
+    launch (quantize_q8_n<nt>) and bulk-copied in by mmvq_st_qx: the same bits."""
     k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}.get(n, 512)
     k = max(k // qt.block_size, 1) * qt.block_size
     raw, _ = weight(qt, n, k, seed=n + nt + 2, tame=True)
@@ -148,12 +150,14 @@ def test_mmvq_staged_gives_mmvqs_bits(
     w = cp.asarray(raw)
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, rows_per_tile=rows_per_tile,
-        stages=stages, wpr=wpr, blocks_per_sm=bps, rows_per_block=rb,
+        stages=stages, wpr=wpr, blocks_per_sm=bps, rows_per_block=rb, prequantize=qx,
     )  # fmt: skip
-    assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
-    assert recs[0].block[2] == (rb or 8 // recs[0].block[1])
-    assert recs[0].extra["path"] == "quant"
-    wpr = recs[0].block[1]
+    names = [f"quantize_q8_n{nt}", f"mmvq_st_qx_{qt.suffix}_n{nt}"] if qx else [
+        f"mmvq_st_{qt.suffix}_n{nt}"]  # fmt: skip
+    assert [r.kernel for r in recs] == names
+    assert recs[-1].block[2] == (rb or 8 // recs[-1].block[1])
+    assert all(r.extra["path"] == "quant" for r in recs)
+    wpr = recs[-1].block[1]
     same, _ = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=False, wpr=wpr
     )
@@ -166,16 +170,23 @@ def test_mmvq_staged_gives_mmvqs_bits(
     "qt", [quant_type(t) for t in ("Q8_0", "Q4_K", "Q6_K")], ids=lambda t: t.name
 )
 @pytest.mark.parametrize("k", [14336, 28672])
-def test_mmvq_staged_at_long_rows_and_many_tokens(cp, qt: QuantType, k: int):
+@pytest.mark.parametrize("qx", [False, True], ids=["fused", "qx"])
+def test_mmvq_staged_at_long_rows_and_many_tokens(cp, qt: QuantType, k: int, qx: bool):
     """8 tokens of long rows: x's runs (172 or 344 KB) and two stages of 8 rows do not fit a
     block's shared memory, so the launch takes fewer rows a block-row (more warps a row) and
     splits the tokens, each launch with at least two stages. mmvq's bits at the same warps a
-    row."""
+    row. qx: one quantize_q8 launch for all tokens, each mmvq_st_qx launch copying its own
+    tokens' runs."""
     n, nt = 300, 8
     raw, _ = weight(qt, n, k, seed=11, tame=True)
     x = cp.asarray(random_x(nt, k, seed=12))
     w = cp.asarray(raw)
-    got, recs = matvec.launch_matvec(x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True)
+    got, recs = matvec.launch_matvec(x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True,
+                                     prequantize=qx)  # fmt: skip
+    if qx:
+        assert recs[0].kernel == f"quantize_q8_n{nt}"
+        recs = recs[1:]
+        assert all(r.kernel.startswith("mmvq_st_qx_") for r in recs)
     assert len(recs) > 1 and all(r.extra["stages"] >= 2 for r in recs)
     assert len({r.block for r in recs}) == 1 and recs[0].block[1] > 1
     same, _ = matvec.launch_matvec(

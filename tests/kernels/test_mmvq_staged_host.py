@@ -32,10 +32,12 @@ SMEM_INTS = 1 << 16  # the test's dynamic shared array: 256 KB
 BULK = """
 #include <cstdint>
 static const unsigned char* g_lo; static const unsigned char* g_hi;
+static const unsigned char* g_xlo; static const unsigned char* g_xhi;  // mmvq_st_qx's x runs
 static long long g_copies, g_bad;
 inline void tk_host_bulk_copy(unsigned char* dst, const unsigned char* src, unsigned bytes) {
-    if (bytes % 16 || ((uintptr_t)src) % 16 || ((uintptr_t)dst) % 16 || src < g_lo ||
-        src + bytes > g_hi)
+    const bool in_w = src >= g_lo && src + bytes <= g_hi;
+    const bool in_x = src >= g_xlo && src + bytes <= g_xhi;
+    if (bytes % 16 || ((uintptr_t)src) % 16 || ((uintptr_t)dst) % 16 || !(in_w || in_x))
         ++g_bad;
     else
         std::memcpy(dst, src, bytes);
@@ -45,7 +47,9 @@ extern "C" long long bulk_copies() { return g_copies; }
 extern "C" long long bulk_bad() { return g_bad; }
 """
 RUNNER = """
+#include <algorithm>
 int4 mmvq_smem[SMEM_INT4S];
+alignas(16) static int g_xr[1 << 14];  // quantize_q8's runs for stq_*: gaps left poisoned
 static const unsigned char* g_raw; static const float* g_x;
 static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
 #define RUN(suffix, T, NT)                                                                     \\
@@ -58,6 +62,22 @@ static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
         tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
             mmvq_st<T, NT>(g_raw, g_x, g_out, g_n, g_k, T::TS, T::QK, nullptr, g_stages,       \\
                            g_stage_bytes, g_tile_rows);                                        \\
+        });                                                                                    \\
+    }                                                                                          \\
+    extern "C" void stq_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out, \\
+                                         int n, int k, unsigned gx, unsigned by, unsigned bz,  \\
+                                         int stages, int stage_bytes, int tile_rows) {         \\
+        g_raw = raw, g_x = x, g_out = out, g_n = n, g_k = k, g_stages = stages;                \\
+        g_stage_bytes = stage_bytes, g_tile_rows = tile_rows;                                  \\
+        std::fill(g_xr, g_xr + (1 << 14), 0x7F7F7F7F);                                         \\
+        tk_host::run_grid(dim3{1, 1, 1}, dim3{256, 1, 1}, [] {                                 \\
+            quantize_x_for<T>(g_x, NT, g_k, g_xr, threadIdx.x, 256);                           \\
+        });                                                                                    \\
+        BOUNDS(raw, n, k, T)                                                                   \\
+        XBOUNDS(NT * run_row_ints(k >> 5) * 4)                                                 \\
+        tk_host::run_grid(dim3{gx, 1, 1}, dim3{32, by, bz}, [] {                               \\
+            mmvq_st<T, NT, true>(g_raw, nullptr, g_out, g_n, g_k, T::TS, T::QK, nullptr,       \\
+                                 g_stages, g_stage_bytes, g_tile_rows, g_xr);                  \\
         });                                                                                    \\
     }                                                                                          \\
     extern "C" void mv_##suffix##_n##NT(const unsigned char* raw, const float* x, float* out,  \\
@@ -74,8 +94,9 @@ def _build(folder, bulk: bool, types=QUANTIZED_TYPES, defines: tuple[str, ...] =
     kernel = (KERNELS / "matvec.cu").read_text()
     bounds = (
         "#define BOUNDS(raw, n, k, T) g_lo = raw; g_hi = raw + (long long)n * (k / T::QK) * T::TS;"
+        "\n#define XBOUNDS(bytes) g_xlo = (const unsigned char*)g_xr; g_xhi = g_xlo + (bytes);"
         if bulk
-        else "#define BOUNDS(raw, n, k, T)"
+        else "#define BOUNDS(raw, n, k, T)\n#define XBOUNDS(bytes)"
     )
     src = [PREAMBLE, BULK if bulk else "", with_static_shared(kernel), bounds]
     src += [f"#define SMEM_INT4S {SMEM_INTS // 4}", RUNNER]
@@ -92,7 +113,7 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None, sms=1,
-                first_direct=False):  # fmt: skip
+                first_direct=False, qx=False):  # fmt: skip
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
@@ -103,7 +124,7 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
     ptr = ctypes.c_void_p
     copies = so.bulk_copies() if bulk else 0
-    getattr(so, f"st_{qt.suffix}_n{nt}")(
+    getattr(so, f"{'stq' if qx else 'st'}_{qt.suffix}_n{nt}")(
         ptr(raw.ctypes.data), ptr(x.ctypes.data), ptr(out.ctypes.data), n, k,
         geo.grid[0], geo.block[1], geo.block[2], st, stage, rpt,
     )  # fmt: skip
@@ -114,7 +135,7 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block
         # (MMVQ_ST_FIRST_DIRECT)
         tiles = -(-n // rows_per_tile)
         staged = tiles - min(tiles, geo.grid[0]) if first_direct else tiles
-        assert so.bulk_copies() - copies == staged
+        assert so.bulk_copies() - copies == staged + (geo.grid[0] if qx else 0)  # qx: x's
     return out, geo
 
 
@@ -153,6 +174,32 @@ def test_mmvq_st_on_the_host_matches_mmvq_bit_for_bit(
     assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
     same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
     assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+@pytest.mark.parametrize(
+    "n, nt, rows_per_tile, stages, wpr, rows_per_block, sms",
+    [(13, 3, 4, 3, 2, None, 1), (70, 1, 16, 2, 1, None, 1), (29, 3, 2, 4, 1, 2, 3)],
+)  # fmt: skip
+def test_mmvq_st_qx_copies_x_in_and_gives_the_fused_kernels_bits(
+    lib, qt: QuantType, n: int, nt: int, rows_per_tile: int, stages: int, wpr: int,
+    rows_per_block: int | None, sms: int,
+) -> None:  # fmt: skip
+    """mmvq_st_qx: x quantized first (quantize_x_for, quantize_q8_n<nt>'s body, into a buffer
+    whose gaps are poisoned), then one bulk copy a block brings its runs in (inside that buffer,
+    16-byte rules kept: the copy count is the tiles' plus one a block): the fused mmvq_st's bits
+    and mmvq's, for 1 and 3 tokens and grids of 1 and 3 blocks."""
+    k = 3 * qt.block_size if qt.block_size > 32 else 160
+    raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
+    x = random_x(nt, k, seed=nt + 7)
+    got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr, rows_per_block, sms,
+                           qx=True)  # fmt: skip
+    fused, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr, rows_per_block, sms)
+    assert got.view(np.uint32).tolist() == fused.view(np.uint32).tolist()
+    same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
+    assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
 
 
 def test_the_weights_last_bytes_come_by_plain_loads(lib) -> None:

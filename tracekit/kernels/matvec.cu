@@ -570,6 +570,17 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #ifndef MMVQ_MIN_BLOCKS
 #define MMVQ_MIN_BLOCKS 1
 #endif
+// x [NT, k] f32 -> its runs xr [NT][run_row_ints] in global memory for mmvq_qx_* and
+// mmvq_st_qx_*, in T's order (quantize_x_for), one thread per run of 32 values (grid:
+// matvec.py's grid_1d); a module holds one type's mmvq or mmvq_st (matvec.py), so one of these
+#define QUANTIZE_Q8_KERNEL(T, NT)                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
+        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
+                          unsigned long long* stamp) {                                         \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        quantize_x_for<T>(x, NT, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                 \
+                          gridDim.x * blockDim.x);                                             \
+    }
 #define MMVQ_KERNEL(suffix, T, NT)                                                             \
     extern "C" __global__ void __launch_bounds__(256, MMVQ_MIN_BLOCKS)                         \
         mmvq_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,         \
@@ -585,16 +596,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         const LaunchStamp launch_stamp(stamp);                                                \
         mmvq<T, NT, true>(raw, nullptr, xr, out, n, k, ts, qk, bias);                          \
     }                                                                                          \
-    /* x [NT, k] f32 -> its runs xr [NT][run_row_ints] in global memory for mmvq_qx_*, in     \
-       T's order (quantize_x_for), one thread per run of 32 values (grid: matvec.py's          \
-       quantize_geometry); a module holds one type's mmvq (matvec.py), so one of these */     \
-    extern "C" __global__ void __launch_bounds__(256)                                          \
-        quantize_q8_n##NT(const float* __restrict__ x, int k, int* xr,                         \
-                          unsigned long long* stamp) {                                         \
-        const LaunchStamp launch_stamp(stamp);                                                \
-        quantize_x_for<T>(x, NT, k, xr, blockIdx.x * blockDim.x + threadIdx.x,                 \
-                          gridDim.x * blockDim.x);                                             \
-    }
+    QUANTIZE_Q8_KERNEL(T, NT)
 
 #define MMVQ_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_KERNEL, suffix, T)
 
@@ -757,15 +759,21 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #define MMVQ_ST_BOUNDS __launch_bounds__(256)
 #endif
 
-template <class T, int NT>
+// QX: x comes quantized (quantize_q8_n<NT>'s runs, gxr, in T's order and sxr's layout): one
+// bulk copy brings it ahead of the first tiles, completing a barrier of its own, in place of
+// every block quantizing all of x itself (bulk_floor.py, 2026-12-07: with x's f32 loads queued
+// behind the first copies, x is ready only ~3.8 µs after entry, when the first tiles have long
+// arrived)
+template <class T, int NT, bool QX = false>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
                                         const float* __restrict__ bias, int stages,
-                                        int stage_bytes, int tile_rows) {
+                                        int stage_bytes, int tile_rows,
+                                        const int* __restrict__ gxr = nullptr) {
     using C = Codes<T>;
     constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
     __shared__ float part[MV_MAX_WARPS][NT];
-    __shared__ StageBarrier full[MMVQ_MAX_STAGES];
+    __shared__ StageBarrier full[MMVQ_MAX_STAGES + (QX ? 1 : 0)];  // (QX: x's the last)
     extern __shared__ int4 mmvq_smem[];
     const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
@@ -779,8 +787,11 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int nthreads = blockDim.x * blockDim.y * rb;
     const int tiles = (n + tile_rows - 1) / tile_rows;
     MMVQ_TL_MARK(0);
-    if (tid == 0)
+    StageBarrier* const x_in = &full[QX ? MMVQ_MAX_STAGES : 0];  // (QX only)
+    if (tid == 0) {
         for (int s = 0; s < stages; ++s) stage_init(&full[s]);
+        if (QX) stage_init(x_in);
+    }
     __syncthreads();  // the barriers initialized before any copy completes on them
     // the first tiles' copies: MMVQ_ST_EARLY_FILLS of them go out before x is stored, the rest
     // after it or (MMVQ_ST_FILLS_AT_ARRIVAL) once the first has arrived (every block's first
@@ -820,7 +831,17 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     // (at least one goes early where the others wait for the first to arrive)
     const int early = min(stages, MMVQ_ST_FILLS_AT_ARRIVAL ? max(1, MMVQ_ST_EARLY_FILLS)
                                                            : MMVQ_ST_EARLY_FILLS);
-    if (MMVQ_ST_X_FIRST && NT * runs <= nthreads) {
+    if (QX) {
+        const u32 xbytes = (u32)(NT * run_row_ints(runs) * 4);  // a multiple of 16 (RUN_GAP)
+#if __CUDA_ARCH__ >= 900 || defined(TK_HOST_BULK)
+        if (tid == 0)
+            bulk_copy(reinterpret_cast<u8*>(sxr), reinterpret_cast<const u8*>(gxr), xbytes,
+                      x_in);
+#else
+        for (u32 i = tid; i < xbytes / 4; i += nthreads) sxr[i] = gxr[i];
+#endif
+        for (int s = 0; s < early; ++s) first_fill(s);
+    } else if (MMVQ_ST_X_FIRST && NT * runs <= nthreads) {
         // a run of x a thread at most: its loads go out before the copies (behind them, they
         // wait for them), then it is quantized while the tiles arrive
         const int t = tid / runs, r = tid - t * runs;
@@ -835,6 +856,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int deferred = MMVQ_ST_FILLS_AT_ARRIVAL ? early : stages;  // at the first arrival
     for (int s = early; s < deferred; ++s) first_fill(s);
     __syncthreads();
+    if (QX) stage_wait(x_in, 0);  // x's runs in
     MMVQ_TL_MARK(1);
     const int lane = threadIdx.x, lanes = 32 * blockDim.y, nb = k / T::QK;
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
@@ -913,5 +935,16 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                                  int tile_rows, unsigned long long* stamp) {                   \
         const LaunchStamp launch_stamp(stamp);                                                \
         mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes, tile_rows);       \
-    }
+    }                                                                                          \
+    extern "C" __global__ void MMVQ_ST_BOUNDS                                                  \
+        mmvq_st_qx_##suffix##_n##NT(const u8* __restrict__ raw, const int* __restrict__ xr,    \
+                                    float* __restrict__ out, int n, int k, int ts, int qk,     \
+                                    const float* __restrict__ bias, int stages,                \
+                                    int stage_bytes, int tile_rows,                            \
+                                    unsigned long long* stamp) {                               \
+        const LaunchStamp launch_stamp(stamp);                                                \
+        mmvq_st<T, NT, true>(raw, nullptr, out, n, k, ts, qk, bias, stages, stage_bytes,       \
+                             tile_rows, xr);                                                   \
+    }                                                                                          \
+    QUANTIZE_Q8_KERNEL(T, NT)
 #define MMVQ_ST_KERNELS(suffix, T) FOR_EACH_NT(MMVQ_ST_KERNEL, suffix, T)

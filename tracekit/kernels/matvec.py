@@ -77,9 +77,10 @@ def qx_kernel_name(qt: QuantType, nt: int) -> str:
     return f"mmvq_qx_{qt.suffix}_n{nt}"
 
 
-def staged_kernel_name(qt: QuantType, nt: int) -> str:
-    """mmvq's variant whose weight tiles the bulk-copy engine stages in shared memory."""
-    return f"mmvq_st_{qt.suffix}_n{nt}"
+def staged_kernel_name(qt: QuantType, nt: int, qx: bool = False) -> str:
+    """mmvq's variant whose weight tiles the bulk-copy engine stages in shared memory (``qx``:
+    the one that copies x's runs in, quantized by ``quantize_q8_n<nt>``)."""
+    return f"mmvq_st_{'qx_' if qx else ''}{qt.suffix}_n{nt}"
 
 
 def kernel_names() -> frozenset[str]:
@@ -87,7 +88,8 @@ def kernel_names() -> frozenset[str]:
     nts = range(1, MAX_NT + 1)
     names = {kernel_name(qt, nt) for qt in QUANT_TABLE.values() for nt in nts}
     names |= {qx_kernel_name(qt, nt) for qt in QUANTIZED_TYPES for nt in nts}
-    names |= {staged_kernel_name(qt, nt) for qt in QUANTIZED_TYPES for nt in nts}
+    names |= {staged_kernel_name(qt, nt, qx) for qt in QUANTIZED_TYPES for nt in nts
+              for qx in (False, True)}  # fmt: skip
     return frozenset(names | {f"quantize_q8_n{nt}" for nt in nts})
 
 
@@ -622,7 +624,7 @@ def launch_matvec(
     if stages_weight(qt, n, k, staged):
         return o, _launch_staged(
             x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr,
-            rows_per_block,
+            rows_per_block, qx=staged_prequantizes(prequantize),
         )  # fmt: skip
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
@@ -740,13 +742,30 @@ def staged_geometry(
     return geo, xbytes + stages * stage, stages, stage, rows_per_tile
 
 
+#: mmvq_st with x quantized by its own launch (quantize_q8_n<nt> + mmvq_st_qx_*) unless a
+#: launch says (``prequantize``); False: the fused mmvq_st, as measured until 2026-12-07.
+STAGED_PREQUANTIZE = False
+
+
+def staged_prequantizes(prequantize: bool | None = None) -> bool:
+    """Whether a staged weight's node runs quantize_q8 + mmvq_st_qx (two launches):
+    ``prequantize`` when given, else :data:`STAGED_PREQUANTIZE`."""
+    return STAGED_PREQUANTIZE if prequantize is None else prequantize
+
+
 def _launch_staged(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
     rows_per_tile: int | None, stages: int | None, blocks_per_sm: int | None,
-    unroll: int | None, wpr: int | None, rows_per_block: int | None = None,
+    unroll: int | None, wpr: int | None, rows_per_block: int | None = None, qx: bool = False,
+    xr: Any = None,
 ) -> list[LaunchRecord]:  # fmt: skip
     """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages
-    (two of one block-row each)."""
+    (two of one block-row each); ``qx``: quantize_q8_n<nt> first (all tokens, one launch),
+    then mmvq_st_qx_<suffix>_n<nt> per group, each copying its tokens' runs in (``xr``: those
+    runs already made, int32 [nt, run_row_ints(k)], and no quantize launch: the benchmark's
+    time of the kernel alone)."""
+    import cupy
+
     n, k = shape
     nt = int(x.shape[0])
     sms, smem_max = _device_limits()
@@ -764,18 +783,29 @@ def _launch_staged(
     per_launch = max(1, min(nt, room(w) // max(1, mmvq_shared_bytes(1, k))))
     mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True)
     recs = []
+    if qx and xr is None:
+        xr = cupy.empty((nt, run_row_ints(k)), cupy.int32)  # the quantized runs
+        qgeo = grid_1d(nt * (k // 32), 256)
+        cuda.launch(mod.get_function(f"quantize_q8_n{nt}"), qgeo.grid, qgeo.block,
+                    (x, np.int32(k), xr, cuda.NO_STAMP))  # fmt: skip
+        recs.append(LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x],
+                                    bytes_written=run_bytes(nt, k), flops=3 * nt * k, path=PATH,
+                                    math_path=MATH_FLOAT))  # fmt: skip
     for t0 in range(0, nt, per_launch):
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
         geo, smem, st, stage, rpt = staged_geometry(
             n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, rows_per_block
         )
-        fn = mod.get_function(staged_kernel_name(qt, t1 - t0))
+        name = staged_kernel_name(qt, t1 - t0, qx)
+        fn = mod.get_function(name)
         cuda.allow_dynamic_shared(fn, smem)
-        args = (raw, xs, os_, np.int32(n), np.int32(k), np.int32(ts), np.int32(qk), b,
-                np.int32(st), np.int32(stage), np.int32(rpt), cuda.NO_STAMP)  # fmt: skip
+        args = (raw, xr[t0:t1] if qx else xs, os_, np.int32(n), np.int32(k), np.int32(ts),
+                np.int32(qk), b, np.int32(st), np.int32(stage), np.int32(rpt), cuda.NO_STAMP)  # fmt: skip
         cuda.launch(fn, geo.grid, geo.block, args, shared_mem=smem)
-        recs.append(_record(staged_kernel_name(qt, t1 - t0), geo, raw, xs, os_, MATH_MMVQ, bias,
+        # (qx: the bulk copy reads a token's runs with their gaps, mmvq_shared_bytes)
+        recs.append(_record(name, geo, raw, xs, os_, MATH_MMVQ, bias,
+                            x_bytes=mmvq_shared_bytes(t1 - t0, k) if qx else None,
                             shared_bytes=smem, stages=st, rows_per_tile=rpt))  # fmt: skip
     return recs
 
