@@ -129,8 +129,8 @@ def test_matvec_gates_the_weight_bytes() -> None:
 def test_every_matvec_kernel_can_carry_a_node_stamp() -> None:
     names = matvec.kernel_names()
     quantized = sum(t.is_quantized for t in QUANT_TABLE.values())
-    # mmvq, matvec per type; mmvq_qx and mmvq_st per quantized type; quantize_q8
-    assert len(names) == (len(QUANT_TABLE) + 2 * quantized + 1) * matvec.MAX_NT
+    # mmvq, matvec per type; mmvq_qx, mmvq_st and mmvq_st_qx per quantized type; quantize_q8
+    assert len(names) == (len(QUANT_TABLE) + 3 * quantized + 1) * matvec.MAX_NT
     assert names <= cuda.STAMPED
 
 
