@@ -86,20 +86,12 @@ def test_the_kernel_on_the_host_reads_every_word_once(bf, tmp_path, stages: int)
 def test_the_script_runs_on_the_gpu(tmp_path) -> None:
     pytest.importorskip("cupy")
     import json
-    import os
-    import subprocess
-    import sys
 
-    from tests.scripts import SCRIPTS
+    from tests.scripts import run_script
 
-    path = os.pathsep.join(p for p in (str(SCRIPTS.parent), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, TRACEKIT_CACHE=str(tmp_path))
     out = tmp_path / "bf.json"
-    got = subprocess.run(
-        [sys.executable, str(SCRIPTS / "bulk_floor.py"), "--tiles", "18432", "--stages", "2",
-         "--blocks-per-sm", "2", "--spin-ns-per-kb", "0,47", "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+    got = run_script("bulk_floor", ["--tiles", "18432", "--stages", "2", "--blocks-per-sm", "2",
+                                    "--spin-ns-per-kb", "0,47", "--json", str(out)], tmp_path)  # fmt: skip
     assert got.returncode == 0, got.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
     assert [r["spin_ns_per_kb"] for r in rows] == [0, 47]

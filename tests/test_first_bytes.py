@@ -91,20 +91,12 @@ def test_the_kernel_on_the_host_reads_every_byte_it_asks_for(fb, tmp_path, bulk:
 def test_the_script_runs_on_the_gpu(tmp_path) -> None:
     pytest.importorskip("cupy")
     import json
-    import os
-    import subprocess
-    import sys
 
-    from tests.scripts import SCRIPTS
+    from tests.scripts import run_script
 
-    path = os.pathsep.join(p for p in (str(SCRIPTS.parent), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, TRACEKIT_CACHE=str(tmp_path))
     out = tmp_path / "fb.json"
-    got = subprocess.run(
-        [sys.executable, str(SCRIPTS / "first_bytes.py"), "--cases", "bulk:18432x2,loads:2304x1",
-         "--runs", "2", "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+    got = run_script("first_bytes", ["--cases", "bulk:18432x2,loads:2304x1", "--runs", "2",
+                                     "--json", str(out)], tmp_path)  # fmt: skip
     assert got.returncode == 0, got.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert [(r["mode"], r["span"], r["waves"]) for r in rows] == [("bulk", 18432, 2),

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.scripts import SCRIPTS, load_script
+from tests.scripts import load_script, run_script
 
 
 @pytest.fixture(scope="module")
@@ -106,17 +102,8 @@ def test_the_instrumented_kernel_on_the_host_notes_what_the_script_reads(tl_mod,
 @pytest.mark.gpu
 def test_the_instrumented_kernel_notes_every_event_in_order(tmp_path):
     pytest.importorskip("cupy")
-    # this checkout first, then what the run had (a GPU host's wheels live on its PYTHONPATH)
-    path = os.pathsep.join(
-        p for p in (str(Path(SCRIPTS).parent), os.environ.get("PYTHONPATH")) if p
-    )
-    # its own cache: ceilings measured beside other tests' launches stay out of the shared one
-    env = dict(os.environ, PYTHONPATH=path, TRACEKIT_CACHE=str(tmp_path))
     for config in ("", "rows_per_block=2,rows_per_tile=2,blocks_per_sm=8,stages=3"):
-        got = subprocess.run(
-            [sys.executable, str(SCRIPTS / "mmvq_st_timeline.py"), "--types", "Q4_0,Q6_K",
-             "--shape", "4100x4096", "--runs", "2", "--config", config],
-            capture_output=True, text=True, env=env, timeout=300,
-        )  # fmt: skip
+        got = run_script("mmvq_st_timeline", ["--types", "Q4_0,Q6_K", "--shape", "4100x4096",
+                                              "--runs", "2", "--config", config], tmp_path)  # fmt: skip
         assert got.returncode == 0, got.stderr[-3000:]
         assert got.stdout.count("median of runs") == 2
