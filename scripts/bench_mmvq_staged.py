@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("node", node), ("kernel", kernel), ("quantize", quantize)):  # fmt: skip
             o = own(fn)
             row[f"{name}_own_us"] = o * 1e6
-            row[f"{name}_own_pct_copy"] = 100 * nbytes / o / copy_bps
+            if name != "quantize":  # (x's launch reads no weight: no % of copy)
+                row[f"{name}_own_pct_copy"] = 100 * nbytes / o / copy_bps
         print(f"{qt.name:6s} {n}x{k} mmvq_st_qx: own {row['st_own_pct_copy']:.1f}% (fused) / "
               f"{row['node_own_pct_copy']:.1f}% (node) / {row['kernel_own_pct_copy']:.1f}% "
               f"(kernel alone); quantize {row['quantize_own_us']:.2f} us", flush=True)  # fmt: skip

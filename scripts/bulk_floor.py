@@ -5,15 +5,14 @@ wait standing in for its dot products). (issue 13: mmvq_st reaches 72-81% of cop
 can reach 85%, and at which geometry, before any kernel is tuned toward it.)
 
     PYTHONPATH=$PWD python3 scripts/bulk_floor.py [--bytes 33030144] [--tiles 9216,18432,36864]
-        [--stages 2,3,4] [--blocks-per-sm 1,2,3] [--spin-ns-per-kb 0,47] [--json out.json]
+        [--stages 2,3,4] [--blocks-per-sm 1,2,3] [--spin-ns-per-kb 0,12,24,47] [--json out.json]
 
 Kernel ``read_bulk`` (appended to matvec.cu: its StageBarrier, stage_fill and stage_wait): tiles
 of ``tile`` bytes grid-strided over the blocks (tile j: block j mod grid), ``stages`` of them in
 flight a block, each one bulk copy completing its stage's mbarrier; a block waits for its next
 tile, XORs its words (every thread), spins on the SM's clock for ``spin-ns-per-kb`` ns a KB of the
 tile at the device's clock rate (the stand-in for a tile's compute: mmvq_st computes an 18 KB
-Q4_0 tile in ~0.86 µs, ~47 ns a KB; the first run's spin on the global timer took ~1.5 µs a tile
-at one block an SM when 0.85 µs was asked, at 2, 3 and 4 stages alike), meets, and refills
+Q4_0 tile in ~0.86 µs, ~47 ns a KB, by its timeline), meets, and refills
 the stage with its tile ``stages`` tiles on. Every configuration's XOR is checked against
 ceilings.read_stream_reference before it is timed. Timed as bench_mmvq_staged.py times mmvq_st:
 own device time (ceilings.gpu_own_times, LaunchStamp), copies of the bytes rotated past 3x the
@@ -67,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(256)
             a ^= v.x ^ v.y ^ v.z ^ v.w;
         }
 #if __CUDA_ARCH__
-        if (spin_cycles > 0) {  // (the SM's clock, not the global timer: see the docstring)
+        if (spin_cycles > 0) {
             const long long until = clock64() + spin_cycles;
             while (clock64() < until) {
             }
@@ -131,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiles", default="9216,18432,36864")
     ap.add_argument("--stages", default="2,3,4")
     ap.add_argument("--blocks-per-sm", default="1,2,3")
-    ap.add_argument("--spin-ns-per-kb", default="0,47")
+    ap.add_argument("--spin-ns-per-kb", default="0,12,24,47")
     ap.add_argument("--json", help="write every configuration's time here")
     args = ap.parse_args(argv)
     if args.bytes <= 0 or args.bytes % 16:

@@ -761,9 +761,9 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 
 // QX: x comes quantized (quantize_q8_n<NT>'s runs, gxr, in T's order and sxr's layout): one
 // bulk copy brings it ahead of the first tiles, completing a barrier of its own, in place of
-// every block quantizing all of x itself (bulk_floor.py, 2026-12-07: with x's f32 loads queued
-// behind the first copies, x is ready only ~3.8 µs after entry, when the first tiles have long
-// arrived)
+// every block quantizing all of x itself (a launch's prequantize=True). x is then ready 1.6 µs
+// after entry, not 3.7, yet the launch is slower (H100, 2026-12-07: BENCHMARKS.md), so the
+// engine keeps the fused prologue (matvec.py's STAGED_PREQUANTIZE)
 template <class T, int NT, bool QX = false>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
