@@ -13,7 +13,8 @@ flight a block, each one bulk copy completing its stage's mbarrier; a block wait
 tile, XORs its words (every thread), spins on the SM's clock for ``spin-ns-per-kb`` ns a KB of the
 tile at the device's clock rate (the stand-in for a tile's compute: mmvq_st computes an 18 KB
 Q4_0 tile in ~0.86 µs, ~47 ns a KB, by its timeline), meets, and refills
-the stage with its tile ``stages`` tiles on. Every configuration's XOR is checked against
+the stage with its tile ``stages`` tiles on; ``--release early``: it meets and refills right
+after the XOR, before the spin, as a kernel would that took its tile into registers first. Every configuration's XOR is checked against
 ceilings.read_stream_reference before it is timed. Timed as bench_mmvq_staged.py times mmvq_st:
 own device time (ceilings.gpu_own_times, LaunchStamp), copies of the bytes rotated past 3x the
 L2; % of copy = bytes / own time / the D2D copy bandwidth measured in the same run, beside the
@@ -37,7 +38,7 @@ SRC = r"""
 #define BF_MAX_STAGES 8
 extern "C" __global__ void __launch_bounds__(256)
     read_bulk(const u8* __restrict__ raw, long long total, int tile, int stages, int spin_cycles,
-              unsigned* out, unsigned long long* stamp) {
+              int release_early, unsigned* out, unsigned long long* stamp) {
     const LaunchStamp launch_stamp(stamp);
     __shared__ StageBarrier bars[BF_MAX_STAGES];
     extern __shared__ int4 bf_smem[];
@@ -65,6 +66,10 @@ extern "C" __global__ void __launch_bounds__(256)
             const uint4 v = w[i];
             a ^= v.x ^ v.y ^ v.z ^ v.w;
         }
+        if (release_early) {  // the tile is in registers: its stage refills before the compute
+            __syncthreads();
+            fill(s, t + (long long)stages * gridDim.x);
+        }
 #if __CUDA_ARCH__
         if (spin_cycles > 0) {
             const long long until = clock64() + spin_cycles;
@@ -72,8 +77,10 @@ extern "C" __global__ void __launch_bounds__(256)
             }
         }
 #endif
-        __syncthreads();  // every thread is done with stage s: it may be refilled
-        fill(s, t + (long long)stages * gridDim.x);
+        if (!release_early) {
+            __syncthreads();  // every thread is done with stage s: it may be refilled
+            fill(s, t + (long long)stages * gridDim.x);
+        }
     }
 #if __CUDA_ARCH__
 #pragma unroll
@@ -98,15 +105,18 @@ def ints(text: str) -> list[int]:
 
 def configs(
     tiles: list[int], stages: list[int], blocks_per_sm: list[int], spins: list[int],
-    smem_per_sm: int, smem_per_block: int,
+    smem_per_sm: int, smem_per_block: int, releases: tuple[str, ...] = ("late",),
 ) -> list[dict]:  # fmt: skip
-    """Every (tile, stages, blocks an SM, spin ns a KB) whose rings fit the SM's and a block's
-    shared memory (1 KB a block kept for the barriers and the stamp).
+    """Every (tile, stages, blocks an SM, spin ns a KB, release) whose rings fit the SM's and a
+    block's shared memory (1 KB a block kept for the barriers and the stamp).
 
     Raises:
-        ValueError: a tile not a positive multiple of 16, stages outside 1 to 8, or blocks an
-            SM below 1 (named).
+        ValueError: a tile not a positive multiple of 16, stages outside 1 to 8, blocks an
+            SM below 1, or a release not early or late (named).
     """
+    for r in releases:
+        if r not in ("early", "late"):
+            raise ValueError(f"release {r!r} must be early or late")
     for t in tiles:
         if t <= 0 or t % 16:
             raise ValueError(f"tile {t} must be a positive multiple of 16")
@@ -117,8 +127,8 @@ def configs(
         if b < 1:
             raise ValueError(f"blocks an SM {b} must be >= 1")
     return [
-        {"tile": t, "stages": s, "blocks_per_sm": b, "spin_ns_per_kb": p}
-        for t in tiles for s in stages for b in blocks_per_sm for p in spins
+        {"tile": t, "stages": s, "blocks_per_sm": b, "spin_ns_per_kb": p, "release": r}
+        for t in tiles for s in stages for b in blocks_per_sm for p in spins for r in releases
         if t * s <= smem_per_block - 1024 and b * (t * s + 1024) <= smem_per_sm
     ]  # fmt: skip
 
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", default="2,3,4")
     ap.add_argument("--blocks-per-sm", default="1,2,3")
     ap.add_argument("--spin-ns-per-kb", default="0,12,24,47")
+    ap.add_argument("--release", default="late", help="late, early or both (late,early)")
     ap.add_argument("--json", help="write every configuration's time here")
     args = ap.parse_args(argv)
     if args.bytes <= 0 or args.bytes % 16:
@@ -154,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     smem_block = int(attrs["MaxSharedMemoryPerBlockOptin"])
     clock_ghz = int(attrs["ClockRate"]) / 1e6  # (kHz: the SM clock the spin counts)
     todo = configs(ints(args.tiles), ints(args.stages), ints(args.blocks_per_sm),
-                   ints(args.spin_ns_per_kb), smem_sm, smem_block)  # fmt: skip
+                   ints(args.spin_ns_per_kb), smem_sm, smem_block,
+                   tuple(args.release.split(",")))  # fmt: skip
 
     def own(fn) -> float:
         return statistics.median(gpu_own_times(fn, launches=20, reps=5, warmup=3))
@@ -185,8 +197,10 @@ def main(argv: list[str] | None = None) -> int:
           f"spins at {clock_ghz:.2f} GHz; "
           f"plain-load read floor ({floor_cfg}): {floor_s * 1e6:.2f} µs own, "
           f"{pct(floor_s):.1f}% of copy", flush=True)  # fmt: skip
-    print("| tile | stages | blocks/SM | spin ns/KB | own µs | % of copy | ÷ read floor |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| tile | stages | blocks/SM | spin ns/KB | release | own µs | % of copy | ÷ read floor |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     word = cp.zeros(1, cp.uint32)
     rows = []
     for c in todo:
@@ -197,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def call(i, c=c, ring=ring, grid=grid, spin=spin):
             cuda.launch(fn, grid, (256, 1, 1), (raws[i % len(raws)], np.int64(args.bytes),
-                        np.int32(c["tile"]), np.int32(c["stages"]), spin, word, cuda.NO_STAMP),
+                        np.int32(c["tile"]), np.int32(c["stages"]), spin,
+                        np.int32(c["release"] == "early"), word, cuda.NO_STAMP),
                         shared_mem=ring)  # fmt: skip
 
         word.fill(0)
@@ -208,13 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         s = own(call)
         rows.append({**c, "own_us": s * 1e6, "pct_copy": pct(s), "of_floor": floor_s / s})
         print(f"| {c['tile']} | {c['stages']} | {c['blocks_per_sm']} | {c['spin_ns_per_kb']} | "
-              f"{s * 1e6:.2f} | {pct(s):.1f} | {floor_s / s:.3f} |", flush=True)  # fmt: skip
-    for p in sorted({r["spin_ns_per_kb"] for r in rows}):
-        best = max((r for r in rows if r["spin_ns_per_kb"] == p), key=lambda r: r["pct_copy"])
-        print(
-            f"best at spin {p} ns/KB: tile {best['tile']}, {best['stages']} stages, "
-            f"{best['blocks_per_sm']} blocks/SM: {best['pct_copy']:.1f}% of copy"
-        )
+              f"{c['release']} | {s * 1e6:.2f} | {pct(s):.1f} | {floor_s / s:.3f} |", flush=True)  # fmt: skip
+    for p, r in sorted({(r["spin_ns_per_kb"], r["release"]) for r in rows}):
+        best = max((x for x in rows if (x["spin_ns_per_kb"], x["release"]) == (p, r)),
+                   key=lambda x: x["pct_copy"])  # fmt: skip
+        print(f"best at spin {p} ns/KB, release {r}: tile {best['tile']}, {best['stages']} "
+              f"stages, {best['blocks_per_sm']} blocks/SM: {best['pct_copy']:.1f}% of copy")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"copy_GBps": copy_bps / 1e9, "bytes": args.bytes, "floor_own_us": floor_s * 1e6,
