@@ -290,3 +290,28 @@ def test_a_first_tile_read_directly_gives_the_same_bits(tmp_path, define: str) -
             assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
             same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
             assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_RELEASE=1",
+                                    "MMVQ_ST_EARLY_RELEASE=1 MMVQ_ST_RELEASE_ITEMS=1"])  # fmt: skip
+def test_a_stage_released_before_its_dot_products_gives_the_same_bits(tmp_path, define) -> None:
+    """MMVQ_ST_EARLY_RELEASE=1: where a warp has one row of a tile, its lanes take their items
+    into registers, the block meets and the stage is refilled, then the dot products: tiles of
+    the block's rows (1 row a warp: the early path) and of twice them (the loop), rows of 1 to 4
+    items a lane (k = 2048 for the 32-value types: 2 a lane; with MMVQ_ST_RELEASE_ITEMS=1 those
+    take the loop), grids of 1 to 3 blocks, 1 and 3 tokens: mmvq's bits, one copy a tile."""
+    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
+    so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
+    for qt in types:
+        for k in (3 * qt.block_size, 4 * qt.block_size) if qt.block_size > 32 else (160, 2048):
+            for nt, n, rows_per_tile, stages, rows_per_block, sms in (
+                (1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 4, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 3, 4, 2),
+            ):  # fmt: skip
+                raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
+                x = random_x(nt, k, seed=nt)
+                got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
+                                       rows_per_block, sms)  # fmt: skip
+                want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+                assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+                same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
+                assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
