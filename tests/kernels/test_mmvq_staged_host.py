@@ -152,6 +152,27 @@ def _run_mmvq(lib, qt, raw, x, n, wpr):
     return out
 
 
+def _assert_mmvqs_bits(lib, qt, raw, x, n, got, geo) -> None:
+    """``got`` (a staged run's outputs) within ref_mmvq's bound and mmvq's bits at the same warps
+    a row (the staged kernel computes mmvq's terms in mmvq's order)."""
+    k = x.shape[1]
+    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+    same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
+    assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+
+
+def _cases_give_mmvqs_bits(so, qt, k: int, cases, first_direct: bool = False) -> None:
+    """Each (tokens, rows, rows a tile, stages, rows a block, SMs) of ``cases`` run by the bulk
+    library ``so`` (one warp a row) at row length ``k``: mmvq's bits (_assert_mmvqs_bits)."""
+    for nt, n, rows_per_tile, stages, rows_per_block, sms in cases:
+        raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
+        x = random_x(nt, k, seed=nt)
+        got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
+                               rows_per_block, sms, first_direct=first_direct)  # fmt: skip
+        _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
+
+
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
 @pytest.mark.parametrize(
     "n, nt, rows_per_tile, stages, wpr, rows_per_block",
@@ -170,10 +191,7 @@ def test_mmvq_st_on_the_host_matches_mmvq_bit_for_bit(
     x = random_x(nt, k, seed=nt)
     got, geo = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr, rows_per_block)
     assert geo.block[2] == (rows_per_block or 8 // wpr)
-    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-    same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
-    assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+    _assert_mmvqs_bits(lib, qt, raw, x, n, got, geo)
 
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
@@ -196,10 +214,7 @@ def test_mmvq_st_qx_copies_x_in_and_gives_the_fused_kernels_bits(
                            qx=True)  # fmt: skip
     fused, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr, rows_per_block, sms)
     assert got.view(np.uint32).tolist() == fused.view(np.uint32).tolist()
-    same = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
-    assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
-    want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-    assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
+    _assert_mmvqs_bits(lib, qt, raw, x, n, got, geo)
 
 
 def test_the_weights_last_bytes_come_by_plain_loads(lib) -> None:
@@ -259,10 +274,7 @@ def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: 
             raw = aligned(weight(qt, n, k, seed=5, tame=True)[0])
             x = random_x(nt, k, seed=2)
             got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
-            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-            assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-            same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
-            assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+            _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
 
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_FIRST_DIRECT=1",
@@ -277,19 +289,10 @@ def test_a_first_tile_read_directly_gives_the_same_bits(tmp_path, define: str) -
     block's first."""
     types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
     so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
+    cases = ((1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 2, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 5, 4, 2))
     for qt in types:
-        k = 3 * qt.block_size if qt.block_size > 32 else 768
-        for nt, n, rows_per_tile, stages, rows_per_block, sms in (
-            (1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 2, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 5, 4, 2),
-        ):  # fmt: skip
-            raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
-            x = random_x(nt, k, seed=nt)
-            got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
-                                   rows_per_block, sms, first_direct=True)  # fmt: skip
-            want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-            assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-            same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
-            assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+        _cases_give_mmvqs_bits(so, qt, 3 * qt.block_size if qt.block_size > 32 else 768, cases,
+                               first_direct=True)  # fmt: skip
 
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_RELEASE=1",
@@ -302,16 +305,7 @@ def test_a_stage_released_before_its_dot_products_gives_the_same_bits(tmp_path, 
     take the loop), grids of 1 to 3 blocks, 1 and 3 tokens: mmvq's bits, one copy a tile."""
     types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
     so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
+    cases = ((1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 4, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 3, 4, 2))
     for qt in types:
         for k in (3 * qt.block_size, 4 * qt.block_size) if qt.block_size > 32 else (160, 2048):
-            for nt, n, rows_per_tile, stages, rows_per_block, sms in (
-                (1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 4, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 3, 4, 2),
-            ):  # fmt: skip
-                raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
-                x = random_x(nt, k, seed=nt)
-                got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
-                                       rows_per_block, sms)  # fmt: skip
-                want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-                assert np.all(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-                same = _run_mmvq((True, so), qt, raw, x, n, geo.block[1])
-                assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
+            _cases_give_mmvqs_bits(so, qt, k, cases)
