@@ -151,6 +151,16 @@ for spec in "$@"; do
                  echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_timeline "$d" "" tl
                  built_stbench "$d" "" st
                done ;;
+    # MMVQ_ST_EARLY_RELEASE (BENCHMARKS 2026-12-07 from 15:53 UTC): its GPU knob test, the bulk
+    # floor with a stage refilled before or after its tile's compute, then its build's own times
+    # beside the engine's (PRO_TYPES, PRO_ARGS)
+    release) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread \
+               tests/kernels/test_prologue_knobs_gpu.py -k EARLY_RELEASE 2>&1 | tail -2
+             t python3 scripts/bulk_floor.py --tiles 18432,9216 --stages 2,3 --blocks-per-sm 2,3 \
+               --spin-ns-per-kb 24,47 --release late,early --json "$OUT/bf-release.json" 2>&1 | tail -20
+             for d in "" "-DMMVQ_ST_EARLY_RELEASE=1"; do
+               echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_stbench "$d" "" rel
+             done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
     knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do
