@@ -302,8 +302,9 @@ def test_a_stage_released_before_its_dot_products_gives_the_same_bits(tmp_path, 
     into registers, the block meets and the stage is refilled, then the dot products: tiles of
     the block's rows (1 row a warp: the early path) and of twice them (the loop), rows of 1 to 4
     items a lane (k = 2048 for the 32-value types: 2 a lane; with MMVQ_ST_RELEASE_ITEMS=1 those
-    take the loop), grids of 1 to 3 blocks, 1 and 3 tokens: mmvq's bits, one copy a tile."""
-    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
+    take the loop), grids of 1 to 3 blocks, 1 and 3 tokens, every type: mmvq's bits, one copy a
+    tile."""
+    types = QUANTIZED_TYPES
     so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
     cases = ((1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 4, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 3, 4, 2))
     for qt in types:
