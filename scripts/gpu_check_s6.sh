@@ -161,6 +161,15 @@ for spec in "$@"; do
              for d in "" "-DMMVQ_ST_EARLY_RELEASE=1"; do
                echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_stbench "$d" "" rel
              done ;;
+    # compute-sanitizer's racecheck over mmvq_st and mmvq_st_qx (every type unless RC_TYPES), as
+    # built and with MMVQ_ST_EARLY_RELEASE, each launch's bits checked against mmvq
+    stracecheck) CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+      for d in "" "-DMMVQ_ST_EARLY_RELEASE=1"; do
+        tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _); echo "--- TRACEKIT_CUDA_DEFINES='$d'"
+        TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-rc$tag t "$CS" --tool racecheck --error-exitcode 3 \
+          python3 scripts/staged_racecheck.py ${RC_TYPES:+--types $RC_TYPES} > "$OUT/rc-$tag.log" 2>&1
+        echo "exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|all ok|BAD" "$OUT/rc-$tag.log" | head -5
+      done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
     knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do
