@@ -72,9 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import cupy as cp
     import launch_fixed_cost
-    import numpy as np
 
-    from tracekit.kernels import cuda, matvec
+    from tracekit.kernels import matvec
     from tracekit.kernels.ceilings import gpu_own_times, gpu_times_queued, read_floor
     from tracekit.quants import QUANTIZED_TYPES, quant_type
 
@@ -112,15 +111,13 @@ def main(argv: list[str] | None = None) -> int:
                                           staged=True, prequantize=True)  # fmt: skip
         if not (cp.asnumpy(got).view("u4") == cp.asnumpy(fused).view("u4")).all():
             raise SystemExit(f"{qt.name} {n}x{k}: mmvq_st_qx differs from mmvq_st's bits")
-        xr = cp.empty((1, matvec.run_row_ints(k)), cp.int32)
         mod = matvec._module(qt.suffix, matvec.STAGED_UNROLL, 0, staged=True)
-        qfn = mod.get_function("quantize_q8_n1")
-        qgeo = matvec.grid_1d(k // 32, 256)
+        xr, _ = matvec._launch_quantize(mod, x)  # (the kernel-alone calls' runs)
 
         def quantize(i):
             if args.x_hot:
                 cp.multiply(x, 1.0, out=x)
-            cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
+            matvec._launch_quantize(mod, x)
 
         def node(i):
             if args.x_hot:
@@ -134,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
             matvec._launch_staged(x, raws[i % len(raws)], qt, (n, k), out, None, None, None,
                                   None, None, None, qx=True, xr=xr)  # fmt: skip
 
-        quantize(0)
         row = {"type": qt.name, "n": n, "k": k, "kind": "st_qx", "bytes": nbytes,
                "kernels": [r.kernel for r in qrecs]}  # fmt: skip
         for name, fn in (("st", lambda i: matvec.launch_matvec(

@@ -766,8 +766,6 @@ def _launch_staged(
     then mmvq_st_qx_<suffix>_n<nt> per group, each copying its tokens' runs in (``xr``: those
     runs already made, int32 [nt, run_row_ints(k)], and no quantize launch: the benchmark's
     time of the kernel alone)."""
-    import cupy
-
     n, k = shape
     nt = int(x.shape[0])
     sms, smem_max = _device_limits()
@@ -786,13 +784,8 @@ def _launch_staged(
     mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True)
     recs = []
     if qx and xr is None:
-        xr = cupy.empty((nt, run_row_ints(k)), cupy.int32)  # the quantized runs
-        qgeo = grid_1d(nt * (k // 32), 256)
-        cuda.launch(mod.get_function(f"quantize_q8_n{nt}"), qgeo.grid, qgeo.block,
-                    (x, np.int32(k), xr, cuda.NO_STAMP))  # fmt: skip
-        recs.append(LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x],
-                                    bytes_written=run_bytes(nt, k), flops=3 * nt * k, path=PATH,
-                                    math_path=MATH_FLOAT))  # fmt: skip
+        xr, qrec = _launch_quantize(mod, x)
+        recs.append(qrec)
     for t0 in range(0, nt, per_launch):
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
@@ -812,6 +805,21 @@ def _launch_staged(
     return recs
 
 
+def _launch_quantize(mod: Any, x: Any) -> tuple[Any, LaunchRecord]:
+    """quantize_q8_n<nt> of ``mod`` (one type's mmvq or mmvq_st module: x's runs in that type's
+    order): x [nt, k] -> its runs int32 [nt, run_row_ints(k)], one thread a run; and its record."""
+    import cupy
+
+    nt, k = (int(v) for v in x.shape)
+    xr = cupy.empty((nt, run_row_ints(k)), cupy.int32)
+    qgeo = grid_1d(nt * (k // 32), 256)
+    cuda.launch(mod.get_function(f"quantize_q8_n{nt}"), qgeo.grid, qgeo.block,
+                (x, np.int32(k), xr, cuda.NO_STAMP))  # fmt: skip
+    return xr, LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x],
+                               bytes_written=run_bytes(nt, k), flops=3 * nt * k, path=PATH,
+                               math_path=MATH_FLOAT)  # fmt: skip
+
+
 def _launch_qx(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any,
     rows_per_block: int | None, unroll: int | None, wpr: int | None, min_blocks: int,
@@ -819,17 +827,10 @@ def _launch_qx(
 ) -> list[LaunchRecord]:  # fmt: skip
     """quantize_q8_n<nt> (x -> 8 bits in global memory, one thread per run of 32) then
     mmvq_qx_<suffix>_n<nt> (no prologue, a full grid): the node's two launches."""
-    import cupy
-
     nt, k = (int(v) for v in x.shape)
     n = int(shape[0])
-    xr = cupy.empty((nt, run_row_ints(k)), cupy.int32)  # the quantized runs
-    qgeo = grid_1d(nt * (k // 32), 256)
     mod = _module(qt.suffix, unroll or MMVQ_UNROLL, min_blocks, prefetch, rpw)
-    qfn = mod.get_function(f"quantize_q8_n{nt}")
-    cuda.launch(qfn, qgeo.grid, qgeo.block, (x, np.int32(k), xr, cuda.NO_STAMP))
-    qrec = LaunchRecord.of(f"quantize_q8_n{nt}", qgeo, reads=[x], bytes_written=run_bytes(nt, k),
-                           flops=3 * nt * k, path=PATH, math_path=MATH_FLOAT)  # fmt: skip
+    xr, qrec = _launch_quantize(mod, x)
     geo = geometry(ceil_div(n, rpw), k, rows_per_block or MMVQ_ROWS_PER_BLOCK, wpr)
     ts, qk = block_sizes(qt)
     fn = mod.get_function(qx_kernel_name(qt, nt))
