@@ -17,10 +17,8 @@ first block's entry: the last block's entry, x ready (median), the first tile's 
 wait for its next tile after computing one (median/p90), and the stream: the tiles' bytes by the
 time they arrived, in bins, as % of the copy bandwidth (the trace's ceiling's copy stream,
 ceilings.measure_ceilings). An arrival is noted when thread 0 looks, after the tile before: with
-no wait, the bytes were there earlier and the bins lag. Built with MMVQ_ST_FIRST_DIRECT, a
-block's first tile is read from global memory, so its "arrival" is when its compute starts. The
-instrumented kernel is not the timed one (its marks cost a global store each); its shape in time
-is what counts here.
+no wait, the bytes were there earlier and the bins lag. The instrumented kernel is not the timed
+one (its marks cost a global store each); its shape in time is what counts here.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None, sms=1,
-                first_direct=False, qx=False):  # fmt: skip
+                qx=False):  # fmt: skip
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
@@ -131,11 +131,9 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block
     if bulk:
         so.bulk_copies.restype = so.bulk_bad.restype = ctypes.c_longlong
         assert so.bulk_bad() == 0, "a bulk copy left the weight or broke its 16-byte rules"
-        # one a tile; none for a block's first tile where it is read directly
-        # (MMVQ_ST_FIRST_DIRECT)
+        # one a tile (qx: and x's, one a block)
         tiles = -(-n // rows_per_tile)
-        staged = tiles - min(tiles, geo.grid[0]) if first_direct else tiles
-        assert so.bulk_copies() - copies == staged + (geo.grid[0] if qx else 0)  # qx: x's
+        assert so.bulk_copies() - copies == tiles + (geo.grid[0] if qx else 0)
     return out, geo
 
 
@@ -162,14 +160,14 @@ def _assert_mmvqs_bits(lib, qt, raw, x, n, got, geo) -> None:
     assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
 
 
-def _cases_give_mmvqs_bits(so, qt, k: int, cases, first_direct: bool = False) -> None:
+def _cases_give_mmvqs_bits(so, qt, k: int, cases) -> None:
     """Each (tokens, rows, rows a tile, stages, rows a block, SMs) of ``cases`` run by the bulk
     library ``so`` (one warp a row) at row length ``k``: mmvq's bits (_assert_mmvqs_bits)."""
     for nt, n, rows_per_tile, stages, rows_per_block, sms in cases:
         raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
         x = random_x(nt, k, seed=nt)
         got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
-                               rows_per_block, sms, first_direct=first_direct)  # fmt: skip
+                               rows_per_block, sms)  # fmt: skip
         _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
 
 
@@ -275,24 +273,6 @@ def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: 
             x = random_x(nt, k, seed=2)
             got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
             _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
-
-
-@pytest.mark.parametrize("define", ["MMVQ_ST_FIRST_DIRECT=1",
-                                    "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_DIRECT_ITEMS=1",
-                                    "MMVQ_ST_FIRST_DIRECT=1 MMVQ_ST_X_FIRST=1 MMVQ_ST_EARLY_FILLS=1 MMVQ_ST_FILLS_AT_ARRIVAL=1"])  # fmt: skip
-def test_a_first_tile_read_directly_gives_the_same_bits(tmp_path, define: str) -> None:
-    """MMVQ_ST_FIRST_DIRECT=1: a block's first tile comes from global memory, its warps' first
-    row's first items loaded at entry (all of a row at k = 160 or 768, or one with
-    MMVQ_ST_DIRECT_ITEMS=1, the rest from the loop), and the stages hold the block's later tiles.
-    Grids of 1 to 3 blocks (tiles wrapping the stage ring, and a block whose only tile is its
-    first) and the first-arrival fills: same bits as mmvq, copies only for the tiles after a
-    block's first."""
-    types = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "Q4_K", "Q2_K", "Q8_0", "IQ4_XS")]
-    so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
-    cases = ((1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 2, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 5, 4, 2))
-    for qt in types:
-        _cases_give_mmvqs_bits(so, qt, 3 * qt.block_size if qt.block_size > 32 else 768, cases,
-                               first_direct=True)  # fmt: skip
 
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_RELEASE=1",

@@ -740,17 +740,6 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_FILLS_AT_ARRIVAL
 #define MMVQ_ST_FILLS_AT_ARRIVAL 0
 #endif
-// MMVQ_ST_FIRST_DIRECT 1: a block's first tile is not staged. Its warps read it from global
-// memory as mmvq does, the first MMVQ_ST_DIRECT_ITEMS items a lane of a warp's first row loaded
-// into registers at entry, before the copies and x, while the bulk copies bring the block's
-// next tiles: a launch's first bulk bytes arrive about 4 µs after entry however few are asked
-// for (BENCHMARKS.md, 2026-12-07 13:47), and mmvq's plain loads pay a smaller fixed cost.
-#ifndef MMVQ_ST_FIRST_DIRECT
-#define MMVQ_ST_FIRST_DIRECT 0
-#endif
-#ifndef MMVQ_ST_DIRECT_ITEMS
-#define MMVQ_ST_DIRECT_ITEMS 4  // at most; a type loads what a row of 4096 holds a lane, >= 1
-#endif
 // MMVQ_ST_EARLY_RELEASE 1: where a warp has one row of a tile (tile_rows == the block's rows)
 // and a lane at most MMVQ_ST_RELEASE_ITEMS items of it, the warps take their items from the stage
 // into registers, meet, and the stage is refilled before the dot products, not after: its next
@@ -763,9 +752,9 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_RELEASE_ITEMS
 #define MMVQ_ST_RELEASE_ITEMS 4  // a 4096-value row holds a lane 1 to 4 items (every type)
 #endif
-// mmvq_st's launch bounds: with the items at entry or held through a refill, two resident
-// blocks an SM (staged_geometry's) cap its registers at 128
-#if MMVQ_ST_FIRST_DIRECT || MMVQ_ST_EARLY_RELEASE
+// mmvq_st's launch bounds: with the items held through a refill, two resident blocks an SM
+// (staged_geometry's) cap its registers at 128
+#if MMVQ_ST_EARLY_RELEASE
 #define MMVQ_ST_BOUNDS __launch_bounds__(256, 2)
 #else
 #define MMVQ_ST_BOUNDS __launch_bounds__(256)
@@ -815,30 +804,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                        min((i64)(tile + 1) * tile_rows * row_bytes, total), total, &full[s], tid,
                        nthreads);
     };
-    // stage s first holds the block's (s + 1)-th tile where its first is read directly
-    constexpr int direct_tiles = MMVQ_ST_FIRST_DIRECT ? 1 : 0;
-    const auto first_fill = [&](int s) { fill(s, blockIdx.x + (s + direct_tiles) * gridDim.x); };
-#if MMVQ_ST_FIRST_DIRECT
-    // the first items of this warp's first row of the block's first tile, as mmvq loads them
-    constexpr int row_items = 128 * C::ITEMS / T::QK;  // a lane's items of a 4096-value row
-    constexpr int P = row_items < 1 ? 1 : row_items < MMVQ_ST_DIRECT_ITEMS ? row_items
-                                                                         : MMVQ_ST_DIRECT_ITEMS;
-    CodeItem<C::NG> it0[P][1];
-    {  // (the loop's lane indices below, taken here before x; declared there, the engine's
-       // build compiles as before the knob, byte for byte: moved, its PTX changes)
-        const int lane0 = threadIdx.y * 32 + threadIdx.x, nb0 = k / T::QK;
-        const int sub0 = lane0 % C::ITEMS, bstep0 = 32 * blockDim.y / C::ITEMS;
-        const int row0 = blockIdx.x * tile_rows + threadIdx.z;
-        if ((int)blockIdx.x < tiles && row0 < n) {
-            const u8* w0 = raw + (i64)row0 * row_bytes;
-#pragma unroll
-            for (int j = 0; j < P; ++j) {
-                const int b = lane0 / C::ITEMS + j * bstep0;
-                if (b < nb0) mmvq_load<C>(w0 + b * T::TS, sub0, it0[j][0]);
-            }
-        }
-    }
-#endif
+    const auto first_fill = [&](int s) { fill(s, blockIdx.x + s * gridDim.x); };
     const int runs = k >> 5;
     // (at least one goes early where the others wait for the first to arrive)
     const int early = min(stages, MMVQ_ST_FILLS_AT_ARRIVAL ? max(1, MMVQ_ST_EARLY_FILLS)
@@ -876,19 +842,16 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
-        // direct: the block's first tile, read from global memory (MMVQ_ST_FIRST_DIRECT); su:
-        // this tile's use of the stage ring
-        const bool direct = direct_tiles && use == 0;
-        const int su = use - direct_tiles, s = direct ? 0 : su % stages;
-        if (!direct) stage_wait(&full[s], (u32)(su / stages) & 1u);
+        const int s = use % stages;
+        stage_wait(&full[s], (u32)(use / stages) & 1u);
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(2 + 2 * use);
-        if (MMVQ_ST_FILLS_AT_ARRIVAL && su == 0)  // (no code in the engine's build)
+        if (MMVQ_ST_FILLS_AT_ARRIVAL && use == 0)  // (no code in the engine's build)
             for (int d = deferred; d < stages; ++d) first_fill(d);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
-        const u8* st = direct ? raw + tile_lo : stage0 + s * stage_bytes + (tile_lo & 15);
+        const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
 #if MMVQ_ST_EARLY_RELEASE
         // (uniform: tile_rows, rb, nb and bstep are the launch's)
-        if (!direct && tile_rows == rb && (nb + bstep - 1) / bstep <= MMVQ_ST_RELEASE_ITEMS) {
+        if (tile_rows == rb && (nb + bstep - 1) / bstep <= MMVQ_ST_RELEASE_ITEMS) {
             const int row = tile * tile_rows + threadIdx.z;
             CodeItem<NG> held[MMVQ_ST_RELEASE_ITEMS][1];
             if (row < n) {
@@ -928,22 +891,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             if (row < n) {
                 const u8* w = st + r * row_bytes;
                 int xo = xb0;  // block bi's first run (x_block)
-                int bi = b0;
-#if MMVQ_ST_FIRST_DIRECT
-                if (direct && r == threadIdx.z) {  // the items loaded at entry, then on from w
-#pragma unroll
-                    for (int j = 0; j < P; ++j, bi += bstep, xo += xstep) {
-                        if (bi >= nb) break;
-#pragma unroll
-                        for (int t = 0; t < NT; ++t) {
-                            float sums[1];
-                            mmvq_dots<C, NG, 1>(it0[j], sxr + t * run_row_ints(k >> 5) + xo, sums);
-                            acc[t] += sums[0];
-                        }
-                    }
-                }
-#endif
-                for (; bi < nb; bi += bstep * U, xo += xstep * U) {
+                for (int bi = b0; bi < nb; bi += bstep * U, xo += xstep * U) {
                     CodeItem<NG> it[U][1];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
@@ -968,7 +916,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         }
         __syncthreads();  // every warp is done with stage s: it may be refilled
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
-        if (!direct) fill(s, tile + stages * gridDim.x);
+        fill(s, tile + stages * gridDim.x);
     }
     MMVQ_TL_MARK(MMVQ_TL_EXIT);
 }
