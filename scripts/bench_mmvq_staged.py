@@ -74,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     import launch_fixed_cost
 
     from tracekit.kernels import matvec
-    from tracekit.kernels.ceilings import gpu_own_times, gpu_times_queued, read_floor
+    from tracekit.kernels.ceilings import (
+        gpu_own_times,
+        gpu_times_queued,
+        queued_copy_bandwidth,
+        read_floor,
+    )  # fmt: skip
     from tracekit.quants import QUANTIZED_TYPES, quant_type
 
     dev = cp.cuda.Device()
@@ -86,17 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     def own(fn) -> float:
         return statistics.median(gpu_own_times(fn, launches=20, reps=5, warmup=3))
 
-    def copy_bandwidth() -> float:
-        src = cp.ones((1 << 30) // 4, cp.float32)
-        dst = cp.empty_like(src)
-        return (
-            2 * src.nbytes / timed(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes))
-        )
-
     if args.stages:
         matvec.STAGED_STAGES = args.stages
         print(f"mmvq_st's default here: {args.stages} stages", flush=True)
-    copy_bps = copy_bandwidth()
+    copy_bps = queued_copy_bandwidth()
     print(f"copy bandwidth {copy_bps / 1e9:.0f} GB/s (1 GiB D2D, read + write)", flush=True)
     if args.x_hot:
         print("x hot: written before each call (the engine's previous node)", flush=True)

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracekit.kernels import cuda, matvec
     from tracekit.kernels.ceilings import (
         gpu_own_times,
-        gpu_times_queued,
+        queued_copy_bandwidth,
         read_floor,
         read_stream_reference,
     )  # fmt: skip
@@ -171,22 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     def own(fn) -> float:
         return statistics.median(gpu_own_times(fn, launches=20, reps=5, warmup=3))
 
-    def queued(fn) -> float:
-        return statistics.median(gpu_times_queued(fn, launches=20, reps=5, warmup=3))
-
     src = (cuda._HERE / "matvec.cu").read_text() + SRC
     opts = (*cuda._OPTIONS, f"-DRUN_INTS={matvec.RUN_BYTES // 4}")
     cuda.register_stamped(["read_bulk"])
     fn = cp.RawModule(code=src, options=opts).get_function("read_bulk")
 
-    def copy_bandwidth() -> float:  # (bench_mmvq_staged.py's: 1 GiB D2D, read + write)
-        src = cp.ones((1 << 30) // 4, cp.float32)
-        dst = cp.empty_like(src)
-        return (
-            2 * src.nbytes / queued(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes))
-        )
-
-    copy_bps = copy_bandwidth()
+    copy_bps = queued_copy_bandwidth()  # (1 GiB D2D, read + write)
     sets = max(1, min(16, -(-3 * l2 // args.bytes)))
     raws = [cp.random.randint(0, 2**31 - 1, args.bytes // 4, dtype=cp.int32).view(cp.uint8)
             for _ in range(sets)]  # fmt: skip

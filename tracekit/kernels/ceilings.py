@@ -247,6 +247,18 @@ def host_times(fn: Callable[[int], Any], warmup: int = 2, iters: int = 10) -> li
     return out
 
 
+def queued_copy_bandwidth(nbytes: int = 1 << 30) -> float:
+    """A device-to-device copy of ``nbytes`` (cudaMemcpyAsync), bytes read + written per second,
+    timed as the kernel benchmarks time their launches (:func:`gpu_times_queued`, the median of
+    5 rounds of 20 back to back): the denominator of their "% of copy"."""
+    import cupy
+
+    src = cupy.ones(nbytes // 4, cupy.float32)
+    dst = cupy.empty_like(src)
+    copy = lambda i: dst.data.copy_from_device_async(src.data, src.nbytes)  # noqa: E731
+    return 2 * src.nbytes / median(gpu_times_queued(copy, launches=20, reps=5, warmup=3))
+
+
 def median(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
