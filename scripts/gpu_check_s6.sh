@@ -5,10 +5,12 @@
 # (each NAME or NAME:SECONDS; logs under $OUT). side (llama.cpp, ONE call, carry .llama): side:560.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
+# a file-name tag for a build's defines ("" -> x, "-DA=1" -> x_DA_1): its kernel cache and logs
+defines_tag() { echo "x$1" | tr -c 'A-Za-z0-9\n' _; }
 # stbench's own times of PRO_TYPES (PRO_ARGS) with mmvq_st built with the defines $1 (its own
 # kernel cache), extra arguments $2, the rows under $OUT/$3-<defines><extra>.json
 built_stbench() {
-  local tag; tag=$(echo "x$1" | tr -c 'A-Za-z0-9\n' _)
+  local tag; tag=$(defines_tag "$1")
   TRACEKIT_CUDA_DEFINES="$1" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
     --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
     $2 ${PRO_ARGS:-} --json "$OUT/$3-$tag${2// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
@@ -16,7 +18,7 @@ built_stbench() {
 # mmvq_st's timeline (Q4_0, Q4_K unless TL_TYPES; x hot) built with the defines $1 (its own
 # kernel cache), extra arguments $2, under $OUT/$3-<defines>.json
 built_timeline() {
-  local tag; tag=$(echo "x$1" | tr -c 'A-Za-z0-9\n' _)
+  local tag; tag=$(defines_tag "$1")
   TRACEKIT_CUDA_DEFINES="$1" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/mmvq_st_timeline.py \
     --types ${TL_TYPES:-Q4_0,Q4_K} --runs 3 --x-hot $2 --json "$OUT/$3-$tag.json" 2>&1 \
     | grep -E "^Q|^ +[0-9] |median of"
@@ -165,7 +167,7 @@ for spec in "$@"; do
     # built and with MMVQ_ST_EARLY_RELEASE, each launch's bits checked against mmvq
     stracecheck) CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
       for d in "" "-DMMVQ_ST_EARLY_RELEASE=1"; do
-        tag=$(echo "x$d" | tr -c 'A-Za-z0-9\n' _); echo "--- TRACEKIT_CUDA_DEFINES='$d'"
+        tag=$(defines_tag "$d"); echo "--- TRACEKIT_CUDA_DEFINES='$d'"
         TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-rc$tag t "$CS" --tool racecheck --error-exitcode 3 \
           python3 scripts/staged_racecheck.py ${RC_TYPES:+--types $RC_TYPES} > "$OUT/rc-$tag.log" 2>&1
         echo "exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|all ok|BAD" "$OUT/rc-$tag.log" | head -5
