@@ -171,10 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     def own(fn) -> float:
         return statistics.median(gpu_own_times(fn, launches=20, reps=5, warmup=3))
 
-    src = (cuda._HERE / "matvec.cu").read_text() + SRC
-    opts = (*cuda._OPTIONS, f"-DRUN_INTS={matvec.RUN_BYTES // 4}")
     cuda.register_stamped(["read_bulk"])
-    fn = cp.RawModule(code=src, options=opts).get_function("read_bulk")
+    fn = matvec.probe_module(SRC).get_function("read_bulk")
 
     copy_bps = queued_copy_bandwidth()  # (1 GiB D2D, read + write)
     sets = max(1, min(16, -(-3 * l2 // args.bytes)))

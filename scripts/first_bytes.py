@@ -142,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tracekit.kernels import cuda, matvec
 
-    src = (cuda._HERE / "matvec.cu").read_text() + SRC
-    opts = (*cuda._OPTIONS, f"-DRUN_INTS={matvec.RUN_BYTES // 4}")
-    fn = cp.RawModule(code=src, options=opts).get_function("first_bytes")
+    fn = matvec.probe_module(SRC).get_function("first_bytes")
     cuda.allow_dynamic_shared(fn, max(waves * span for _, span, waves in cases))
     attrs = cp.cuda.Device().attributes
     grid = int(attrs["MultiProcessorCount"]) * args.blocks_per_sm

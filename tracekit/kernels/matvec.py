@@ -364,6 +364,15 @@ def _module(
     return cupy.RawModule(code=src, options=opts)
 
 
+def probe_module(source: str) -> Any:
+    """matvec.cu with ``source`` appended, compiled (a script's probe kernel that uses its
+    StageBarrier, stage_fill and stage_wait: scripts/first_bytes.py, scripts/bulk_floor.py)."""
+    import cupy
+
+    src = (cuda._HERE / f"{FAMILY}.cu").read_text() + source
+    return cupy.RawModule(code=src, options=(*cuda._OPTIONS, f"-DRUN_INTS={RUN_BYTES // 4}"))
+
+
 @functools.cache
 def _kernel(
     suffix: str,
