@@ -765,6 +765,19 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 // every block quantizing all of x itself (a launch's prequantize=True). x is then ready 1.6 µs
 // after entry, not 3.7, yet the launch is slower (H100, 2026-12-07: BENCHMARKS.md), so the
 // engine keeps the fused prologue (matvec.py's STAGED_PREQUANTIZE)
+// mmvq_st's one item a lane against each token's x (its runs in shared memory, a token's
+// row_ints apart, this item's at xo), added to acc: mmvq's terms in mmvq's order
+template <class C, int NG, int NT>
+__device__ __forceinline__ void add_item_dots(float (&acc)[NT], const CodeItem<NG> (&it)[1],
+                                              const int* sxr, int row_ints, int xo) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        float sums[1];
+        mmvq_dots<C, NG, 1>(it, sxr + t * row_ints + xo, sums);
+        acc[t] += sums[0];
+    }
+}
+
 template <class T, int NT, bool QX = false>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
@@ -869,13 +882,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
 #pragma unroll
                 for (int j = 0; j < MMVQ_ST_RELEASE_ITEMS; ++j) {
                     if (b0 + j * bstep >= nb) break;
-#pragma unroll
-                    for (int t = 0; t < NT; ++t) {
-                        float sums[1];
-                        mmvq_dots<C, NG, 1>(held[j], sxr + t * run_row_ints(k >> 5) + xb0 + j * xstep,
-                                            sums);
-                        acc[t] += sums[0];
-                    }
+                    add_item_dots<C, NG, NT>(acc, held[j], sxr, run_row_ints(k >> 5), xb0 + j * xstep);
                 }
             }
             write_row<NT>(acc, part, out, row, n, bias);
@@ -902,13 +909,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;
                         if (b >= nb) break;
-#pragma unroll
-                        for (int t = 0; t < NT; ++t) {
-                            float sums[1];
-                            const int* xb = sxr + t * run_row_ints(k >> 5) + xo + u * xstep;
-                            mmvq_dots<C, NG, 1>(it[u], xb, sums);
-                            acc[t] += sums[0];
-                        }
+                        add_item_dots<C, NG, NT>(acc, it[u], sxr, run_row_ints(k >> 5), xo + u * xstep);
                     }
                 }
             }
