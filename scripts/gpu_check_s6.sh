@@ -153,20 +153,10 @@ for spec in "$@"; do
                  echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_timeline "$d" "" tl
                  built_stbench "$d" "" st
                done ;;
-    # MMVQ_ST_EARLY_RELEASE (BENCHMARKS 2026-12-07 from 15:53 UTC): its GPU knob test, the bulk
-    # floor with a stage refilled before or after its tile's compute, then its build's own times
-    # beside the engine's (PRO_TYPES, PRO_ARGS)
-    release) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread \
-               tests/kernels/test_prologue_knobs_gpu.py -k EARLY_RELEASE 2>&1 | tail -2
-             t python3 scripts/bulk_floor.py --tiles 18432,9216 --stages 2,3 --blocks-per-sm 2,3 \
-               --spin-ns-per-kb 24,47 --release late,early --json "$OUT/bf-release.json" 2>&1 | tail -20
-             for d in "" "-DMMVQ_ST_EARLY_RELEASE=1"; do
-               echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_stbench "$d" "" rel
-             done ;;
     # compute-sanitizer's racecheck over mmvq_st and mmvq_st_qx (every type unless RC_TYPES), as
-    # built and with MMVQ_ST_EARLY_RELEASE, each launch's bits checked against mmvq
+    # built and with the defines RC_DEFINES if set, each launch's bits checked against mmvq
     stracecheck) CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-      for d in "" "-DMMVQ_ST_EARLY_RELEASE=1"; do
+      for d in "" ${RC_DEFINES:+"$RC_DEFINES"}; do
         tag=$(defines_tag "$d"); echo "--- TRACEKIT_CUDA_DEFINES='$d'"
         TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-rc$tag t "$CS" --tool racecheck --error-exitcode 3 \
           python3 scripts/staged_racecheck.py ${RC_TYPES:+--types $RC_TYPES} > "$OUT/rc-$tag.log" 2>&1

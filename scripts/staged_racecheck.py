@@ -2,7 +2,7 @@
 copy while a warp still reads it would be a shared-memory hazard): the fused kernel and
 mmvq_st_qx, every quantized type, at a shape whose stage ring wraps (4100 rows: 513 tiles on at
 most 264 blocks) and a small one, one and three tokens, each checked bit for bit against mmvq.
-Built with whatever TRACEKIT_CUDA_DEFINES says (e.g. -DMMVQ_ST_EARLY_RELEASE=1).
+Built with whatever TRACEKIT_CUDA_DEFINES says (e.g. -DMMVQ_ST_X_FIRST=1).
 
     compute-sanitizer --tool racecheck python3 scripts/staged_racecheck.py [--types Q4_0,Q4_K]
 """

@@ -160,17 +160,6 @@ def _assert_mmvqs_bits(lib, qt, raw, x, n, got, geo) -> None:
     assert got.view(np.uint32).tolist() == same.view(np.uint32).tolist()
 
 
-def _cases_give_mmvqs_bits(so, qt, k: int, cases) -> None:
-    """Each (tokens, rows, rows a tile, stages, rows a block, SMs) of ``cases`` run by the bulk
-    library ``so`` (one warp a row) at row length ``k``: mmvq's bits (_assert_mmvqs_bits)."""
-    for nt, n, rows_per_tile, stages, rows_per_block, sms in cases:
-        raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
-        x = random_x(nt, k, seed=nt)
-        got, geo = _run_staged((True, so), qt, raw, x, n, rows_per_tile, stages, 1,
-                               rows_per_block, sms)  # fmt: skip
-        _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
-
-
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
 @pytest.mark.parametrize(
     "n, nt, rows_per_tile, stages, wpr, rows_per_block",
@@ -273,20 +262,3 @@ def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: 
             x = random_x(nt, k, seed=2)
             got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
             _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
-
-
-@pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_RELEASE=1",
-                                    "MMVQ_ST_EARLY_RELEASE=1 MMVQ_ST_RELEASE_ITEMS=1"])  # fmt: skip
-def test_a_stage_released_before_its_dot_products_gives_the_same_bits(tmp_path, define) -> None:
-    """MMVQ_ST_EARLY_RELEASE=1: where a warp has one row of a tile, its lanes take their items
-    into registers, the block meets and the stage is refilled, then the dot products: tiles of
-    the block's rows (1 row a warp: the early path) and of twice them (the loop), rows of 1 to 4
-    items a lane (k = 2048 for the 32-value types: 2 a lane; with MMVQ_ST_RELEASE_ITEMS=1 those
-    take the loop), grids of 1 to 3 blocks, 1 and 3 tokens, every type: mmvq's bits, one copy a
-    tile."""
-    types = QUANTIZED_TYPES
-    so = _build(tmp_path, True, types, tuple(f"-D{d}" for d in define.split()))
-    cases = ((1, 37, 2, 2, 2, 1), (3, 37, 4, 3, 4, 3), (1, 13, 8, 2, 8, 3), (3, 45, 8, 3, 4, 2))
-    for qt in types:
-        for k in (3 * qt.block_size, 4 * qt.block_size) if qt.block_size > 32 else (160, 2048):
-            _cases_give_mmvqs_bits(so, qt, k, cases)

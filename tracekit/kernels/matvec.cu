@@ -740,31 +740,6 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_FILLS_AT_ARRIVAL
 #define MMVQ_ST_FILLS_AT_ARRIVAL 0
 #endif
-// MMVQ_ST_EARLY_RELEASE 1: where a warp has one row of a tile (tile_rows == the block's rows)
-// and a lane at most MMVQ_ST_RELEASE_ITEMS items of it, the warps take their items from the stage
-// into registers, meet, and the stage is refilled before the dot products, not after: its next
-// copy is in flight while the tile is computed. (bulk_floor.py, 2026-12-07: with mmvq_st's
-// compute time between a tile's arrival and its refill, the bulk stream itself reaches only
-// 78.9% of copy at mmvq_st's geometry; 85% needs ~20 ns a KB of compute, not ~47.)
-#ifndef MMVQ_ST_EARLY_RELEASE
-#define MMVQ_ST_EARLY_RELEASE 0
-#endif
-#ifndef MMVQ_ST_RELEASE_ITEMS
-#define MMVQ_ST_RELEASE_ITEMS 4  // a 4096-value row holds a lane 1 to 4 items (every type)
-#endif
-// mmvq_st's launch bounds: with the items held through a refill, two resident blocks an SM
-// (staged_geometry's) cap its registers at 128
-#if MMVQ_ST_EARLY_RELEASE
-#define MMVQ_ST_BOUNDS __launch_bounds__(256, 2)
-#else
-#define MMVQ_ST_BOUNDS __launch_bounds__(256)
-#endif
-
-// QX: x comes quantized (quantize_q8_n<NT>'s runs, gxr, in T's order and sxr's layout): one
-// bulk copy brings it ahead of the first tiles, completing a barrier of its own, in place of
-// every block quantizing all of x itself (a launch's prequantize=True). x is then ready 1.6 µs
-// after entry, not 3.7, yet the launch is slower (H100, 2026-12-07: BENCHMARKS.md), so the
-// engine keeps the fused prologue (matvec.py's STAGED_PREQUANTIZE)
 // mmvq_st's one item a lane against each token's x (its runs in shared memory, a token's
 // row_ints apart, this item's at xo), added to acc: mmvq's terms in mmvq's order
 template <class C, int NG, int NT>
@@ -778,6 +753,11 @@ __device__ __forceinline__ void add_item_dots(float (&acc)[NT], const CodeItem<N
     }
 }
 
+// QX: x comes quantized (quantize_q8_n<NT>'s runs, gxr, in T's order and sxr's layout): one
+// bulk copy brings it ahead of the first tiles, completing a barrier of its own, in place of
+// every block quantizing all of x itself (a launch's prequantize=True). x is then ready 1.6 µs
+// after entry, not 3.7, yet the launch is slower (H100, 2026-12-07: BENCHMARKS.md), so the
+// engine keeps the fused prologue (matvec.py's STAGED_PREQUANTIZE)
 template <class T, int NT, bool QX = false>
 __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float* __restrict__ x,
                                         float* __restrict__ out, int n, int k, int ts, int qk,
@@ -862,34 +842,6 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             for (int d = deferred; d < stages; ++d) first_fill(d);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
         const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
-#if MMVQ_ST_EARLY_RELEASE
-        // (uniform: tile_rows, rb, nb and bstep are the launch's)
-        if (tile_rows == rb && (nb + bstep - 1) / bstep <= MMVQ_ST_RELEASE_ITEMS) {
-            const int row = tile * tile_rows + threadIdx.z;
-            CodeItem<NG> held[MMVQ_ST_RELEASE_ITEMS][1];
-            if (row < n) {
-                const u8* w = st + threadIdx.z * row_bytes;
-#pragma unroll
-                for (int j = 0; j < MMVQ_ST_RELEASE_ITEMS; ++j)
-                    if (b0 + j * bstep < nb) mmvq_load<C>(w + (b0 + j * bstep) * T::TS, sub, held[j][0]);
-            }
-            __syncthreads();  // every warp holds its items: stage s may be refilled
-            fill(s, tile + stages * gridDim.x);
-            float acc[NT];
-#pragma unroll
-            for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-            if (row < n) {
-#pragma unroll
-                for (int j = 0; j < MMVQ_ST_RELEASE_ITEMS; ++j) {
-                    if (b0 + j * bstep >= nb) break;
-                    add_item_dots<C, NG, NT>(acc, held[j], sxr, run_row_ints(k >> 5), xb0 + j * xstep);
-                }
-            }
-            write_row<NT>(acc, part, out, row, n, bias);
-            if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
-            continue;
-        }
-#endif
         for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
             const int row = tile * tile_rows + r;
             float acc[NT];
@@ -923,7 +875,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
 }
 
 #define MMVQ_ST_KERNEL(suffix, T, NT)                                                          \
-    extern "C" __global__ void MMVQ_ST_BOUNDS                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
         mmvq_st_##suffix##_n##NT(const u8* __restrict__ raw, const float* __restrict__ x,      \
                                  float* __restrict__ out, int n, int k, int ts, int qk,        \
                                  const float* __restrict__ bias, int stages, int stage_bytes,  \
@@ -931,7 +883,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
         const LaunchStamp launch_stamp(stamp);                                                \
         mmvq_st<T, NT>(raw, x, out, n, k, ts, qk, bias, stages, stage_bytes, tile_rows);       \
     }                                                                                          \
-    extern "C" __global__ void MMVQ_ST_BOUNDS                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                          \
         mmvq_st_qx_##suffix##_n##NT(const u8* __restrict__ raw, const int* __restrict__ xr,    \
                                     float* __restrict__ out, int n, int k, int ts, int qk,     \
                                     const float* __restrict__ bias, int stages,                \
