@@ -5,10 +5,16 @@ per iteration, the values and GGUF bytes an iteration consumes, instructions per
 On the H200 the issue-bound types ran at about 280 / (instructions per byte) % of copy
 (BENCHMARKS.md, 2026-12-01), so this is the number a change to Codes<T> or the loop moves.
 
-    .venv/bin/python scripts/mmvq_sass.py [TYPE,...] [--mix] [--unroll N]
+    .venv/bin/python scripts/mmvq_sass.py [TYPE,...] [--mix] [--unroll N] [--staged]
+                                          [--define -DNAME=V ...]
                                                       (--mix: each loop's opcodes;
                                                        needs nvcc, cuobjdump, nvdisasm on PATH;
                                                        pip's nvidia-cuda-cuobjdump/-nvdisasm do)
+
+--staged counts mmvq_st_<type>_n1's item loop instead (compiled as matvec.py compiles the staged
+module); --define adds a compile-time knob (e.g. -DMMVQ_DOT_CHAINS=2). Each row also gives the
+loop's longest chain of dependent DP4A (IDP whose accumulator is the previous IDP's result: a
+latency an item pays whatever the issue rate) and the kernel's registers.
 """
 
 from __future__ import annotations
@@ -48,40 +54,82 @@ def row_loop(sass: str) -> list[str]:
     return best
 
 
+_IDP = re.compile(r"IDP\.\S+\s+(R\d+),\s*\S+,\s*\S+,\s*(R\d+|RZ)")
+_DEST = re.compile(r"^(?:@!?U?P\w+\s+)?\S+\s+(R\d+)")
+
+
+def dp4a_chain(loop: list[str]) -> int:
+    """The longest run of IDP (DP4A/DP2A) in ``loop`` each accumulating the previous one's
+    result (straight-line: a register another instruction writes ends its chain)."""
+    depth: dict[str, int] = {}
+    longest = 0
+    for text in loop:
+        m = _IDP.search(text)
+        if m:
+            depth[m[1]] = 1 + depth.get(m[2], 0)
+            longest = max(longest, depth[m[1]])
+        elif d := _DEST.match(text):
+            depth.pop(d[1], None)
+    return longest
+
+
+def _option(argv: list[str], name: str) -> list[str]:
+    """Every value of ``name VALUE`` in argv, removed from it."""
+    values = []
+    while name in argv:
+        i = argv.index(name)
+        values.append(argv[i + 1])
+        del argv[i : i + 2]
+    return values
+
+
 def main(argv: list[str]) -> int:
     missing = [t for t in ("nvcc", "cuobjdump", "nvdisasm") if shutil.which(t) is None]
     if missing:
         sys.exit(f"needs {', '.join(missing)} on PATH")
     mix = "--mix" in argv  # also each loop's opcode histogram: where its instructions go
-    argv = [a for a in argv if a != "--mix"]
-    unroll = matvec.MMVQ_UNROLL  # --unroll N: items in flight a lane (MV_UNROLL) other than it
-    if "--unroll" in argv:
-        i = argv.index("--unroll")
-        unroll = int(argv[i + 1])
-        del argv[i : i + 2]
+    staged = "--staged" in argv
+    argv = [a for a in argv if a not in ("--mix", "--staged")]
+    # --unroll N: items in flight a lane (MV_UNROLL, or MMVQ_ST_UNROLL) other than the engine's
+    unroll = int(
+        (_option(argv, "--unroll") or [matvec.STAGED_UNROLL if staged else matvec.MMVQ_UNROLL])[0]
+    )
+    knobs = _option(argv, "--define")
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
     mixes = {}
-    defines = [f"-DMV_UNROLL={unroll}", f"-DRUN_INTS={matvec.RUN_BYTES // 4}"]
-    print("| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte |")
-    print("|---|---|---|---|---|---|")
+    run_ints = f"-DRUN_INTS={matvec.RUN_BYTES // 4}"
+    print(
+        "| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte | DP4A chain | registers |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:
         for qt in types:
             src, cubin = Path(d) / f"{qt.suffix}.cu", Path(d) / f"{qt.suffix}.cubin"
             text = (KERNELS / "matvec.cu").read_text()
-            src.write_text(text + f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n")
+            if staged:  # matvec._module's staged options
+                src.write_text(text + f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n")
+                defines = [f"-DMMVQ_ST_UNROLL={unroll}", run_ints,
+                           f"-DMMVQ_MAX_STAGES={matvec.STAGED_MAX_STAGES}"]  # fmt: skip
+                fn = f"mmvq_st_{qt.suffix}_n1"
+            else:  # the type's register cap
+                src.write_text(text + f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n")
+                defines = [f"-DMV_UNROLL={unroll}", run_ints,
+                           f"-DMMVQ_MIN_BLOCKS={qt.mmvq.min_blocks}"]  # fmt: skip
+                fn = f"mmvq_{qt.suffix}_n1"
             cmd = ["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", f"-I{KERNELS}", *cuda_defines()]
-            mb = f"-DMMVQ_MIN_BLOCKS={qt.mmvq.min_blocks}"  # the type's register cap
-            subprocess.run([*cmd, *defines, mb, "-o", str(cubin), str(src)], check=True)
-            sass = subprocess.run(
-                ["cuobjdump", "-sass", "-fun", f"mmvq_{qt.suffix}_n1", str(cubin)],
-                check=True, capture_output=True, text=True,
-            ).stdout  # fmt: skip
+            subprocess.run([*cmd, *defines, *knobs, "-o", str(cubin), str(src)], check=True)
+            sass, res = (
+                subprocess.run(["cuobjdump", flag, "-fun", fn, str(cubin)], check=True,
+                               capture_output=True, text=True).stdout
+                for flag in ("-sass", "-res-usage")
+            )  # fmt: skip
             loop = row_loop(sass)
             dp4a = sum("IDP.4A" in t for t in loop)  # (IDP.2A: Q2_K/Q3_K's pair scales)
             values = 4 * dp4a // DP4A_PER_4_VALUES.get(qt.name, 1)
             nbytes = values * qt.type_size / qt.block_size
+            regs = re.search(r"REG:(\d+)", res)
             print(f"| {qt.name} | {len(loop)} | {dp4a} | {values} | {nbytes:.0f} | "
-                  f"{len(loop) / nbytes:.2f} |")  # fmt: skip
+                  f"{len(loop) / nbytes:.2f} | {dp4a_chain(loop)} | {regs[1] if regs else '?'} |")  # fmt: skip
             # the opcode without its modifiers or predicate (@P0 FMUL.FTZ -> FMUL)
             ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in loop]
             mixes[qt.name] = collections.Counter(ops)
