@@ -262,8 +262,8 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], const in
                         s = dot16(it[r].w2 + 4 * h, x.q[h], s);
                 }
                 s += s2;
-            } else if (MMVQ_DOT_CHAINS > 1 && PER == 2) {  // the groups in chains of their own
-                s = dot16(it[r].w + 4 * g, x.q[0]) + dot16(it[r].w + 4 * (g + 1), x.q[PER - 1]);
+            } else if constexpr (MMVQ_DOT_CHAINS > 1 && PER == 2) {  // a chain a group
+                s = dot16(it[r].w + 4 * g, x.q[0]) + dot16(it[r].w + 4 * (g + 1), x.q[1]);
             } else {
 #pragma unroll
                 for (int h = 0; h < PER; ++h) s = dot16(it[r].w + 4 * (g + h), x.q[h], s);
