@@ -4,7 +4,7 @@ fills once the first tile is in) and its loop's (MMVQ_DOT_CHAINS, an item's DP4A
 which are off in the engine's build:
 built with them in a subprocess (its own TRACEKIT_CUDA_DEFINES and cache), the staged and the
 fused kernel at edge shapes, one and three tokens, against ref_mmvq's bound, on poisoned
-outputs. scripts/gpu_check_s6.sh's xprologue stage times them."""
+outputs. scripts/gpu_check_s6.sh's xprologue stage times them (chains: MMVQ_DOT_CHAINS)."""
 
 from __future__ import annotations
 
