@@ -154,13 +154,21 @@ for spec in "$@"; do
                  built_stbench "$d" "" st
                done ;;
     # MMVQ_DOT_CHAINS=2 (an item's DP4A in two chains; BENCHMARKS 2026-12-07 from 18:11 UTC): its
-    # GPU knob test, then its build's own times beside the engine's (PRO_TYPES, PRO_ARGS); if it
-    # wins, next: the parity stage run with TRACEKIT_CUDA_DEFINES=-DMMVQ_DOT_CHAINS=2
+    # GPU knob test, then its build's own times beside the engine's (PRO_TYPES, PRO_ARGS), then
+    # (CHAINS_SWEEP=TYPES) those types' every staged configuration with it (two items a lane lost
+    # to one with the long chain); if it wins, next: the parity stage with its defines
     chains) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread \
               tests/kernels/test_prologue_knobs_gpu.py -k CHAINS 2>&1 | tail -2
             for d in "" "-DMMVQ_DOT_CHAINS=2"; do
               echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_stbench "$d" "" chains
-            done ;;
+            done
+            if [ -n "${CHAINS_SWEEP:-}" ]; then
+              d=-DMMVQ_DOT_CHAINS=2
+              TRACEKIT_CUDA_DEFINES=$d TRACEKIT_CACHE=/tmp/tk-$(defines_tag "$d") t python3 \
+                scripts/bench_mmvq_staged.py --shapes 14336x4096 --types "$CHAINS_SWEEP" \
+                --sweep="$CHAINS_SWEEP" --x-hot --json "$OUT/chains-sweep.json" 2>&1 \
+                | tee "$OUT/chains-sweep.log" | tail -30
+            fi ;;
     # compute-sanitizer's racecheck over mmvq_st and mmvq_st_qx (every type unless RC_TYPES), as
     # built and with the defines RC_DEFINES if set, each launch's bits checked against mmvq
     stracecheck) CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
