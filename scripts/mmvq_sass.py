@@ -30,9 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracekit.kernels import matvec  # noqa: E402
-from tracekit.quants import QUANTIZED_TYPES, cuda_defines, quant_type  # noqa: E402
+from tracekit.quants import QUANTIZED_TYPES, quant_type  # noqa: E402
 
-KERNELS = Path(matvec.__file__).resolve().parent
 # DP4A a type's dot products take for 4 values: 1, but Q3_K's integer path (Codes<Q3_K>::dot)
 # dots the two low bits and the third in two chains, and the IQ4s' levels are two addends
 # (Codes<IQ4_*>::load_split)
@@ -97,7 +96,6 @@ def main(argv: list[str]) -> int:
     knobs = _option(argv, "--define")
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
     mixes = {}
-    run_ints = f"-DRUN_INTS={matvec.RUN_BYTES // 4}"
     print(
         "| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte | DP4A chain | registers |"
     )
@@ -105,19 +103,12 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as d:
         for qt in types:
             src, cubin = Path(d) / f"{qt.suffix}.cu", Path(d) / f"{qt.suffix}.cubin"
-            text = (KERNELS / "matvec.cu").read_text()
-            if staged:  # matvec._module's staged options
-                src.write_text(text + f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n")
-                defines = [f"-DMMVQ_ST_UNROLL={unroll}", run_ints,
-                           f"-DMMVQ_MAX_STAGES={matvec.STAGED_MAX_STAGES}"]  # fmt: skip
-                fn = f"mmvq_st_{qt.suffix}_n1"
-            else:  # the type's register cap
-                src.write_text(text + f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n")
-                defines = [f"-DMV_UNROLL={unroll}", run_ints,
-                           f"-DMMVQ_MIN_BLOCKS={qt.mmvq.min_blocks}"]  # fmt: skip
-                fn = f"mmvq_{qt.suffix}_n1"
-            cmd = ["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", f"-I{KERNELS}", *cuda_defines()]
-            subprocess.run([*cmd, *defines, *knobs, "-o", str(cubin), str(src)], check=True)
+            # compiled as the engine compiles it (mmvq: the type's register cap)
+            text, opts = matvec.module_source(qt.suffix, unroll, qt.mmvq.min_blocks, staged=staged)
+            src.write_text(text)
+            fn = (matvec.staged_kernel_name if staged else matvec.kernel_name)(qt, 1)
+            cmd = ["nvcc", "-arch=sm_90", "-cubin", *opts, *knobs, "-o", str(cubin), str(src)]
+            subprocess.run(cmd, check=True)
             sass, res = (
                 subprocess.run(["cuobjdump", flag, "-fun", fn, str(cubin)], check=True,
                                capture_output=True, text=True).stdout

@@ -332,6 +332,36 @@ def ref_matvec(
 MMVQ_PREFETCH = True
 
 
+def module_source(
+    suffix: str,
+    unroll: int,
+    min_blocks: int,
+    prefetch: bool = MMVQ_PREFETCH,
+    rpw: int = 1,
+    staged: bool = False,
+) -> tuple[str, tuple[str, ...]]:
+    """matvec.cu with the kernels of one type (from the quant table) appended, and the nvcc
+    options it compiles with (``staged``: its mmvq_st kernels only, ``unroll`` their items in
+    flight a lane): what :func:`_module` compiles and scripts/mmvq_sass.py disassembles."""
+    qt = quant_type(suffix)
+    # the type's CUDA decoder (its declaration's ``device``): mmvq reads its Codes<T> view;
+    # float types' is a Src* reader
+    src = (cuda._HERE / f"{FAMILY}.cu").read_text()
+    if staged:
+        src += f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n"
+        opts = (*cuda._OPTIONS, f"-DMMVQ_ST_UNROLL={unroll}", f"-DRUN_INTS={RUN_BYTES // 4}",
+                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}")  # fmt: skip
+        return src, opts
+    if qt.is_quantized:
+        src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
+    else:
+        src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
+    opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
+            f"-DRUN_INTS={RUN_BYTES // 4}",
+            f"-DMMVQ_PREFETCH={int(prefetch)}", f"-DMMVQ_RPW={rpw}")  # fmt: skip
+    return src, opts
+
+
 @functools.cache
 def _module(
     suffix: str,
@@ -341,26 +371,10 @@ def _module(
     rpw: int = 1,
     staged: bool = False,
 ) -> Any:
-    """matvec.cu with the kernels of one type (from the quant table), compiled once
-    (``staged``: its mmvq_st kernels only, ``unroll`` their items in flight a lane)."""
+    """:func:`module_source`, compiled once."""
     import cupy
 
-    qt = quant_type(suffix)
-    # the type's CUDA decoder (its declaration's ``device``): mmvq reads its Codes<T> view;
-    # float types' is a Src* reader
-    src = (cuda._HERE / f"{FAMILY}.cu").read_text()
-    if staged:
-        src += f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n"
-        opts = (*cuda._OPTIONS, f"-DMMVQ_ST_UNROLL={unroll}", f"-DRUN_INTS={RUN_BYTES // 4}",
-                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}")  # fmt: skip
-        return cupy.RawModule(code=src, options=opts)
-    if qt.is_quantized:
-        src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
-    else:
-        src += f"\nMATVEC_KERNELS({qt.suffix}, FloatBlock<{qt.device}>)\n"
-    opts = (*cuda._OPTIONS, f"-DMV_UNROLL={unroll}", f"-DMMVQ_MIN_BLOCKS={min_blocks}",
-            f"-DRUN_INTS={RUN_BYTES // 4}",
-            f"-DMMVQ_PREFETCH={int(prefetch)}", f"-DMMVQ_RPW={rpw}")  # fmt: skip
+    src, opts = module_source(suffix, unroll, min_blocks, prefetch, rpw, staged)
     return cupy.RawModule(code=src, options=opts)
 
 
