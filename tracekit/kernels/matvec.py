@@ -363,18 +363,11 @@ def module_source(
 
 
 @functools.cache
-def _module(
-    suffix: str,
-    unroll: int,
-    min_blocks: int,
-    prefetch: bool = MMVQ_PREFETCH,
-    rpw: int = 1,
-    staged: bool = False,
-) -> Any:
-    """:func:`module_source`, compiled once."""
+def _module(*args: Any, **kwargs: Any) -> Any:
+    """:func:`module_source` (its arguments), compiled once."""
     import cupy
 
-    src, opts = module_source(suffix, unroll, min_blocks, prefetch, rpw, staged)
+    src, opts = module_source(*args, **kwargs)
     return cupy.RawModule(code=src, options=opts)
 
 
