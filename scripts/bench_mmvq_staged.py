@@ -58,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         "stamped launch, so own times exclude it; queued times include it",
     )  # fmt: skip
     ap.add_argument(
+        "--st-rpw", default="",
+        help="also time mmvq_st with R rows a warp walks together (comma-separated R: 2, 4), at "
+        "the default blocks (8 warps, tiles of whole steps of 8 R rows where two stages fit) and "
+        "at blocks of 8 / R warps taking the default's tile rows (4 blocks an SM where they fit, "
+        "else 2): queued and own times, each checked against mmvq's bits first",
+    )  # fmt: skip
+    ap.add_argument(
         "--stages", type=int, default=0,
         help="mmvq_st's default at this many stages (an A/B of matvec.STAGED_STAGES; 0: as declared)",
     )  # fmt: skip
@@ -167,23 +174,32 @@ def main(argv: list[str] | None = None) -> int:
                          "own_us": floor["own"][0] * 1e6})  # fmt: skip
             x = cp.random.standard_normal((1, k), dtype=cp.float32)
             out = cp.empty((1, n), cp.float32)
-            # (kind, rows per tile, stages, blocks an SM, unroll, warps a row, rows a block);
-            # None: default
-            configs: list[tuple] = [("mmvq", None, None, None, None, None, None)]
-            configs.append(("st", None, None, None, None, None, None))
+            # (kind, rows per tile, stages, blocks an SM, unroll, warps a row, rows a block,
+            # rows a warp walks together); None: default
+            configs: list[tuple] = [("mmvq", None, None, None, None, None, None, None)]
+            configs.append(("st", None, None, None, None, None, None, None))
             configs += [
-                ("mmvq", None, None, None, int(u), None, None)
+                ("mmvq", None, None, None, int(u), None, None, None)
                 for u in args.mmvq_unroll.split(",") if u
             ]  # fmt: skip
+            st_rpw = [int(r) for r in args.st_rpw.split(",") if r]
+            default_rows = matvec.staged_geometry(
+                n, k, 1, qt, *matvec._device_limits()
+            )[4]  # fmt: skip
+            for r in st_rpw:
+                # the default blocks with R times the rows a tile, then blocks of 8 / R warps
+                # on the default's tiles (the same warps an SM at 4 blocks an SM)
+                configs.append(("st", None, None, None, None, None, None, r))
+                configs += [("st", default_rows, None, b, None, None, 8 // r, r) for b in (4, 2)]
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
-                    ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb)
+                    ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb, None)
                     for rb in (4, 2) for w16 in (True, False) for s in (2, 3, 4) for m in (1, 2)
                 ] + [
-                    ("st", r, s, b, u, w, None)
+                    ("st", r, s, b, u, w, None, None)
                     for r in (None,) for s in (2, 3, 4) for b in (2, 3, 4) for u in (1,) for w in (1, 2, 4)
-                ] + [("st", 16, 2, 2, 1, 1, None)] + [
-                    ("st", None, s, b, 2, 1, None) for s in (2, 3) for b in (2, 3)
+                ] + [("st", 16, 2, 2, 1, 1, None, None)] + [
+                    ("st", None, s, b, 2, 1, None, None) for s in (2, 3) for b in (2, 3)
                 ]  # fmt: skip
                 # (blocks of 4 or 2 warps, 16 or 24 an SM: tiles of 1 or 2 block-rows, smaller
                 # than the default's 8 rows, so a launch's first and last tiles take less time
@@ -192,14 +208,15 @@ def main(argv: list[str] | None = None) -> int:
                 # fit; unroll 2: two items a lane read from the stage before their dot products)
             best = {}
 
-            def other_kw(c):  # the A/B partner of mmvq (mmvq_st's default) and vice versa
-                return dict(staged=c[0] == "mmvq")
+            def other_kw(c):  # the A/B partner of mmvq (mmvq_st's default) and vice versa;
+                # of R rows a warp, mmvq_st's default (one)
+                return dict(staged=True) if c[7] else dict(staged=c[0] == "mmvq")
 
             for c in dict.fromkeys(configs):
-                kind, rpt, st, bps, unroll, wpr, rb = c
+                kind, rpt, st, bps, unroll, wpr, rb, rpw = c
                 kw = (dict(staged=False, unroll=unroll) if kind == "mmvq" else
                       dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
-                           unroll=unroll, wpr=wpr, rows_per_block=rb))  # fmt: skip
+                           unroll=unroll, wpr=wpr, rows_per_block=rb, rows_per_warp=rpw))  # fmt: skip
                 try:
                     got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
                 except (matvec.KernelInputError, ValueError) as e:
@@ -224,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                     return fn
 
                 own_s = None
-                if c in configs[:2] or kind == "mmvq":  # A/B rows: queued and own times
+                if c in configs[:2] or kind == "mmvq" or rpw:  # A/B rows: queued and own times
                     samples, owns = [], []
                     for _ in range(args.rounds):
                         # alternated with its partner only when there is more than one round
@@ -243,13 +260,15 @@ def main(argv: list[str] | None = None) -> int:
                        "rows_per_tile": recs[-1].extra.get("rows_per_tile"),
                        "stages": recs[-1].extra.get("stages"), "blocks_per_sm": bps,
                        "unroll": unroll, "wpr": geo.block[1], "block": list(geo.block), "grid": list(geo.grid),
+                       "rows_per_warp": recs[-1].extra.get("rows_per_warp"),
                        "us": s * 1e6, "pct_copy": pct,
                        "own_us": own_s * 1e6 if own_s else None,
                        "own_pct_copy": 100 * nbytes / own_s / copy_bps if own_s else None,
                        "kernels": [r.kernel for r in recs]}  # fmt: skip
                 rows.append(row)
                 print(f"{qt.name:6s} {n}x{k} {kind:4s} rpt={row['rows_per_tile']} stages={row['stages']} bps={bps} "
-                      f"unroll={unroll} block={tuple(geo.block)}: {s * 1e6:7.2f} us {pct:5.1f}% of copy"
+                      f"unroll={unroll} rpw={row['rows_per_warp']} block={tuple(geo.block)}: "
+                      f"{s * 1e6:7.2f} us {pct:5.1f}% of copy"
                       + (f", own {own_s * 1e6:7.2f} us {row['own_pct_copy']:5.1f}%" if own_s else ""),
                       flush=True)  # fmt: skip
                 key = ("mmvq" if c == configs[0] else "unroll" if kind == "mmvq" else
@@ -264,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             summary.append((qt.name, n, k, best, floor, nbytes, engine))
     print(
         "\n% of copy, queued / own device time. | type | n x k | read floor | mmvq | "
-        "mmvq_st default | best mmvq_st queued (rows, stages, blocks/SM, unroll, wpr, rows/block) | "
+        "mmvq_st default | best mmvq_st queued (rows, stages, blocks/SM, unroll, wpr, rows/block, "
+        "rows/warp) | "
         f"engine's kernel, own | >= {TARGET_PCT:.0f}% | best mmvq --mmvq-unroll (unroll) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -275,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         fl = " / ".join(f"{100 * (nbytes // 16 * 16) / floor[h][0] / copy_bps:.1f}"
                         for h in ("queued", "own"))  # fmt: skip
-        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']}, {b['wpr']}, {b['block'][2]})"
+        bs = (f"{b['pct_copy']:.1f} ({b['rows_per_tile']}, {b['stages']}, {b['blocks_per_sm']}, {b['unroll']}, {b['wpr']}, {b['block'][2]}, {b['rows_per_warp']})"
               if b and b["us"] < d["us"] else "–")  # fmt: skip
         e = (d if engine == "st" else m)["own_pct_copy"]
         print(f"| {name} | {n}x{k} | {fl} | {m['pct_copy']:.1f} / {m['own_pct_copy']:.1f} | "

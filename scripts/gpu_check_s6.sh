@@ -169,13 +169,27 @@ for spec in "$@"; do
                 --sweep="$CHAINS_SWEEP" --x-hot --json "$OUT/chains-sweep.json" 2>&1 \
                 | tee "$OUT/chains-sweep.log" | tail -30
             fi ;;
+    # mmvq_st with R rows a warp walks together (MMVQ_ST_RPW; BENCHMARKS 2026-12-07 from 20:39
+    # UTC): its GPU parity test, then bench_mmvq_staged --st-rpw (RPW_R, default 2,4: own times
+    # beside mmvq_st's default, PRO_TYPES, PRO_ARGS) as built and with RPW_DEFINES if set (e.g.
+    # -DMMVQ_DOT_CHAINS=2); the per-configuration lines with own times and the summary
+    rpw) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread -n 8 \
+           tests/kernels/test_matvec_gpu.py -k rows_walked 2>&1 | tail -2
+         for d in "" ${RPW_DEFINES:+"$RPW_DEFINES"}; do
+           tag=$(defines_tag "$d"); echo "--- TRACEKIT_CUDA_DEFINES='$d'"
+           TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
+             --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= \
+             --rounds 2 --st-rpw ${RPW_R:-2,4} ${PRO_ARGS:-} --json "$OUT/rpw-$tag.json" > "$OUT/rpw-$tag.log" 2>&1
+           grep -E "copy bandwidth|own .*%|do not fit|^\| Q|^\| IQ" "$OUT/rpw-$tag.log"
+         done ;;
     # compute-sanitizer's racecheck over mmvq_st and mmvq_st_qx (every type unless RC_TYPES), as
-    # built and with the defines RC_DEFINES if set, each launch's bits checked against mmvq
+    # built and with the defines RC_DEFINES if set (RC_ARGS: e.g. --rpw 2), each launch's bits
+    # checked against mmvq
     stracecheck) CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
       for d in "" ${RC_DEFINES:+"$RC_DEFINES"}; do
         tag=$(defines_tag "$d"); echo "--- TRACEKIT_CUDA_DEFINES='$d'"
         TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-rc$tag t "$CS" --tool racecheck --error-exitcode 3 \
-          python3 scripts/staged_racecheck.py ${RC_TYPES:+--types $RC_TYPES} > "$OUT/rc-$tag.log" 2>&1
+          python3 scripts/staged_racecheck.py ${RC_TYPES:+--types $RC_TYPES} ${RC_ARGS:-} > "$OUT/rc-$tag.log" 2>&1
         echo "exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|all ok|BAD" "$OUT/rc-$tag.log" | head -5
       done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty

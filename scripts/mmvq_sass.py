@@ -6,13 +6,15 @@ On the H200 the issue-bound types ran at about 280 / (instructions per byte) % o
 (BENCHMARKS.md, 2026-12-01), so this is the number a change to Codes<T> or the loop moves.
 
     .venv/bin/python scripts/mmvq_sass.py [TYPE,...] [--mix] [--unroll N] [--staged]
-                                          [--define -DNAME=V ...]
+                                          [--rpw R] [--define -DNAME=V ...]
                                                       (--mix: each loop's opcodes;
                                                        needs nvcc, cuobjdump, nvdisasm on PATH;
                                                        pip's nvidia-cuda-cuobjdump/-nvdisasm do)
 
 --staged counts mmvq_st_<type>_n1's item loop instead (compiled as matvec.py compiles the staged
-module); --define adds a compile-time knob (e.g. -DMMVQ_DOT_CHAINS=2). Each row also gives the
+module); --rpw R: R rows a warp walks together (mmvq's MMVQ_RPW, mmvq_st's MMVQ_ST_RPW: the loop
+then holds R rows' items, and its bytes are theirs); --define adds a compile-time knob (e.g.
+-DMMVQ_DOT_CHAINS=2). Each row also gives the
 loop's longest chain of dependent DP4A (IDP whose accumulator is the previous IDP's result: a
 latency an item pays whatever the issue rate) and the kernel's registers.
 """
@@ -93,6 +95,7 @@ def main(argv: list[str]) -> int:
     unroll = int(
         (_option(argv, "--unroll") or [matvec.STAGED_UNROLL if staged else matvec.MMVQ_UNROLL])[0]
     )
+    rpw = int((_option(argv, "--rpw") or [matvec.STAGED_RPW if staged else 1])[0])
     knobs = _option(argv, "--define")
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
     mixes = {}
@@ -104,7 +107,9 @@ def main(argv: list[str]) -> int:
         for qt in types:
             src, cubin = Path(d) / f"{qt.suffix}.cu", Path(d) / f"{qt.suffix}.cubin"
             # compiled as the engine compiles it (mmvq: the type's register cap)
-            text, opts = matvec.module_source(qt.suffix, unroll, qt.mmvq.min_blocks, staged=staged)
+            text, opts = matvec.module_source(
+                qt.suffix, unroll, qt.mmvq.min_blocks, rpw=rpw, staged=staged
+            )
             src.write_text(text)
             fn = (matvec.staged_kernel_name if staged else matvec.kernel_name)(qt, 1)
             cmd = ["nvcc", "-arch=sm_90", "-cubin", *opts, *knobs, "-o", str(cubin), str(src)]

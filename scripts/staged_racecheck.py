@@ -2,9 +2,11 @@
 copy while a warp still reads it would be a shared-memory hazard): the fused kernel and
 mmvq_st_qx, every quantized type, at a shape whose stage ring wraps (4100 rows: 513 tiles on at
 most 264 blocks) and a small one, one and three tokens, each checked bit for bit against mmvq.
-Built with whatever TRACEKIT_CUDA_DEFINES says (e.g. -DMMVQ_ST_X_FIRST=1).
+Built with whatever TRACEKIT_CUDA_DEFINES says (e.g. -DMMVQ_ST_X_FIRST=1); --rpw R: R rows a
+warp walks together (matvec.cu's MMVQ_ST_RPW), on blocks of 8 / R warps.
 
     compute-sanitizer --tool racecheck python3 scripts/staged_racecheck.py [--types Q4_0,Q4_K]
+                                                                          [--rpw 2]
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", default="", help="comma-separated (default: every quantized type)")
+    ap.add_argument("--rpw", type=int, default=1, help="rows a warp walks together (1, 2, 4)")
     args = ap.parse_args(argv)
+    rows = dict(rows_per_warp=args.rpw, rows_per_block=8 // args.rpw)
 
     import cupy as cp
 
@@ -41,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   prequantize=False, wpr=1)  # fmt: skip
                 for qx in (False, True):
                     got, recs = matvec.launch_matvec(x, raw, qt, (n, k), staged=True,
-                                                     prequantize=qx, wpr=1)  # fmt: skip
+                                                     prequantize=qx, wpr=1, **rows)  # fmt: skip
                     same = bool((cp.asnumpy(got).view("u4") == cp.asnumpy(want).view("u4")).all())
                     bad += not same
                     print(f"{qt.name} {n}x{k} nt={nt} {recs[-1].kernel}: "

@@ -166,6 +166,38 @@ def test_mmvq_staged_gives_mmvqs_bits(
     assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
 
 
+@pytest.mark.parametrize("qt", QTYPES, ids=[t.name for t in QTYPES])
+@pytest.mark.parametrize("n, nt", [(37, 3), (301, 2), (4099, 1)])
+@pytest.mark.parametrize("rpw", [2, 4])
+@pytest.mark.parametrize("fewer_warps", [False, True], ids=["8warps", "8/Rwarps"])
+def test_mmvq_staged_rows_walked_together_give_mmvqs_bits(
+    cp, qt: QuantType, n: int, nt: int, rpw: int, fewer_warps: bool
+):
+    """mmvq_st with R rows a warp walks together (MMVQ_ST_RPW, x read once for them): mmvq's
+    bits, for row counts whose last tile has rows past the matrix (n % 8R != 0), blocks of 8
+    warps (tiles of 8R rows, or more warps a row where two such stages do not fit) and of 8 / R
+    warps (the default's tiles); poisoned outputs."""
+    k = {37: 3 * qt.block_size, 301: 2816, 4099: 4096}[n]
+    k = max(k // qt.block_size, 1) * qt.block_size
+    raw, _ = weight(qt, n, k, seed=n + nt + rpw, tame=True)
+    x = cp.asarray(random_x(nt, k, seed=nt + rpw))
+    w = cp.asarray(raw)
+    got, recs = matvec.launch_matvec(
+        x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, prequantize=False,
+        rows_per_warp=rpw, rows_per_block=8 // rpw if fewer_warps else None,
+    )  # fmt: skip
+    assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
+    rec = recs[0]
+    assert rec.extra["rows_per_warp"] == rpw
+    assert rec.extra["rows_per_tile"] % (rec.block[2] * rpw) == 0
+    same, _ = matvec.launch_matvec(
+        x, w, qt, (n, k), poisoned(cp, (nt, n)), prequantize=False, wpr=rec.block[1]
+    )
+    assert cp.asnumpy(got).view(np.uint32).tolist() == cp.asnumpy(same).view(np.uint32).tolist()
+    want, _, mag = matvec.ref_mmvq(cp.asnumpy(x), raw, qt, (n, k), bound=True)
+    assert np.all(np.abs(cp.asnumpy(got) - want) <= mmvq_bound(k, mag))
+
+
 @pytest.mark.parametrize(
     "qt", [quant_type(t) for t in ("Q8_0", "Q4_K", "Q6_K")], ids=lambda t: t.name
 )

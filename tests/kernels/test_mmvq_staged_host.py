@@ -113,12 +113,13 @@ def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block=None, sms=1,
-                qx=False):  # fmt: skip
+                qx=False, rows_per_warp=1):  # fmt: skip
     bulk, so = lib
     nt, k = x.shape
     geo, dyn, st, stage, rpt = matvec.staged_geometry(
         n, k, nt, qt, sms=sms, smem_max=SMEM_INTS * 4, rows_per_tile=rows_per_tile,
         stages=stages, blocks_per_sm=1, warps_per_row=wpr, rows_per_block=rows_per_block,
+        rows_per_warp=rows_per_warp,
     )  # fmt: skip
     assert dyn <= SMEM_INTS * 4 and st == stages and rpt == rows_per_tile
     out = np.full((nt, n), np.nan, np.float32)  # poison: an output not written stays NaN
@@ -260,6 +261,53 @@ def test_two_dot_chains_give_the_same_bits(lib, two_chains, qt: QuantType) -> No
         _assert_mmvqs_bits(two_chains, qt, raw, x, n, got, geo)
         one_chain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
         assert got.view(np.uint32).tolist() == one_chain.view(np.uint32).tolist()
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["R2", "R4"])
+def rows_a_warp(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(R, the bulk library built with MMVQ_ST_RPW=R)."""
+    folder = tmp_path_factory.mktemp(f"rpw{request.param}")
+    return request.param, (True, _build(folder, True, defines=(f"-DMMVQ_ST_RPW={request.param}",)))
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+def test_rows_walked_together_give_the_same_bits(lib, rows_a_warp, qt: QuantType) -> None:
+    """MMVQ_ST_RPW=R: a warp walks R consecutive rows of its tile together (x read once for
+    them): mmvq's bits and the one-row build's, for 1 and 3 tokens, one and two warps a row
+    (write_row's shared-memory sum), blocks of 8 and of 2 warps, and row counts that leave the
+    last tile's last rows past the matrix (read again, never written: poisoned outputs stay
+    only where no row is)."""
+    r, wide = rows_a_warp
+    k = 3 * qt.block_size if qt.block_size > 32 else 160
+    for nt, n, wpr, rb in ((1, 37, 1, None), (3, 13, 2, None), (1, 21, 1, 2)):
+        raw = aligned(weight(qt, n, k, seed=n + nt + r, tame=True)[0])
+        x = random_x(nt, k, seed=nt + r)
+        rows_per_tile = 2 * r * (rb or 8 // wpr)  # two steps of the block's warps a tile
+        got, geo = _run_staged(wide, qt, raw, x, n, rows_per_tile, 3, wpr, rb, rows_per_warp=r)
+        assert geo.block[1:] == (wpr, rb or 8 // wpr)
+        _assert_mmvqs_bits(wide, qt, raw, x, n, got, geo)
+        one_row, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 3, wpr, rb)
+        assert got.view(np.uint32).tolist() == one_row.view(np.uint32).tolist()
+
+
+def test_a_tile_not_whole_steps_of_rows_a_warp_is_refused() -> None:
+    """Tiles are whole steps of the block's warps times the rows each walks: the default rounds
+    down to them (Q4_0's 2304-byte rows: 32 KB tiles of 14 rows -> 8 at one row a warp, 0 -> 16
+    at two), a given count that is not one is refused, naming both factors."""
+    qt = next(t for t in QUANTIZED_TYPES if t.name == "Q4_0")
+    smem = 227 * 1024 - matvec.MMVQ_STATIC_SHARED
+    *_, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem)
+    assert rpt == 8
+    geo, _, _, stage, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_warp=2)
+    assert geo.block == (32, 1, 8) and rpt == 16 and stage == matvec.mmvq_stage_bytes(16 * 2304)
+    *_, rpt = matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_block=4,
+                                     rows_per_warp=2)  # fmt: skip
+    assert rpt == 8
+    with pytest.raises(ValueError, match=r"multiple of 16 \(the block's rows, 8, times the rows a "
+                       r"warp walks together, 2\)"):  # fmt: skip
+        matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_tile=8, rows_per_warp=2)
+    with pytest.raises(ValueError, match="rows per warp 3 must be 1, 2 or 4"):
+        matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_warp=3)
 
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1", "MMVQ_X_LANES=1",

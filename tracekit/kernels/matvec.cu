@@ -629,6 +629,17 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #ifndef MMVQ_ST_UNROLL
 #define MMVQ_ST_UNROLL 1  // items a lane loads (from shared memory) before their dot products
 #endif
+// MMVQ_ST_RPW: rows of its tile a warp walks together (consecutive: warp z's R rows z R ..
+// z R + R - 1, then rb R further), as mmvq's MMVQ_RPW: each run of x read from shared memory
+// serves R rows, and R rows' items, dot products and reductions are independent work in
+// flight. Why: a tile's compute is what holds mmvq_st (bulk_floor.py: 47 ns a KB puts the
+// staged floor at 73-79% of copy, 20 ns would reach 85%), and at one row a warp x's reads are
+// as many shared-memory loads as the weight's (BENCHMARKS.md, 2026-12-07 from 20:39 UTC).
+// Grid contract: tile_rows a multiple of rb R (matvec.py's staged_geometry), so every warp
+// walks a tile's rows the same number of times.
+#ifndef MMVQ_ST_RPW
+#define MMVQ_ST_RPW 1
+#endif
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
 #if __CUDA_ARCH__ >= 900
@@ -747,16 +758,18 @@ __device__ unsigned long long mmvq_st_timeline[MMVQ_TL_BLOCKS][MMVQ_TL_EVENTS];
 #ifndef MMVQ_ST_FILLS_AT_ARRIVAL
 #define MMVQ_ST_FILLS_AT_ARRIVAL 0
 #endif
-// mmvq_st's one item a lane against each token's x (its runs in shared memory, a token's
-// row_ints apart, this item's at xo), added to acc: mmvq's terms in mmvq's order
-template <class C, int NG, int NT>
-__device__ __forceinline__ void add_item_dots(float (&acc)[NT], const CodeItem<NG> (&it)[1],
+// mmvq_st's one item a lane of each of its R rows against each token's x (its runs in shared
+// memory, a token's row_ints apart, this item's at xo), added to acc: mmvq's terms in mmvq's
+// order, each row's the same bits whatever R is (group_dots)
+template <class C, int NG, int NT, int R>
+__device__ __forceinline__ void add_item_dots(float (&acc)[R][NT], const CodeItem<NG> (&it)[R],
                                               const int* sxr, int row_ints, int xo) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-        float sums[1];
-        mmvq_dots<C, NG, 1>(it, sxr + t * row_ints + xo, sums);
-        acc[t] += sums[0];
+        float sums[R];
+        mmvq_dots<C, NG, R>(it, sxr + t * row_ints + xo, sums);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][t] += sums[r];
     }
 }
 
@@ -772,14 +785,14 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                                         int stage_bytes, int tile_rows,
                                         const int* __restrict__ gxr = nullptr) {
     using C = Codes<T>;
-    constexpr int NG = C::NG, U = MMVQ_ST_UNROLL;
+    constexpr int NG = C::NG, U = MMVQ_ST_UNROLL, R = MMVQ_ST_RPW;
     __shared__ float part[MV_MAX_WARPS][NT];
     __shared__ StageBarrier full[MMVQ_MAX_STAGES + (QX ? 1 : 0)];  // (QX: x's the last)
     extern __shared__ int4 mmvq_smem[];
     const int rb = blockDim.z;
     const i64 row_bytes = (i64)(k / T::QK) * T::TS, total = (i64)n * row_bytes;
     if (ts != T::TS || qk != T::QK || blockDim.x != 32 || blockDim.y * rb > MV_MAX_WARPS ||
-        stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % rb ||
+        stages < 2 || stages > MMVQ_MAX_STAGES || stage_bytes % 16 || tile_rows % (rb * R) ||
         tile_rows < rb || stage_bytes < ((tile_rows * row_bytes + 30) & ~(i64)15))
         __trap();
     int* sxr = reinterpret_cast<int*>(mmvq_smem);
@@ -849,30 +862,41 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             for (int d = deferred; d < stages; ++d) first_fill(d);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
         const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
-        for (int r = threadIdx.z; r < tile_rows; r += rb) {  // the same trip count for all warps
-            const int row = tile * tile_rows + r;
-            float acc[NT];
+        // (the same trip count for all warps: tile_rows is a multiple of rb R)
+        for (int r = threadIdx.z * R; r < tile_rows; r += rb * R) {
+            const int row = tile * tile_rows + r;  // the first of the warp's R rows
+            float acc[R][NT];
 #pragma unroll
-            for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+            for (int i = 0; i < R; ++i)
+#pragma unroll
+                for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
             if (row < n) {
                 const u8* w = st + r * row_bytes;
                 int xo = xb0;  // block bi's first run (x_block)
                 for (int bi = b0; bi < nb; bi += bstep * U, xo += xstep * U) {
-                    CodeItem<NG> it[U][1];
+                    CodeItem<NG> it[U][R];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;
-                        if (b < nb) mmvq_load<C>(w + b * T::TS, sub, it[u][0]);
+                        // (rows past the matrix, the last tile's, read its last row again,
+                        // never written)
+                        if (b < nb)
+#pragma unroll
+                            for (int i = 0; i < R; ++i)
+                                mmvq_load<C>(w + (i == 0 ? 0 : min(i, n - 1 - row)) * row_bytes +
+                                                 b * T::TS,
+                                             sub, it[u][i]);
                     }
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;
                         if (b >= nb) break;
-                        add_item_dots<C, NG, NT>(acc, it[u], sxr, run_row_ints(k >> 5), xo + u * xstep);
+                        add_item_dots<C, NG, NT, R>(acc, it[u], sxr, run_row_ints(k >> 5), xo + u * xstep);
                     }
                 }
             }
-            write_row<NT>(acc, part, out, row, n, bias);
+#pragma unroll
+            for (int i = 0; i < R; ++i) write_row<NT>(acc[i], part, out, row + i, n, bias);
         }
         __syncthreads();  // every warp is done with stage s: it may be refilled
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);

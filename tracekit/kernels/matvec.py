@@ -342,7 +342,8 @@ def module_source(
 ) -> tuple[str, tuple[str, ...]]:
     """matvec.cu with the kernels of one type (from the quant table) appended, and the nvcc
     options it compiles with (``staged``: its mmvq_st kernels only, ``unroll`` their items in
-    flight a lane): what :func:`_module` compiles and scripts/mmvq_sass.py disassembles."""
+    flight a lane, ``rpw`` the rows a warp walks together in a tile): what :func:`_module`
+    compiles and scripts/mmvq_sass.py disassembles."""
     qt = quant_type(suffix)
     # the type's CUDA decoder (its declaration's ``device``): mmvq reads its Codes<T> view;
     # float types' is a Src* reader
@@ -350,7 +351,7 @@ def module_source(
     if staged:
         src += f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n"
         opts = (*cuda._OPTIONS, f"-DMMVQ_ST_UNROLL={unroll}", f"-DRUN_INTS={RUN_BYTES // 4}",
-                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}")  # fmt: skip
+                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}", f"-DMMVQ_ST_RPW={_check_rpw(rpw)}")  # fmt: skip
         return src, opts
     if qt.is_quantized:
         src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
@@ -592,8 +593,8 @@ def launch_matvec(
         staged: run mmvq_st (the weight's tiles staged in shared memory by the bulk-copy
             engine; None: :func:`stages_weight`), with ``rows_per_tile``, ``stages``,
             ``blocks_per_sm``, ``unroll``, ``wpr`` (None: 1, or more where a long row's
-            block-row leaves no room for x) and ``rows_per_block`` (None: 8 warps a block) as
-            :func:`staged_geometry` takes them.
+            block-row leaves no room for x), ``rows_per_block`` (None: 8 warps a block) and
+            ``rows_per_warp`` (None: :data:`STAGED_RPW`) as :func:`staged_geometry` takes them.
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -640,7 +641,7 @@ def launch_matvec(
     if stages_weight(qt, n, k, staged):
         return o, _launch_staged(
             x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr,
-            rows_per_block, qx=staged_prequantizes(prequantize),
+            rows_per_block, qx=staged_prequantizes(prequantize), rows_per_warp=rows_per_warp,
         )  # fmt: skip
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
@@ -699,6 +700,9 @@ def mmvq_stage_bytes(span: int) -> int:
 STAGED_TILE_BYTES = 32 * 1024
 STAGED_STAGES = 2
 STAGED_BLOCKS_PER_SM = 2
+#: mmvq_st: rows of a tile a warp walks together (matvec.cu's MMVQ_ST_RPW: one read of x for
+#: them all). 1: as measured through 2026-12-07; 2 is built, host-tested, not yet timed.
+STAGED_RPW = 1
 
 
 def staged_geometry(
@@ -713,13 +717,14 @@ def staged_geometry(
     blocks_per_sm: int = STAGED_BLOCKS_PER_SM,
     warps_per_row: int = 1,
     rows_per_block: int | None = None,
+    rows_per_warp: int = 1,
 ) -> tuple[Geometry, int, int, int, int]:
     """mmvq_st's launch: block = (32, W, R) (``warps_per_row`` W, ``rows_per_block`` R; None:
-    8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R; None: the most that fit
-    :data:`STAGED_TILE_BYTES`, at least R), grid = at most ``blocks_per_sm`` blocks on each
-    of ``sms`` SMs (tiles grid-strided), ``stages`` tiles in flight a block (None:
-    :data:`STAGED_STAGES`). Returns (geometry, dynamic shared bytes, stages, stage bytes, rows
-    per tile).
+    8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R ``rows_per_warp``, the
+    rows a warp walks together; None: the most that fit :data:`STAGED_TILE_BYTES`, at least
+    R ``rows_per_warp``), grid = at most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles
+    grid-strided), ``stages`` tiles in flight a block (None: :data:`STAGED_STAGES`). Returns
+    (geometry, dynamic shared bytes, stages, stage bytes, rows per tile).
 
     Raises:
         KernelInputError: the stages and x do not fit a block's shared memory.
@@ -731,16 +736,17 @@ def staged_geometry(
         raise ValueError(
             f"mmvq_st rows per block {rb} at {warps_per_row} warps a row must make 1 to 8 warps"
         )
+    step = rb * _check_rpw(rows_per_warp)  # a tile's rows: whole steps of the block's warps
     row_bytes = qt.row_bytes(k)
     xbytes = mmvq_shared_bytes(nt, k)
     budget = min(smem_max, _per_block_shared(blocks_per_sm)) - xbytes
     if rows_per_tile is None:
-        rows_per_tile = max(rb, STAGED_TILE_BYTES // max(1, row_bytes) // rb * rb)
-        rows_per_tile = min(rows_per_tile, -(-n // rb) * rb)  # no more than the matrix has
-    if rows_per_tile < rb or rows_per_tile % rb:
+        rows_per_tile = max(step, STAGED_TILE_BYTES // max(1, row_bytes) // step * step)
+        rows_per_tile = min(rows_per_tile, -(-n // step) * step)  # no more than the matrix has
+    if rows_per_tile < step or rows_per_tile % step:
         raise ValueError(
-            f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {rb} "
-            f"(the block's rows)"
+            f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {step} "
+            f"(the block's rows, {rb}, times the rows a warp walks together, {rows_per_warp})"
         )
     stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
     stages = STAGED_STAGES if stages is None else stages
@@ -775,7 +781,7 @@ def _launch_staged(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
     rows_per_tile: int | None, stages: int | None, blocks_per_sm: int | None,
     unroll: int | None, wpr: int | None, rows_per_block: int | None = None, qx: bool = False,
-    xr: Any = None,
+    xr: Any = None, rows_per_warp: int | None = None,
 ) -> list[LaunchRecord]:  # fmt: skip
     """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages
     (two of one block-row each); ``qx``: quantize_q8_n<nt> first (all tokens, one launch),
@@ -788,16 +794,17 @@ def _launch_staged(
     ts, qk = block_sizes(qt)
     b = cuda.NULL if bias is None else bias
     bps = STAGED_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
+    rpw = STAGED_RPW if rows_per_warp is None else rows_per_warp
     row_bytes = qt.row_bytes(k)
 
     def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
         rb = rows_per_block or 8 // w
-        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * row_bytes)
+        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * rpw * row_bytes)
 
     # None: one warp a row unless a long row needs fewer rows a block-row for one token's x
     w = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= mmvq_shared_bytes(1, k)), 8)
     per_launch = max(1, min(nt, room(w) // max(1, mmvq_shared_bytes(1, k))))
-    mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, staged=True)
+    mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, rpw=rpw, staged=True)
     recs = []
     if qx and xr is None:
         xr, qrec = _launch_quantize(mod, x)
@@ -806,7 +813,7 @@ def _launch_staged(
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
         geo, smem, st, stage, rpt = staged_geometry(
-            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, rows_per_block
+            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, rows_per_block, rpw
         )
         name = staged_kernel_name(qt, t1 - t0, qx)
         fn = mod.get_function(name)
@@ -817,7 +824,8 @@ def _launch_staged(
         # (qx: the bulk copy reads a token's runs with their gaps, mmvq_shared_bytes)
         recs.append(_record(name, geo, raw, xs, os_, MATH_MMVQ, bias,
                             x_bytes=mmvq_shared_bytes(t1 - t0, k) if qx else None,
-                            shared_bytes=smem, stages=st, rows_per_tile=rpt))  # fmt: skip
+                            shared_bytes=smem, stages=st, rows_per_tile=rpt,
+                            rows_per_warp=rpw))  # fmt: skip
     return recs
 
 
