@@ -13,7 +13,7 @@ built_stbench() {
   local tag; tag=$(defines_tag "$1")
   TRACEKIT_CUDA_DEFINES="$1" TRACEKIT_CACHE=/tmp/tk-$tag t python3 scripts/bench_mmvq_staged.py \
     --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q8_0,Q6_K} --sweep= --rounds 2 \
-    $2 ${PRO_ARGS:-} --json "$OUT/$3-$tag${2// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth"
+    $2 ${PRO_ARGS:-} --json "$OUT/$3-$tag${2// /}.json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth|own .*%"
 }
 # mmvq_st's timeline (Q4_0, Q4_K unless TL_TYPES; x hot) built with the defines $1 (its own
 # kernel cache), extra arguments $2, under $OUT/$3-<defines>.json
@@ -182,6 +182,11 @@ for spec in "$@"; do
              --rounds 2 --st-rpw ${RPW_R:-2,4} ${PRO_ARGS:-} --json "$OUT/rpw-$tag.json" > "$OUT/rpw-$tag.log" 2>&1
            grep -E "copy bandwidth|own .*%|do not fit|^\| Q|^\| IQ" "$OUT/rpw-$tag.log"
          done ;;
+    # the GPU tests of the knobs built 2026-12-07 from 20:39 UTC: MMVQ_ST_XREG (alone and with
+    # MMVQ_DOT_CHAINS=2) and MMVQ_DOT_CHAINS against ref_mmvq, mmvq_st's rows a warp against mmvq
+    knobtests) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 300 --timeout-method thread -n 8 \
+                tests/kernels/test_prologue_knobs_gpu.py tests/kernels/test_matvec_gpu.py \
+                -k "XREG or CHAINS or rows_walked" 2>&1 | tail -3 ;;
     # compute-sanitizer's racecheck over mmvq_st and mmvq_st_qx (every type unless RC_TYPES), as
     # built and with the defines RC_DEFINES if set (RC_ARGS: e.g. --rpw 2), each launch's bits
     # checked against mmvq

@@ -14,7 +14,8 @@ On the H200 the issue-bound types ran at about 280 / (instructions per byte) % o
 --staged counts mmvq_st_<type>_n1's item loop instead (compiled as matvec.py compiles the staged
 module); --rpw R: R rows a warp walks together (mmvq's MMVQ_RPW, mmvq_st's MMVQ_ST_RPW: the loop
 then holds R rows' items, and its bytes are theirs); --define adds a compile-time knob (e.g.
--DMMVQ_DOT_CHAINS=2). Each row also gives the
+-DMMVQ_DOT_CHAINS=2; with -DMMVQ_ST_XREG=V, the items whose x a lane holds are straight-line
+code before that loop: the last columns count them, held_section). Each row also gives the
 loop's longest chain of dependent DP4A (IDP whose accumulator is the previous IDP's result: a
 latency an item pays whatever the issue rate) and the kernel's registers.
 """
@@ -53,6 +54,24 @@ def row_loop(sass: str) -> list[str]:
             if any("IDP" in t for t in body) and (not best or len(body) < len(best)):
                 best = body
     return best
+
+
+def held_section(sass: str) -> list[str]:
+    """mmvq_st built with MMVQ_ST_XREG: a row's held items, straight-line code: in the row loop
+    (the smallest backward loop holding the first SHFL.BFLY, the row's sum), outside the loops
+    nested in it, from its first LDS to that shuffle."""
+    ins = [(int(m[1], 16), m[2]) for m in map(_INS.match, sass.splitlines()) if m]
+    loops = [(int(m[1], 16), a) for a, t in ins if (m := _BACK.search(t)) and int(m[1], 16) < a]
+    shfl = next((a for a, t in ins if "SHFL.BFLY" in t), None)
+    around = [lp for lp in loops if shfl is not None and lp[0] <= shfl <= lp[1]]
+    if not around:
+        return []
+    row = min(around, key=lambda lp: lp[1] - lp[0])
+    nested = [lp for lp in loops if row[0] <= lp[0] and lp[1] <= row[1] and lp != row]
+    body = [t for a, t in ins
+            if row[0] <= a < shfl and not any(lo <= a <= hi for lo, hi in nested)]  # fmt: skip
+    first = next((i for i, t in enumerate(body) if "LDS" in t), len(body))
+    return body[first:]
 
 
 _IDP = re.compile(r"IDP\.\S+\s+(R\d+),\s*\S+,\s*\S+,\s*(R\d+|RZ)")
@@ -97,12 +116,15 @@ def main(argv: list[str]) -> int:
     )
     rpw = int((_option(argv, "--rpw") or [matvec.STAGED_RPW if staged else 1])[0])
     knobs = _option(argv, "--define")
+    xreg = max([int(d.split("=")[1]) for d in knobs if d.startswith("-DMMVQ_ST_XREG=")] or [0])
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
     mixes = {}
+    held_cols = " held items | their SASS an item | a byte | LDS an item |" if xreg else ""
     print(
         "| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte | DP4A chain | registers |"
+        + held_cols
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|" + "---|" * (4 if xreg else 0))
     with tempfile.TemporaryDirectory() as d:
         for qt in types:
             src, cubin = Path(d) / f"{qt.suffix}.cu", Path(d) / f"{qt.suffix}.cubin"
@@ -124,8 +146,15 @@ def main(argv: list[str]) -> int:
             values = 4 * dp4a // DP4A_PER_4_VALUES.get(qt.name, 1)
             nbytes = values * qt.type_size / qt.block_size
             regs = re.search(r"REG:(\d+)", res)
+            held = ""
+            if xreg and staged:  # (the loop above: items past the held ones, x from memory)
+                sec, items = held_section(sass), xreg // values
+                lds = sum("LDS" in t for t in sec)
+                held = (f" {items} | {len(sec) / items:.0f} | {len(sec) / items / nbytes:.2f} | "
+                        f"{lds / items:.1f} |" if items and sec else " 0 | – | – | – |")  # fmt: skip
             print(f"| {qt.name} | {len(loop)} | {dp4a} | {values} | {nbytes:.0f} | "
-                  f"{len(loop) / nbytes:.2f} | {dp4a_chain(loop)} | {regs[1] if regs else '?'} |")  # fmt: skip
+                  f"{len(loop) / nbytes:.2f} | {dp4a_chain(loop)} | {regs[1] if regs else '?'} |"
+                  + held)  # fmt: skip
             # the opcode without its modifiers or predicate (@P0 FMUL.FTZ -> FMUL)
             ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in loop]
             mixes[qt.name] = collections.Counter(ops)

@@ -47,3 +47,27 @@ def test_the_dp4a_chain_follows_accumulators_and_ends_at_an_overwrite() -> None:
     assert mod.dp4a_chain(broken) == 1
     assert mod.dp4a_chain(["IDP.2A.LO.S16.S8 R4, R10, R20, R4"]) == 1
     assert mod.dp4a_chain(["LDS R4, [R2]", "FADD R7, R7, R6"]) == 0
+
+
+def test_the_held_section_runs_from_the_rows_first_shared_load_to_its_sum() -> None:
+    """MMVQ_ST_XREG's held items: straight-line code in the row loop, before the row's warp sum
+    (its first SHFL.BFLY), not counting the loop of later items nested in the row loop."""
+    sass = _sass(
+        "BAR.SYNC.DEFER_BLOCKING 0x0",  # 0x00
+        "IMAD R2, R3, 0x12, R4",  # 0x10: the row loop's head (row setup)
+        "LDS R6, [R2]",  # 0x20: the held items
+        "IDP.4A.S8.S8 R7, R6, R8, RZ",  # 0x30
+        "LDS R9, [R2+0x12]",  # 0x40: the later items' loop
+        "IDP.4A.S8.S8 R7, R9, R10, R7",  # 0x50
+        "@P0 BRA 0x40",  # 0x60
+        "SHFL.BFLY PT, R11, R7, 0x10, 0x1f",  # 0x70: the row's sum
+        "FADD R7, R7, R11",  # 0x80
+        "@P1 BRA 0x10",  # 0x90: the row loop
+        "EXIT",
+    )
+    mod = load_script("mmvq_sass")
+    assert [t.strip() for t in mod.held_section(sass)] == [
+        "LDS R6, [R2]",
+        "IDP.4A.S8.S8 R7, R6, R8, RZ",
+    ]
+    assert mod.held_section(_sass("LDS R6, [R2]", "EXIT")) == []  # no row sum: nothing held

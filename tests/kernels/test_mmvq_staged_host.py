@@ -90,7 +90,9 @@ static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
 """
 
 
-def _build(folder, bulk: bool, types=QUANTIZED_TYPES, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
+def _build(
+    folder, bulk: bool, types=QUANTIZED_TYPES, defines: tuple[str, ...] = (), st_unroll: int = 2
+) -> ctypes.CDLL:
     kernel = (KERNELS / "matvec.cu").read_text()
     bounds = (
         "#define BOUNDS(raw, n, k, T) g_lo = raw; g_hi = raw + (long long)n * (k / T::QK) * T::TS;"
@@ -101,7 +103,7 @@ def _build(folder, bulk: bool, types=QUANTIZED_TYPES, defines: tuple[str, ...] =
     src = [PREAMBLE, BULK if bulk else "", with_static_shared(kernel), bounds]
     src += [f"#define SMEM_INT4S {SMEM_INTS // 4}", RUNNER]
     src += [f"RUN({t.suffix}, {t.device}, {nt})" for t in types for nt in NTS]
-    flags = ("-std=c++17", "-DMV_UNROLL=1", "-DMMVQ_RPW=1", "-DMMVQ_ST_UNROLL=2",
+    flags = ("-std=c++17", "-DMV_UNROLL=1", "-DMMVQ_RPW=1", f"-DMMVQ_ST_UNROLL={st_unroll}",
              f"-DRUN_INTS={matvec.RUN_BYTES // 4}", *(("-DTK_HOST_BULK",) if bulk else ()),
              *defines)  # fmt: skip
     return build(folder, "st_bulk" if bulk else "st_coop", "\n".join(src) + "\n", flags)
@@ -308,6 +310,34 @@ def test_a_tile_not_whole_steps_of_rows_a_warp_is_refused() -> None:
         matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_tile=8, rows_per_warp=2)
     with pytest.raises(ValueError, match="rows per warp 3 must be 1, 2 or 4"):
         matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_warp=3)
+
+
+@pytest.fixture(scope="module")
+def x_held(tmp_path_factory: pytest.TempPathFactory):
+    """The bulk library built with MMVQ_ST_XREG=128 (a lane holds 128 values of x: 4 items of
+    32 values, 2 of 64, 1 of 128) at one item a lane (the engine's: the held items need it)."""
+    so = _build(tmp_path_factory.mktemp("xreg"), True, defines=("-DMMVQ_ST_XREG=128",), st_unroll=1)
+    return True, so
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+def test_x_held_in_registers_gives_the_same_bits(lib, x_held, qt: QuantType) -> None:
+    """MMVQ_ST_XREG: a lane's first items take x from registers loaded once a block: mmvq's
+    bits and the plain build's, where a row holds fewer items a lane than are held (3 blocks)
+    and more (17 blocks of 256 values or 129 of 32: some lanes' last items read x from shared
+    memory), at one and two warps a row and two rows a warp (MMVQ_ST_RPW is not built in here:
+    one row), with the stage ring wrapping (one block, several tiles); and 3 tokens, which hold
+    none."""
+    for nt, blocks, wpr in ((1, 3, 1), (1, 17 if qt.block_size > 32 else 129, 1),
+                            (1, 17 if qt.block_size > 32 else 129, 2), (3, 3, 1)):  # fmt: skip
+        n, k = 21, blocks * qt.block_size
+        raw = aligned(weight(qt, n, k, seed=blocks + nt, tame=True)[0])
+        x = random_x(nt, k, seed=blocks + wpr)
+        rows_per_tile = 2 * (8 // wpr)
+        got, geo = _run_staged(x_held, qt, raw, x, n, rows_per_tile, 2, wpr)
+        _assert_mmvqs_bits(x_held, qt, raw, x, n, got, geo)
+        plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
+        assert got.view(np.uint32).tolist() == plain.view(np.uint32).tolist()
 
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1", "MMVQ_X_LANES=1",

@@ -227,25 +227,52 @@ __device__ __forceinline__ RunSlice<PER> run_slice(const int* run, int half) {
     return x;
 }
 
+// The x one item position reads (a lane's item of each of its R rows: the same values): slice
+// m of its scale groups' runs (HALVES types read a run's two halves at once: PER 2 for their
+// 16-value groups), as group_dots and group_dots_int take it, read where they use it (XRuns:
+// from the runs in memory) or held (ItemX: registers, MMVQ_ST_XREG).
+template <class C>
+__host__ __device__ constexpr int x_per() {
+    return Halves<C>::value ? 2 : C::SG / 16;
+}
+template <class C>
+struct XRuns {
+    const int* run0;
+    int half;
+    // xb: the item's block's first run (x_block); v0: the item's it.v[0], a multiple of 16 that
+    // load sets from the item alone (the same for all of a lane's items), split into the run and
+    // half so the compiler sees that. A block's runs lie in one group of 8 (run_at's gap), so an
+    // item's are whole runs apart.
+    __device__ __forceinline__ XRuns(const int* xb, int v0)
+        : run0(xb + (v0 >> 5) * RUN_INTS), half(x_per<C>() == 2 ? 0 : (v0 >> 4) & 1) {}
+    __device__ __forceinline__ RunSlice<x_per<C>()> operator()(int m) const {
+        return run_slice<x_per<C>()>(run0 + m * run_step<C>() * RUN_INTS, half);
+    }
+};
+template <class C, int NG>
+struct ItemX {
+    RunSlice<x_per<C>()> s[NG / x_per<C>()];
+    __device__ __forceinline__ void load(const XRuns<C>& runs) {
+#pragma unroll
+        for (int m = 0; m < NG / x_per<C>(); ++m) s[m] = runs(m);
+    }
+    __device__ __forceinline__ const RunSlice<x_per<C>()>& operator()(int m) const { return s[m]; }
+};
+
 // One item position of R rows (a lane's item u of each of its warp's R rows: the same values
 // of x): each group's activations are read from shared memory once for the R rows, whose
 // items' terms add into sums[r] in the order the one-row loop adds them (each row's result is
 // the same bits whatever R is).
-template <class C, int NG, int R>
-__device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], const int* xb,
+template <class C, int NG, int R, class X>
+__device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], const X& xi,
                                            float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // 16-value groups that share a scale: 1 or 2
     static_assert(!SplitCodes<C>::value || (PER == 2 && C::OFF == 0 && !C::MIN),
                   "split codes: 32-value groups");
-    // xb: the block's first run (x_block); it.v[g] (a multiple of 16) the same for all of a
-    // lane's items: the run and half split so the compiler sees that. A block's runs lie in one
-    // group of 8 (run_at's gap), so an item's are whole runs apart
-    const int* run0 = xb + (it[0].v[0] >> 5) * RUN_INTS;
-    const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;  // the same for all the item's groups
 #pragma unroll
     for (int m = 0; m < NG / PER; ++m) {
         const int g = PER * m;  // with PER 2, group g + 1 is the run's second half
-        const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
+        const RunSlice<PER> x = xi(m);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             int s = 0;
@@ -284,12 +311,10 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], const in
 // and the item adds d sd - dmin sm: d and dmin once an item, not products a group. The terms
 // are rounded otherwise than ref_mmvq's (a few ulps of the item's sum |term|), within the
 // bound the tests hold every mmvq to.
-template <class C, int NG, int R>
-__device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], const int* xb,
+template <class C, int NG, int R, class X>
+__device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], const X& xi,
                                                float (&sums)[R]) {
     constexpr int PER = C::SG / 16;  // as group_dots: a scale's 16-value groups
-    const int* run0 = xb + (it[0].v[0] >> 5) * RUN_INTS;
-    const int half = PER == 2 ? 0 : (it[0].v[0] >> 4) & 1;
     float sd[R], sm[R];
     if constexpr (Halves<C>::value) {
         // groups 2 m, 2 m + 1: run m's two halves, scaled each and added as one integer
@@ -297,7 +322,7 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], cons
         static_assert(PER == 1, "halves of a run with their own scales: SG 16");
 #pragma unroll
         for (int m = 0; m < NG / 2; ++m) {
-            const RunSlice<2> x = run_slice<2>(run0 + m * run_step<C>() * RUN_INTS, 0);
+            const RunSlice<2> x = xi(m);
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const float fs = (float)C::pair_dot(it[r], x.q[0], x.q[1], x.qp, m);
@@ -312,7 +337,7 @@ __device__ __forceinline__ void group_dots_int(const CodeItem<NG> (&it)[R], cons
 #pragma unroll
         for (int m = 0; m < NG / PER; ++m) {
             const int g = PER * m;
-            const RunSlice<PER> x = run_slice<PER>(run0 + m * run_step<C>() * RUN_INTS, half);
+            const RunSlice<PER> x = xi(m);
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 int s = C::dot(it[r], x.q[0], g);
@@ -438,13 +463,20 @@ __device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it
     else
         C::load(b, sub, it);
 }
+// (xi: XRuns, the item's runs in memory, or ItemX, them held)
+template <class C, int NG, int R, class X>
+__device__ __forceinline__ void mmvq_dots_x(const CodeItem<NG> (&it)[R], const X& xi,
+                                            float (&sums)[R]) {
+    if constexpr (IntScales<C>::value)
+        group_dots_int<C, NG, R>(it, xi, sums);
+    else
+        group_dots<C, NG, R>(it, xi, sums);
+}
+// ... with the item's x read from its runs at xb (x_block: shared memory, or global for mmvq_qx)
 template <class C, int NG, int R>
 __device__ __forceinline__ void mmvq_dots(const CodeItem<NG> (&it)[R], const int* xb,
                                           float (&sums)[R]) {
-    if constexpr (IntScales<C>::value)
-        group_dots_int<C, NG, R>(it, xb, sums);
-    else
-        group_dots<C, NG, R>(it, xb, sums);
+    mmvq_dots_x<C, NG, R>(it, XRuns<C>(xb, it[0].v[0]), sums);
 }
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
@@ -639,6 +671,16 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 // walks a tile's rows the same number of times.
 #ifndef MMVQ_ST_RPW
 #define MMVQ_ST_RPW 1
+#endif
+// MMVQ_ST_XREG V (0: off): with one token, a lane holds the x of its first items, V values of
+// it (V / (16 NG) items: 128 holds all of a 4096-value row's at one warp a row), in registers
+// (ItemX), read from x's runs once a block: a lane's items sit at the same places in every row
+// it walks, so those items read only their weight from shared memory. Why: at one row a warp,
+// x's reads are half of an item's shared-memory wavefronts (Q4_0: 3 LDS.128 of x, 12, against
+// the weight's 5 LDS.32 and an LDS.U16 at 2-way conflicts, 12), and the tile's compute is what
+// holds mmvq_st (ncu, Q8_0: short scoreboard the first stall, MIO throttle among them).
+#ifndef MMVQ_ST_XREG
+#define MMVQ_ST_XREG 0
 #endif
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
@@ -853,6 +895,9 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
+    // MMVQ_ST_XREG: the items whose x a lane holds (one token, one item at a time)
+    constexpr int XS = NT == 1 && U == 1 ? MMVQ_ST_XREG / (16 * NG) : 0;
+    ItemX<C, NG> xheld[XS > 0 ? XS : 1];
     int use = 0;  // tiles this block has computed
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++use) {
         const int s = use % stages;
@@ -862,6 +907,18 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
             for (int d = deferred; d < stages; ++d) first_fill(d);
         const i64 tile_lo = (i64)tile * tile_rows * row_bytes;
         const u8* st = stage0 + s * stage_bytes + (tile_lo & 15);
+        if constexpr (XS > 0) {
+            if (use == 0) {
+                // the lane's items' first value (load sets it.v from the item alone): from any
+                // block, this tile's first
+                CodeItem<NG> probe;
+                mmvq_load<C>(st, sub, probe);
+#pragma unroll
+                for (int j = 0; j < XS; ++j)
+                    if (b0 + bstep * j < nb)
+                        xheld[j].load(XRuns<C>(sxr + xb0 + xstep * j, probe.v[0]));
+            }
+        }
         // (the same trip count for all warps: tile_rows is a multiple of rb R)
         for (int r = threadIdx.z * R; r < tile_rows; r += rb * R) {
             const int row = tile * tile_rows + r;  // the first of the warp's R rows
@@ -872,8 +929,25 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
             if (row < n) {
                 const u8* w = st + r * row_bytes;
-                int xo = xb0;  // block bi's first run (x_block)
-                for (int bi = b0; bi < nb; bi += bstep * U, xo += xstep * U) {
+                if constexpr (XS > 0) {  // the items whose x the lane holds
+#pragma unroll
+                    for (int j = 0; j < XS; ++j) {
+                        const int b = b0 + bstep * j;
+                        if (b >= nb) break;
+                        CodeItem<NG> it[R];
+#pragma unroll
+                        for (int i = 0; i < R; ++i)
+                            mmvq_load<C>(w + (i == 0 ? 0 : min(i, n - 1 - row)) * row_bytes +
+                                             b * T::TS,
+                                         sub, it[i]);
+                        float sums[R];
+                        mmvq_dots_x<C, NG, R>(it, xheld[j], sums);
+#pragma unroll
+                        for (int i = 0; i < R; ++i) acc[i][0] += sums[i];
+                    }
+                }
+                int xo = xb0 + xstep * XS;  // block bi's first run (x_block)
+                for (int bi = b0 + bstep * XS; bi < nb; bi += bstep * U, xo += xstep * U) {
                     CodeItem<NG> it[U][R];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {

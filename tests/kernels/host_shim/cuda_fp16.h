@@ -8,6 +8,7 @@
 #include <cstring>
 
 #define __device__
+#define __host__
 #define __forceinline__ inline
 
 struct __half { uint16_t bits; };
