@@ -312,12 +312,17 @@ def test_a_tile_not_whole_steps_of_rows_a_warp_is_refused() -> None:
         matvec.staged_geometry(14336, 4096, 1, qt, 132, smem, rows_per_warp=3)
 
 
-@pytest.fixture(scope="module")
-def x_held(tmp_path_factory: pytest.TempPathFactory):
-    """The bulk library built with MMVQ_ST_XREG=128 (a lane holds 128 values of x: 4 items of
-    32 values, 2 of 64, 1 of 128) at one item a lane (the engine's: the held items need it)."""
-    so = _build(tmp_path_factory.mktemp("xreg"), True, defines=("-DMMVQ_ST_XREG=128",), st_unroll=1)
-    return True, so
+@pytest.fixture(scope="module", params=[1, 2], ids=["R1", "R2"])
+def x_held(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(R, the bulk library built with MMVQ_ST_XREG=128 and MMVQ_ST_RPW=R): a lane holds 128
+    values of x (4 items of 32 values, 2 of 64, 1 of 128), at one item a lane (the engine's:
+    the held items need it)."""
+    r = request.param
+    defines = ("-DMMVQ_ST_XREG=128", f"-DMMVQ_ST_RPW={r}")
+    return r, (
+        True,
+        _build(tmp_path_factory.mktemp(f"xreg{r}"), True, defines=defines, st_unroll=1),
+    )
 
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
@@ -325,17 +330,17 @@ def test_x_held_in_registers_gives_the_same_bits(lib, x_held, qt: QuantType) -> 
     """MMVQ_ST_XREG: a lane's first items take x from registers loaded once a block: mmvq's
     bits and the plain build's, where a row holds fewer items a lane than are held (3 blocks)
     and more (17 blocks of 256 values or 129 of 32: some lanes' last items read x from shared
-    memory), at one and two warps a row and two rows a warp (MMVQ_ST_RPW is not built in here:
-    one row), with the stage ring wrapping (one block, several tiles); and 3 tokens, which hold
-    none."""
+    memory), at one and two warps a row, one and two rows a warp (MMVQ_ST_RPW), with the stage
+    ring wrapping (one block, several tiles); and 3 tokens, which hold none."""
+    r, held = x_held
     for nt, blocks, wpr in ((1, 3, 1), (1, 17 if qt.block_size > 32 else 129, 1),
                             (1, 17 if qt.block_size > 32 else 129, 2), (3, 3, 1)):  # fmt: skip
         n, k = 21, blocks * qt.block_size
         raw = aligned(weight(qt, n, k, seed=blocks + nt, tame=True)[0])
         x = random_x(nt, k, seed=blocks + wpr)
-        rows_per_tile = 2 * (8 // wpr)
-        got, geo = _run_staged(x_held, qt, raw, x, n, rows_per_tile, 2, wpr)
-        _assert_mmvqs_bits(x_held, qt, raw, x, n, got, geo)
+        rows_per_tile = 16 // wpr  # whole steps of the block's rows at R = 1 and 2
+        got, geo = _run_staged(held, qt, raw, x, n, rows_per_tile, 2, wpr, rows_per_warp=r)
+        _assert_mmvqs_bits(held, qt, raw, x, n, got, geo)
         plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
         assert got.view(np.uint32).tolist() == plain.view(np.uint32).tolist()
 
