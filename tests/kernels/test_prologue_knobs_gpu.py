@@ -29,12 +29,13 @@ for name in ("Q4_0", "IQ4_NL", "Q4_K", "Q2_K", "Q6_K"):
         for nt in (1, 3):
             x = random_x(nt, k, seed=nt)
             want, _, mag = matvec.ref_mmvq(x, raw, qt, (n, k), bound=True)
-            for staged in (True, False):
+            for staged, rpw in ((True, 1), (True, 2), (False, None)):  # (mmvq_st's rows a warp)
                 out = cp.full((nt, n), cp.nan, cp.float32)
-                matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), out, staged=staged)
+                matvec.launch_matvec(cp.asarray(x), cp.asarray(raw), qt, (n, k), out, staged=staged,
+                                     rows_per_warp=rpw, rows_per_block=8 // rpw if rpw else None)
                 got = cp.asnumpy(out)
                 bad = ~(np.abs(got - want) <= gamma(k // 16 + 40) * mag)
-                assert not bad.any(), (name, n, k, nt, staged, int(bad.sum()))
+                assert not bad.any(), (name, n, k, nt, staged, rpw, int(bad.sum()))
 print("ok")
 """
 
