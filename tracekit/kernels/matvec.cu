@@ -929,6 +929,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 for (int t = 0; t < NT; ++t) acc[i][t] = 0.0f;
             if (row < n) {
                 const u8* w = st + r * row_bytes;
+                // (the held items' loads are the loop's written out again: as one helper or
+                // lambda they changed the engine's SASS, knobs off)
                 if constexpr (XS > 0) {  // the items whose x the lane holds
 #pragma unroll
                     for (int j = 0; j < XS; ++j) {
