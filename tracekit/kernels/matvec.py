@@ -720,9 +720,9 @@ def staged_geometry(
     rows_per_warp: int = 1,
 ) -> tuple[Geometry, int, int, int, int]:
     """mmvq_st's launch: block = (32, W, R) (``warps_per_row`` W, ``rows_per_block`` R; None:
-    8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R ``rows_per_warp``, the
-    rows a warp walks together; None: the most that fit :data:`STAGED_TILE_BYTES`, at least
-    R ``rows_per_warp``), grid = at most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles
+    8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R x ``rows_per_warp``,
+    the rows each warp walks together; None: the most that fit :data:`STAGED_TILE_BYTES`, at
+    least that step), grid = at most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles
     grid-strided), ``stages`` tiles in flight a block (None: :data:`STAGED_STAGES`). Returns
     (geometry, dynamic shared bytes, stages, stage bytes, rows per tile).
 
