@@ -914,9 +914,9 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 CodeItem<NG> probe;
                 mmvq_load<C>(st, sub, probe);
 #pragma unroll
-                for (int j = 0; j < XS; ++j)
-                    if (b0 + bstep * j < nb)
-                        xheld[j].load(XRuns<C>(sxr + xb0 + xstep * j, probe.v[0]));
+                for (int j = 0; j < XS; ++j)  // (past the row's end: its last block's x, unused)
+                    xheld[j].load(XRuns<C>(sxr + x_block<T>(min(b0 + bstep * j, nb - 1)),
+                                           probe.v[0]));
             }
         }
         // (the same trip count for all warps: tile_rows is a multiple of rb R)
@@ -934,18 +934,21 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 if constexpr (XS > 0) {  // the items whose x the lane holds
 #pragma unroll
                     for (int j = 0; j < XS; ++j) {
-                        const int b = b0 + bstep * j;
-                        if (b >= nb) break;
+                        // every held item is computed, a lane's past the row's end on the
+                        // row's last block, and only those inside added: no branch between the
+                        // items, so their loads can all go out before the first's dot products
+                        const int b = b0 + bstep * j, bc = min(b, nb - 1);
                         CodeItem<NG> it[R];
 #pragma unroll
                         for (int i = 0; i < R; ++i)
                             mmvq_load<C>(w + (i == 0 ? 0 : min(i, n - 1 - row)) * row_bytes +
-                                             b * T::TS,
+                                             bc * T::TS,
                                          sub, it[i]);
                         float sums[R];
                         mmvq_dots_x<C, NG, R>(it, xheld[j], sums);
 #pragma unroll
-                        for (int i = 0; i < R; ++i) acc[i][0] += sums[i];
+                        for (int i = 0; i < R; ++i)
+                            if (b < nb) acc[i][0] += sums[i];
                     }
                 }
                 int xo = xb0 + xstep * XS;  // block bi's first run (x_block)
