@@ -9,9 +9,10 @@ from tests.scripts import run_script
 
 
 @pytest.mark.gpu
-def test_the_script_runs_on_the_gpu(tmp_path) -> None:
+@pytest.mark.parametrize("rows", [[], ["--rpw", "2"]], ids=["one_row", "two_rows_a_warp"])
+def test_the_script_runs_on_the_gpu(tmp_path, rows: list[str]) -> None:
     pytest.importorskip("cupy")
-    got = run_script("staged_racecheck", ["--types", "Q4_0,Q6_K"], tmp_path)
+    got = run_script("staged_racecheck", ["--types", "Q4_0,Q6_K", *rows], tmp_path)
     assert got.returncode == 0, got.stderr[-3000:]
     lines = got.stdout.splitlines()
     assert lines[-1] == "all ok"
