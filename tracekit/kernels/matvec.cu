@@ -237,15 +237,16 @@ __host__ __device__ constexpr int x_per() {
 }
 template <class C>
 struct XRuns {
-    const int* run0;
-    int half;
-    // xb: the item's block's first run (x_block); v0: the item's it.v[0], a multiple of 16 that
-    // load sets from the item alone (the same for all of a lane's items), split into the run and
-    // half so the compiler sees that. A block's runs lie in one group of 8 (run_at's gap), so an
-    // item's are whole runs apart.
-    __device__ __forceinline__ XRuns(const int* xb, int v0)
-        : run0(xb + (v0 >> 5) * RUN_INTS), half(x_per<C>() == 2 ? 0 : (v0 >> 4) & 1) {}
+    const int* xb;  // the item's block's first run (x_block)
+    int v0;  // the item's it.v[0]: a multiple of 16 that load sets from the item alone
+    // slice m: v0 split into the run and half so the compiler sees that v0 is the same for all
+    // of a lane's items (computed here, where the slice is read: a run0 and half computed once
+    // in the constructor re-associated the addressing of Q2_K's and Q3_K's multi-token
+    // kernels). A block's runs lie in one group of 8 (run_at's gap), so an item's are whole
+    // runs apart.
     __device__ __forceinline__ RunSlice<x_per<C>()> operator()(int m) const {
+        const int* run0 = xb + (v0 >> 5) * RUN_INTS;
+        const int half = x_per<C>() == 2 ? 0 : (v0 >> 4) & 1;
         return run_slice<x_per<C>()>(run0 + m * run_step<C>() * RUN_INTS, half);
     }
 };
@@ -476,7 +477,7 @@ __device__ __forceinline__ void mmvq_dots_x(const CodeItem<NG> (&it)[R], const X
 template <class C, int NG, int R>
 __device__ __forceinline__ void mmvq_dots(const CodeItem<NG> (&it)[R], const int* xb,
                                           float (&sums)[R]) {
-    mmvq_dots_x<C, NG, R>(it, XRuns<C>(xb, it[0].v[0]), sums);
+    mmvq_dots_x<C, NG, R>(it, XRuns<C>{xb, it[0].v[0]}, sums);
 }
 
 // Grid contract (matvec.py's mmvq_geometry): block = (32, WPR, rows per block), grid.x <= ceil(n
@@ -915,8 +916,8 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 mmvq_load<C>(st, sub, probe);
 #pragma unroll
                 for (int j = 0; j < XS; ++j)  // (past the row's end: its last block's x, unused)
-                    xheld[j].load(XRuns<C>(sxr + x_block<T>(min(b0 + bstep * j, nb - 1)),
-                                           probe.v[0]));
+                    xheld[j].load(XRuns<C>{sxr + x_block<T>(min(b0 + bstep * j, nb - 1)),
+                                           probe.v[0]});
             }
         }
         // (the same trip count for all warps: tile_rows is a multiple of rb R)
