@@ -331,7 +331,7 @@ def test_x_held_in_registers_gives_the_same_bits(lib, x_held, qt: QuantType) -> 
     bits and the plain build's, where a row holds fewer items a lane than are held (3 blocks)
     and more (17 blocks of 256 values or 129 of 32: some lanes' last items read x from shared
     memory), at one and two warps a row, one and two rows a warp (MMVQ_ST_RPW), with the stage
-    ring wrapping (one block, several tiles); and 3 tokens, which hold none."""
+    ring wrapping (one block, several tiles); and 3 tokens, which hold none. mmvq_st_qx too."""
     r, held = x_held
     for nt, blocks, wpr in ((1, 3, 1), (1, 17 if qt.block_size > 32 else 129, 1),
                             (1, 17 if qt.block_size > 32 else 129, 2), (3, 3, 1)):  # fmt: skip
@@ -343,6 +343,9 @@ def test_x_held_in_registers_gives_the_same_bits(lib, x_held, qt: QuantType) -> 
         _assert_mmvqs_bits(held, qt, raw, x, n, got, geo)
         plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
         assert got.view(np.uint32).tolist() == plain.view(np.uint32).tolist()
+        # mmvq_st_qx: x's runs bulk-copied in, then held the same way
+        qx, _ = _run_staged(held, qt, raw, x, n, rows_per_tile, 2, wpr, qx=True, rows_per_warp=r)
+        assert qx.view(np.uint32).tolist() == got.view(np.uint32).tolist()
 
 
 @pytest.mark.parametrize("define", ["MMVQ_ST_EARLY_FILLS=1", "MMVQ_ST_X_FIRST=1", "MMVQ_X_LANES=1",
