@@ -182,8 +182,8 @@ for spec in "$@"; do
              --rounds 2 --st-rpw ${RPW_R:-2,4} ${PRO_ARGS:-} --json "$OUT/rpw-$tag.json" > "$OUT/rpw-$tag.log" 2>&1
            grep -E "copy bandwidth|own .*%|do not fit|^\| Q|^\| IQ" "$OUT/rpw-$tag.log"
          done ;;
-    # the GPU tests of the knobs built 2026-12-07 from 20:39 UTC: MMVQ_ST_XREG (alone and with
-    # MMVQ_DOT_CHAINS=2) and MMVQ_DOT_CHAINS against ref_mmvq, mmvq_st's rows a warp against mmvq
+    # the GPU tests of the knobs built 2026-12-07 from 20:39 UTC: MMVQ_ST_XREG (0 and 128 for
+    # every type) and MMVQ_DOT_CHAINS against ref_mmvq, mmvq_st's rows a warp against mmvq
     knobtests) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 300 --timeout-method thread -n 8 \
                 tests/kernels/test_prologue_knobs_gpu.py tests/kernels/test_matvec_gpu.py \
                 -k "XREG or CHAINS or rows_walked" 2>&1 | tail -3 ;;

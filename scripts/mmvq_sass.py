@@ -14,8 +14,9 @@ On the H200 the issue-bound types ran at about 280 / (instructions per byte) % o
 --staged counts mmvq_st_<type>_n1's item loop instead (compiled as matvec.py compiles the staged
 module); --rpw R: R rows a warp walks together (mmvq's MMVQ_RPW, mmvq_st's MMVQ_ST_RPW: the loop
 then holds R rows' items, and its bytes are theirs); --define adds a compile-time knob (e.g.
--DMMVQ_DOT_CHAINS=2; with -DMMVQ_ST_XREG=V, the items whose x a lane holds are straight-line
-code before that loop: the last columns count them, held_section). Each row also gives the
+-DMMVQ_DOT_CHAINS=2). With MMVQ_ST_XREG=V (the type's declaration, or a --define's), the items
+whose x a lane holds are straight-line code before that loop, which then counts only a longer
+row's later items: the last columns count the held ones, held_section). Each row also gives the
 loop's longest chain of dependent DP4A (IDP whose accumulator is the previous IDP's result: a
 latency an item pays whatever the issue rate) and the kernel's registers.
 """
@@ -116,15 +117,17 @@ def main(argv: list[str]) -> int:
     )
     rpw = int((_option(argv, "--rpw") or [matvec.STAGED_RPW if staged else 1])[0])
     knobs = _option(argv, "--define")
-    xreg = max([int(d.split("=")[1]) for d in knobs if d.startswith("-DMMVQ_ST_XREG=")] or [0])
+    # x held a lane (MMVQ_ST_XREG): a --define's for every type, else each type's declaration
+    forced = [int(d.split("=")[1]) for d in knobs if d.startswith("-DMMVQ_ST_XREG=")]
     types = [quant_type(t) for t in argv[0].split(",")] if argv else list(QUANTIZED_TYPES)
     mixes = {}
-    held_cols = " held items | their SASS an item | a byte | LDS an item |" if xreg else ""
+    shown = staged and bool(forced[-1] if forced else any(t.mmvq.staged_x_held for t in types))
+    held_cols = " held items | their SASS an item | a byte | LDS an item |" if shown else ""
     print(
         "| type | loop SASS | DP4A | values | GGUF bytes | SASS per byte | DP4A chain | registers |"
         + held_cols
     )
-    print("|---|---|---|---|---|---|---|---|" + "---|" * (4 if xreg else 0))
+    print("|---|---|---|---|---|---|---|---|" + "---|" * (4 if shown else 0))
     with tempfile.TemporaryDirectory() as d:
         for qt in types:
             src, cubin = Path(d) / f"{qt.suffix}.cu", Path(d) / f"{qt.suffix}.cubin"
@@ -147,7 +150,8 @@ def main(argv: list[str]) -> int:
             nbytes = values * qt.type_size / qt.block_size
             regs = re.search(r"REG:(\d+)", res)
             held = ""
-            if xreg and staged:  # (the loop above: items past the held ones, x from memory)
+            xreg = forced[-1] if forced else qt.mmvq.staged_x_held
+            if shown:  # (the loop above: items past the held ones, x from memory)
                 sec, items = held_section(sass), xreg // values
                 lds = sum("LDS" in t for t in sec)
                 held = (f" {items} | {len(sec) / items:.0f} | {len(sec) / items / nbytes:.2f} | "

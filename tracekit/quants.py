@@ -70,6 +70,9 @@ class MmvqConfig(NamedTuple):
     #: ... and only rows of at least this many values (k): a shorter row's tile ran slower
     #: staged for some types (Q4_0 at k = 896, below)
     staged_min_k: int = 0
+    #: mmvq_st with one token: values of x a lane holds in registers, read once a block
+    #: (matvec.cu's MMVQ_ST_XREG; 0: none, x read from shared memory for every row)
+    staged_x_held: int = 0
 
 
 #: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).
@@ -106,6 +109,15 @@ MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
 #: 151936 x 896 row (896 is not a multiple of 256).
 MMVQ_K2_STAGED_LONG_ROWS = MMVQ_K_STAGED._replace(staged_min_k=8192)
 MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
+#: x held in registers (128 values a lane: a 4096-value row's at one warp a row) for the types
+#: the H100 timed faster with it, 14336 x 4096, own device time, % of copy, one call each of 2
+#: rounds (2026-12-07 22:36 UTC, BENCHMARKS.md): Q4_0 73.7 -> 75.6 (75.5 in a second call), Q4_K
+#: 73.9 -> 75.3 (75.2), Q8_0 83.9 -> 85.9 (85.9). Parity (every type built with it) and
+#: racecheck passed; the other types wait for their own timing.
+X_HELD = 128
+MMVQ_PREQUANTIZED_STAGED_X_HELD = MMVQ_PREQUANTIZED_STAGED._replace(staged_x_held=X_HELD)
+MMVQ_STAGED_LONG_ROWS_X_HELD = MMVQ_STAGED_LONG_ROWS._replace(staged_x_held=X_HELD)
+MMVQ_K_STAGED_X_HELD = MMVQ_K_STAGED._replace(staged_x_held=X_HELD)
 #: IQ4_NL stages since its codes became two DP4A addends in x's nibble order (2026-12-06):
 #: its loop got short enough that the loads set its time (H100, 2026-12-07 00:48 UTC,
 #: ``bench_mmvq_staged.py --shapes 14336x4096,4096x14336,151936x896 --types IQ4_NL --rounds
@@ -484,7 +496,7 @@ class Q8_0(
     qtype=_T.Q8_0,
     f16_fields=(0,),
     dequant=DequantConfig(2, 256, 4),
-    mmvq=MMVQ_PREQUANTIZED_STAGED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED_X_HELD,
 ):
     """Q8_0: 32 values in 34 bytes;  x[j] = qs[j] * d.
 
@@ -507,7 +519,7 @@ class Q4_0(
     qtype=_T.Q4_0,
     f16_fields=(0,),
     dequant=DequantConfig(2, 256, 4),
-    mmvq=MMVQ_STAGED_LONG_ROWS,
+    mmvq=MMVQ_STAGED_LONG_ROWS_X_HELD,
 ):
     """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
 
@@ -693,7 +705,7 @@ class Q4_K(
     qtype=_T.Q4_K,
     f16_fields=(0, 2),
     dequant=DequantConfig(2, 128, 4),
-    mmvq=MMVQ_K_STAGED,
+    mmvq=MMVQ_K_STAGED_X_HELD,
 ):
     """Q4_K: 256 values in 144 bytes, 8 sub-blocks j of 32;  x = (d sc[j]) q - dmin m[j].
 

@@ -455,3 +455,18 @@ def test_staged_declaration_reads_the_row_length(monkeypatch):
     assert matvec.stages_weight(quant_type("Q3_K"), 14336, 4096)
     monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: False)
     assert not matvec.stages_weight(q8_0, 14336, 4096)
+
+
+def test_x_held_comes_from_the_declaration_unless_the_environment_sets_it(monkeypatch) -> None:
+    """mmvq_st's x held in registers (MMVQ_ST_XREG) is a type's declaration (Q4_0, Q4_K, Q8_0:
+    timed faster with it; Q6_K not yet), which its staged module compiles with; a
+    TRACEKIT_CUDA_DEFINES value (an A/B) replaces it for every type, and the declaration's
+    option is then left out, so the module is built with the one the launch records name."""
+    held = {t.name: matvec.x_held(t) for t in QUANT_TABLE.values() if t.is_quantized}
+    assert held["Q4_0"] == held["Q4_K"] == held["Q8_0"] == 128 and held["Q6_K"] == 0
+    for name, want in (("Q4_0", ("-DMMVQ_ST_XREG=128",)), ("Q6_K", ())):
+        _, opts = matvec.module_source(quant_type(name).suffix, 1, 0, staged=True)
+        assert tuple(o for o in opts if o.startswith("-DMMVQ_ST_XREG")) == want
+    monkeypatch.setattr(cuda, "EXTRA_DEFINES", ("-DMMVQ_ST_XREG=0",))
+    assert matvec.x_held(quant_type("Q4_0")) == 0 and matvec.x_held(quant_type("Q6_K")) == 0
+    assert matvec.x_held_option(quant_type("Q4_0")) == ()

@@ -680,6 +680,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 // x's reads are half of an item's shared-memory wavefronts (Q4_0: 3 LDS.128 of x, 12, against
 // the weight's 5 LDS.32 and an LDS.U16 at 2-way conflicts, 12), and the tile's compute is what
 // holds mmvq_st (ncu, Q8_0: short scoreboard the first stall, MIO throttle among them).
+// Each type's declaration sets it (quants.MmvqConfig.staged_x_held, through matvec.py's
+// module_source): 128 where the GPU timed it faster, 0 (the kernels as before) elsewhere.
 #ifndef MMVQ_ST_XREG
 #define MMVQ_ST_XREG 0
 #endif

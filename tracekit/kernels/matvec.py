@@ -351,7 +351,8 @@ def module_source(
     if staged:
         src += f"\nMMVQ_ST_KERNELS({qt.suffix}, {qt.device})\n"
         opts = (*cuda._OPTIONS, f"-DMMVQ_ST_UNROLL={unroll}", f"-DRUN_INTS={RUN_BYTES // 4}",
-                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}", f"-DMMVQ_ST_RPW={_check_rpw(rpw)}")  # fmt: skip
+                f"-DMMVQ_MAX_STAGES={STAGED_MAX_STAGES}", f"-DMMVQ_ST_RPW={_check_rpw(rpw)}",
+                *x_held_option(qt))  # fmt: skip
         return src, opts
     if qt.is_quantized:
         src += f"\nMMVQ_KERNELS({qt.suffix}, {qt.device})\n"
@@ -361,6 +362,21 @@ def module_source(
             f"-DRUN_INTS={RUN_BYTES // 4}",
             f"-DMMVQ_PREFETCH={int(prefetch)}", f"-DMMVQ_RPW={rpw}")  # fmt: skip
     return src, opts
+
+
+def x_held(qt: QuantType) -> int:
+    """Values of x a lane of mmvq_st holds in registers with one token (matvec.cu's
+    MMVQ_ST_XREG): as $TRACEKIT_CUDA_DEFINES sets it (a measurement's A/B), else as the type
+    declares it (``MmvqConfig.staged_x_held``)."""
+    env = [d for d in cuda.EXTRA_DEFINES if d.startswith("-DMMVQ_ST_XREG=")]
+    return int(env[-1].split("=")[1]) if env else qt.mmvq.staged_x_held
+
+
+def x_held_option(qt: QuantType) -> tuple[str, ...]:
+    """:func:`x_held`'s nvcc option for a staged module (none where the environment sets it)."""
+    if any(d.startswith("-DMMVQ_ST_XREG=") for d in cuda.EXTRA_DEFINES):
+        return ()
+    return (f"-DMMVQ_ST_XREG={qt.mmvq.staged_x_held}",) if qt.mmvq.staged_x_held else ()
 
 
 @functools.cache
@@ -825,7 +841,9 @@ def _launch_staged(
         recs.append(_record(name, geo, raw, xs, os_, MATH_MMVQ, bias,
                             x_bytes=mmvq_shared_bytes(t1 - t0, k) if qx else None,
                             shared_bytes=smem, stages=st, rows_per_tile=rpt,
-                            rows_per_warp=rpw))  # fmt: skip
+                            rows_per_warp=rpw,
+                            x_held=x_held(qt) if t1 - t0 == 1 and (unroll or STAGED_UNROLL) == 1
+                            else 0))  # fmt: skip
     return recs
 
 
