@@ -183,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                 for u in args.mmvq_unroll.split(",") if u
             ]  # fmt: skip
             st_rpw = [int(r) for r in args.st_rpw.split(",") if r]
-            default_rows = matvec.staged_geometry(
-                n, k, 1, qt, *matvec._device_limits()
-            )[4]  # fmt: skip
+            if st_rpw:
+                default_rows = matvec.staged_geometry(n, k, 1, qt, *matvec._device_limits())[4]
             for r in st_rpw:
                 # the default blocks with R times the rows a tile, then blocks of 8 / R warps
                 # on the default's tiles (the same warps an SM at 4 blocks an SM)

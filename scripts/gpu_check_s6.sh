@@ -153,26 +153,10 @@ for spec in "$@"; do
                  echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_timeline "$d" "" tl
                  built_stbench "$d" "" st
                done ;;
-    # MMVQ_DOT_CHAINS=2 (an item's DP4A in two chains; BENCHMARKS 2026-12-07 from 18:11 UTC): its
-    # GPU knob test, then its build's own times beside the engine's (PRO_TYPES, PRO_ARGS), then
-    # (CHAINS_SWEEP=TYPES) those types' every staged configuration with it (two items a lane lost
-    # to one with the long chain); if it wins, next: the parity stage with its defines
-    chains) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread \
-              tests/kernels/test_prologue_knobs_gpu.py -k CHAINS 2>&1 | tail -2
-            for d in "" "-DMMVQ_DOT_CHAINS=2"; do
-              echo "--- TRACEKIT_CUDA_DEFINES='$d'"; built_stbench "$d" "" chains
-            done
-            if [ -n "${CHAINS_SWEEP:-}" ]; then
-              d=-DMMVQ_DOT_CHAINS=2
-              TRACEKIT_CUDA_DEFINES=$d TRACEKIT_CACHE=/tmp/tk-$(defines_tag "$d") t python3 \
-                scripts/bench_mmvq_staged.py --shapes 14336x4096 --types "$CHAINS_SWEEP" \
-                --sweep="$CHAINS_SWEEP" --x-hot --json "$OUT/chains-sweep.json" 2>&1 \
-                | tee "$OUT/chains-sweep.log" | tail -30
-            fi ;;
     # mmvq_st with R rows a warp walks together (MMVQ_ST_RPW; BENCHMARKS 2026-12-07 from 20:39
     # UTC): its GPU parity test, then bench_mmvq_staged --st-rpw (RPW_R, default 2,4: own times
     # beside mmvq_st's default, PRO_TYPES, PRO_ARGS) as built and with RPW_DEFINES if set (e.g.
-    # -DMMVQ_DOT_CHAINS=2); the per-configuration lines with own times and the summary
+    # -DMMVQ_ST_XREG=0); the per-configuration lines with own times and the summary
     rpw) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread -n 8 \
            tests/kernels/test_matvec_gpu.py -k rows_walked 2>&1 | tail -2
          for d in "" ${RPW_DEFINES:+"$RPW_DEFINES"}; do
@@ -183,7 +167,7 @@ for spec in "$@"; do
            grep -E "copy bandwidth|own .*%|do not fit|^\| Q|^\| IQ" "$OUT/rpw-$tag.log"
          done ;;
     # the GPU tests of the knobs built 2026-12-07 from 20:39 UTC: MMVQ_ST_XREG (0 and 128 for
-    # every type) and MMVQ_DOT_CHAINS against ref_mmvq, mmvq_st's rows a warp against mmvq
+    # every type) against ref_mmvq, mmvq_st's rows a warp against mmvq
     knobtests) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 300 --timeout-method thread -n 8 \
                 tests/kernels/test_prologue_knobs_gpu.py tests/kernels/test_matvec_gpu.py \
                 -k "XREG or CHAINS or rows_walked" 2>&1 | tail -3 ;;

@@ -14,7 +14,7 @@ On the H200 the issue-bound types ran at about 280 / (instructions per byte) % o
 --staged counts mmvq_st_<type>_n1's item loop instead (compiled as matvec.py compiles the staged
 module); --rpw R: R rows a warp walks together (mmvq's MMVQ_RPW, mmvq_st's MMVQ_ST_RPW: the loop
 then holds R rows' items, and its bytes are theirs); --define adds a compile-time knob (e.g.
--DMMVQ_DOT_CHAINS=2). With MMVQ_ST_XREG=V (the type's declaration, or a --define's), the items
+-DMMVQ_ST_XREG=0). With MMVQ_ST_XREG=V (the type's declaration, or a --define's), the items
 whose x a lane holds are straight-line code before that loop, which then counts only a longer
 row's later items: the last columns count the held ones, held_section). Each row also gives the
 loop's longest chain of dependent DP4A (IDP whose accumulator is the previous IDP's result: a

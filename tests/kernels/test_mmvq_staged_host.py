@@ -244,27 +244,6 @@ def test_a_stage_count_that_does_not_fit_is_refused() -> None:
     assert rpt == 32 and stage == matvec.mmvq_stage_bytes(32 * 952)  # 952-byte rows
 
 
-@pytest.fixture(scope="module")
-def two_chains(tmp_path_factory: pytest.TempPathFactory):
-    """The bulk library built with MMVQ_DOT_CHAINS=2."""
-    return True, _build(tmp_path_factory.mktemp("chains"), True, defines=("-DMMVQ_DOT_CHAINS=2",))
-
-
-@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
-def test_two_dot_chains_give_the_same_bits(lib, two_chains, qt: QuantType) -> None:
-    """MMVQ_DOT_CHAINS=2 sums an item's DP4A in two chains, not one: integers added in another
-    order, so mmvq_st and mmvq give the one-chain build's bits (1 and 3 tokens, tiles of one row
-    a warp and of several, rows long enough for several items a lane)."""
-    for nt, n, rows_per_tile, wpr in ((1, 37, 8, 1), (3, 13, 4, 2)):
-        k = (3 if nt == 1 else 8) * qt.block_size if qt.block_size > 32 else 160 * nt
-        raw = aligned(weight(qt, n, k, seed=n + nt, tame=True)[0])
-        x = random_x(nt, k, seed=nt)
-        got, geo = _run_staged(two_chains, qt, raw, x, n, rows_per_tile, 2, wpr)
-        _assert_mmvqs_bits(two_chains, qt, raw, x, n, got, geo)
-        one_chain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
-        assert got.view(np.uint32).tolist() == one_chain.view(np.uint32).tolist()
-
-
 @pytest.fixture(scope="module", params=[2, 4], ids=["R2", "R4"])
 def rows_a_warp(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """(R, the bulk library built with MMVQ_ST_RPW=R)."""

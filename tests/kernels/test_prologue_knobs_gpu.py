@@ -1,11 +1,11 @@
 """mmvq_st's and mmvq's prologue knobs on the GPU (matvec.cu: MMVQ_X_LANES, x quantized 8 lanes a
 run; MMVQ_ST_X_FIRST, x's loads before the first copies; MMVQ_ST_FILLS_AT_ARRIVAL, the later first
-fills once the first tile is in) and its loop's (MMVQ_DOT_CHAINS, an item's DP4A in two chains;
-MMVQ_ST_XREG=V, V values of x held in registers a lane for every type: the engine holds 128 for
-the types that declare it, quants.MmvqConfig.staged_x_held), which are not the engine's build:
+fills once the first tile is in) and its loop's (MMVQ_ST_XREG=V, V values of x held in
+registers a lane for every type: the engine holds 128 for the types that declare it,
+quants.MmvqConfig.staged_x_held), which are not the engine's build:
 built with them in a subprocess (its own TRACEKIT_CUDA_DEFINES and cache), the staged and the
 fused kernel at edge shapes, one and three tokens, against ref_mmvq's bound, on poisoned
-outputs. scripts/gpu_check_s6.sh's xprologue stage times them (chains: MMVQ_DOT_CHAINS)."""
+outputs. scripts/gpu_check_s6.sh's xprologue and knobs stages time them."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ print("ok")
                                      "-DMMVQ_ST_X_FIRST=1",
                                      "-DMMVQ_ST_EARLY_FILLS=1 -DMMVQ_ST_FILLS_AT_ARRIVAL=1",
                                      "-DMMVQ_ST_X_FIRST=1 -DMMVQ_ST_EARLY_FILLS=1 -DMMVQ_ST_FILLS_AT_ARRIVAL=1",
-                                     "-DMMVQ_DOT_CHAINS=2", "-DMMVQ_ST_XREG=0",
+                                     "-DMMVQ_ST_XREG=0",
                                      "-DMMVQ_ST_XREG=128"])  # fmt: skip
 def test_the_prologue_knobs_give_the_reference(tmp_path, defines: str) -> None:
     pytest.importorskip("cupy")

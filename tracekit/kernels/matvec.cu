@@ -279,19 +279,12 @@ __device__ __forceinline__ void group_dots(const CodeItem<NG> (&it)[R], const X&
             int s = 0;
             if constexpr (SplitCodes<C>::value) {
                 // load_split's two addends, against the run stored in their (nibble) order
-                // by quantize_x<NIBBLES> (MMVQ_DOT_CHAINS 2: the addends in chains of their own)
-                int s2 = 0;
+                // by quantize_x<NIBBLES>
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     s = dot16(it[r].w + 4 * h, x.q[h], s);
-                    if (MMVQ_DOT_CHAINS > 1)
-                        s2 = dot16(it[r].w2 + 4 * h, x.q[h], s2);
-                    else
-                        s = dot16(it[r].w2 + 4 * h, x.q[h], s);
+                    s = dot16(it[r].w2 + 4 * h, x.q[h], s);
                 }
-                s += s2;
-            } else if constexpr (MMVQ_DOT_CHAINS > 1 && PER == 2) {  // a chain a group
-                s = dot16(it[r].w + 4 * g, x.q[0]) + dot16(it[r].w + 4 * (g + 1), x.q[1]);
             } else {
 #pragma unroll
                 for (int h = 0; h < PER; ++h) s = dot16(it[r].w + 4 * (g + h), x.q[h], s);

@@ -364,19 +364,25 @@ def module_source(
     return src, opts
 
 
+def _x_held_set_by_environment() -> int | None:
+    """MMVQ_ST_XREG as $TRACEKIT_CUDA_DEFINES sets it (a measurement's A/B), or None."""
+    env = [d for d in cuda.EXTRA_DEFINES if d.startswith("-DMMVQ_ST_XREG=")]
+    return int(env[-1].split("=")[1]) if env else None
+
+
 def x_held(qt: QuantType) -> int:
     """Values of x a lane of mmvq_st holds in registers with one token (matvec.cu's
-    MMVQ_ST_XREG): as $TRACEKIT_CUDA_DEFINES sets it (a measurement's A/B), else as the type
-    declares it (``MmvqConfig.staged_x_held``)."""
-    env = [d for d in cuda.EXTRA_DEFINES if d.startswith("-DMMVQ_ST_XREG=")]
-    return int(env[-1].split("=")[1]) if env else qt.mmvq.staged_x_held
+    MMVQ_ST_XREG): as $TRACEKIT_CUDA_DEFINES sets it, else as the type declares it
+    (``MmvqConfig.staged_x_held``)."""
+    env = _x_held_set_by_environment()
+    return qt.mmvq.staged_x_held if env is None else env
 
 
 def x_held_option(qt: QuantType) -> tuple[str, ...]:
     """:func:`x_held`'s nvcc option for a staged module (none where the environment sets it)."""
-    if any(d.startswith("-DMMVQ_ST_XREG=") for d in cuda.EXTRA_DEFINES):
+    if _x_held_set_by_environment() is not None or not qt.mmvq.staged_x_held:
         return ()
-    return (f"-DMMVQ_ST_XREG={qt.mmvq.staged_x_held}",) if qt.mmvq.staged_x_held else ()
+    return (f"-DMMVQ_ST_XREG={qt.mmvq.staged_x_held}",)
 
 
 @functools.cache

@@ -61,19 +61,8 @@ __device__ __forceinline__ int dp4a_us(u32 a, int b, int c) {
 #endif
 }
 
-// MMVQ_DOT_CHAINS 2: a group's four DP4A (and group_dots' groups) summed in two independent
-// chains that meet at the end, not one chain: the same integer sum (so the same bits), half the
-// dependent DP4A latency an item (mmvq_st's tile compute is latency, not issue: BENCHMARKS.md
-// 2026-12-07 from 18:11 UTC). Off: the engine's build.
-#ifndef MMVQ_DOT_CHAINS
-#define MMVQ_DOT_CHAINS 1
-#endif
 // A group's 16 codes (four words of one byte each) against 16 int8 activations, added to s.
 __device__ __forceinline__ int dot16(const u32* w, int4 q, int s = 0) {
-    if (MMVQ_DOT_CHAINS > 1) {
-        const int t = __dp4a((int)w[2], q.z, 0);
-        return __dp4a((int)w[1], q.y, __dp4a((int)w[0], q.x, s)) + __dp4a((int)w[3], q.w, t);
-    }
     s = __dp4a((int)w[0], q.x, s);
     s = __dp4a((int)w[1], q.y, s);
     s = __dp4a((int)w[2], q.z, s);
@@ -81,8 +70,6 @@ __device__ __forceinline__ int dot16(const u32* w, int4 q, int s = 0) {
 }
 // The same with the codes' bytes unsigned (dp4a_us).
 __device__ __forceinline__ int dot16_us(const u32* w, int4 q) {
-    if (MMVQ_DOT_CHAINS > 1)
-        return dp4a_us(w[1], q.y, dp4a_us(w[0], q.x, 0)) + dp4a_us(w[3], q.w, dp4a_us(w[2], q.z, 0));
     int s = dp4a_us(w[0], q.x, 0);
     s = dp4a_us(w[1], q.y, s);
     s = dp4a_us(w[2], q.z, s);
