@@ -13,7 +13,8 @@ times, the device time a trace gives the launch, stamp costs included). The read
 (ceilings.read_floor: the best read_stream over the same rotated bytes) is timed both ways too.
 The summary's "met" reads the kernel the engine runs for that shape (matvec.stages_weight) at
 its own device time against the 85% target. Per type and shape: mmvq as the quant path runs it today
-(its declared variant), mmvq_st at its default geometry (staged_geometry), and for the
+(its declared variant), mmvq_st at its default geometry (staged_geometry, at the type's declared
+blocks: quants.StagedShape; --st-shape times others beside it), and for the
 ``--sweep`` types, on the first shape, every rows-per-tile x stages x blocks-per-SM x
 warps-per-row configuration, blocks of 4 and 2 rows (tiles of 1-2 block-rows, 2-4 stages) and
 two items a lane at 2-3 stages and blocks. Before timing, each mmvq_st configuration's output is
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         "else 2): queued and own times, each checked against mmvq's bits first",
     )  # fmt: skip
     ap.add_argument(
+        "--st-shape", default="",
+        help="also time mmvq_st at these blocks (comma-separated RxWxB: R rows a warp walks "
+        "together, W warps a block, B blocks an SM; quants.StagedShape), e.g. 1x8x2 (the blocks "
+        "before a type declared its own) beside the declared ones: queued and own times",
+    )  # fmt: skip
+    ap.add_argument(
         "--stages", type=int, default=0,
         help="mmvq_st's default at this many stages (an A/B of matvec.STAGED_STAGES; 0: as declared)",
     )  # fmt: skip
@@ -87,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         queued_copy_bandwidth,
         read_floor,
     )  # fmt: skip
-    from tracekit.quants import QUANTIZED_TYPES, quant_type
+    from tracekit.quants import QUANTIZED_TYPES, StagedShape, quant_type
 
     dev = cp.cuda.Device()
     l2 = int(dev.attributes.get("L2CacheSize", 64 << 20))
@@ -175,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             x = cp.random.standard_normal((1, k), dtype=cp.float32)
             out = cp.empty((1, n), cp.float32)
             # (kind, rows per tile, stages, blocks an SM, unroll, warps a row, rows a block,
-            # rows a warp walks together); None: default
+            # rows a warp walks together[, StagedShape]); None: default (the type's declared)
             configs: list[tuple] = [("mmvq", None, None, None, None, None, None, None)]
             configs.append(("st", None, None, None, None, None, None, None))
             configs += [
@@ -188,8 +195,14 @@ def main(argv: list[str] | None = None) -> int:
             for r in st_rpw:
                 # the default blocks with R times the rows a tile, then blocks of 8 / R warps
                 # on the default's tiles (the same warps an SM at 4 blocks an SM)
-                configs.append(("st", None, None, None, None, None, None, r))
+                configs.append(("st", None, None, None, None, None, None, r,
+                                StagedShape(r, 8, matvec.STAGED_BLOCKS_PER_SM)))  # fmt: skip
                 configs += [("st", default_rows, None, b, None, None, 8 // r, r) for b in (4, 2)]
+            configs += [
+                ("st", None, None, None, None, None, None, None,
+                 StagedShape(*(int(v) for v in spec.split("x"))))
+                for spec in args.st_shape.split(",") if spec
+            ]  # fmt: skip
             if qt.name in sweep and (n, k) == shapes[0]:
                 configs += [
                     ("st", m * rb, s, (16 if w16 else 24) // rb, 1, 1, rb, None)
@@ -208,14 +221,18 @@ def main(argv: list[str] | None = None) -> int:
             best = {}
 
             def other_kw(c):  # the A/B partner of mmvq (mmvq_st's default) and vice versa;
-                # of R rows a warp, mmvq_st's default (one)
-                return dict(staged=True) if c[7] else dict(staged=c[0] == "mmvq")
+                # of R rows a warp or other blocks, mmvq_st's default
+                return dict(staged=True) if c[7] or c[8:] else dict(staged=c[0] == "mmvq")
 
             for c in dict.fromkeys(configs):
-                kind, rpt, st, bps, unroll, wpr, rb, rpw = c
+                kind, rpt, st, bps, unroll, wpr, rb, rpw, *shaped = c
+                shape = shaped[0] if shaped else None
                 kw = (dict(staged=False, unroll=unroll) if kind == "mmvq" else
                       dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
-                           unroll=unroll, wpr=wpr, rows_per_block=rb, rows_per_warp=rpw))  # fmt: skip
+                           unroll=unroll, wpr=wpr, rows_per_block=rb, rows_per_warp=rpw,
+                           staged_shape=shape))  # fmt: skip
+                if kind == "st" and bps is None:  # (as the launch takes it, for the rows)
+                    bps = (shape or qt.mmvq.staged_shape).blocks_per_sm
                 try:
                     got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
                 except (matvec.KernelInputError, ValueError) as e:
@@ -240,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                     return fn
 
                 own_s = None
-                if c in configs[:2] or kind == "mmvq" or rpw:  # A/B rows: queued and own times
+                if c in configs[:2] or kind == "mmvq" or rpw or shape:  # A/B rows: queued, own
                     samples, owns = [], []
                     for _ in range(args.rounds):
                         # alternated with its partner only when there is more than one round

@@ -115,7 +115,8 @@ def main(argv: list[str]) -> int:
     unroll = int(
         (_option(argv, "--unroll") or [matvec.STAGED_UNROLL if staged else matvec.MMVQ_UNROLL])[0]
     )
-    rpw = int((_option(argv, "--rpw") or [matvec.STAGED_RPW if staged else 1])[0])
+    # --rpw R: rows a warp walks together (MMVQ_ST_RPW) for every type, else each type's (staged)
+    rpw_forced = _option(argv, "--rpw")
     knobs = _option(argv, "--define")
     # x held a lane (MMVQ_ST_XREG): a --define's for every type, else each type's declaration
     forced = [int(d.split("=")[1]) for d in knobs if d.startswith("-DMMVQ_ST_XREG=")]
@@ -132,6 +133,8 @@ def main(argv: list[str]) -> int:
         for qt in types:
             src, cubin = Path(d) / f"{qt.suffix}.cu", Path(d) / f"{qt.suffix}.cubin"
             # compiled as the engine compiles it (mmvq: the type's register cap)
+            rpw = int(rpw_forced[0]) if rpw_forced else (
+                qt.mmvq.staged_shape.rows_per_warp if staged else 1)  # fmt: skip
             text, opts = matvec.module_source(
                 qt.suffix, unroll, qt.mmvq.min_blocks, rpw=rpw, staged=staged
             )

@@ -23,9 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", default="", help="comma-separated (default: every quantized type)")
-    ap.add_argument("--rpw", type=int, default=1, help="rows a warp walks together (1, 2, 4)")
+    ap.add_argument(
+        "--rpw", type=int, default=None,
+        help="rows a warp walks together (1, 2, 4) on blocks of 8 / R warps (default: each "
+        "type's declared blocks)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
-    rows = dict(rows_per_warp=args.rpw, rows_per_block=8 // args.rpw)
+    rows = dict(rows_per_warp=args.rpw, rows_per_block=8 // args.rpw) if args.rpw else {}
 
     import cupy as cp
 

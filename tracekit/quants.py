@@ -55,6 +55,18 @@ class DequantConfig(NamedTuple):
 UNSWEPT = DequantConfig(2, 128, 4)
 
 
+class StagedShape(NamedTuple):
+    """mmvq_st's blocks (``kernels/matvec.py``; ``scripts/bench_mmvq_staged.py --st-shape``)."""
+
+    #: consecutive rows of a tile a warp walks together (matvec.cu's MMVQ_ST_RPW: each read of
+    #: x serves them all): 1, 2 or 4
+    rows_per_warp: int = 1
+    #: warps a block (its rows: this / the warps a row)
+    block_warps: int = 8
+    #: resident blocks an SM (each takes 1 / this of the SM's shared memory)
+    blocks_per_sm: int = 2
+
+
 class MmvqConfig(NamedTuple):
     """How ``mmvq_<suffix>`` runs (``kernels/matvec.py``; ``scripts/bench_matvec.py --sweep``)."""
 
@@ -73,6 +85,8 @@ class MmvqConfig(NamedTuple):
     #: mmvq_st with one token: values of x a lane holds in registers, read once a block
     #: (matvec.cu's MMVQ_ST_XREG; 0: none, x read from shared memory for every row)
     staged_x_held: int = 0
+    #: mmvq_st's blocks (rows a warp walks together, warps a block, blocks an SM)
+    staged_shape: StagedShape = StagedShape()
 
 
 #: mmvq's configuration where a type declares none (H200 sweep, 2026-12-01: the best for most).
@@ -110,14 +124,36 @@ MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
 MMVQ_K2_STAGED_LONG_ROWS = MMVQ_K_STAGED._replace(staged_min_k=8192)
 MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
 #: x held in registers (128 values a lane: a 4096-value row's at one warp a row) for the types
-#: the H100 timed faster with it, 14336 x 4096, own device time, % of copy, one call each of 2
-#: rounds (2026-12-07 22:36 UTC, BENCHMARKS.md): Q4_0 73.7 -> 75.6 (75.5 in a second call), Q4_K
-#: 73.9 -> 75.3 (75.2), Q8_0 83.9 -> 85.9 (85.9). Parity (every type built with it) and
-#: racecheck passed; the other types wait for their own timing.
+#: the H100 timed faster with it, 14336 x 4096, own device time, % of copy, each against a
+#: baseline in the same call of 2 rounds (BENCHMARKS.md): 2026-12-07 22:36 UTC, Q4_0 73.7 ->
+#: 75.6 (75.5 in a second call), Q4_K 73.9 -> 75.3 (75.2), Q8_0 83.9 -> 85.9 (85.9); 23:40 UTC,
+#: Q4_1 78.9 -> 81.2, Q3_K 57.6 -> 60.4, Q6_K 77.7 -> 78.4 (78.5 at 22:37), IQ4_NL 70.0 -> 72.3,
+#: IQ4_XS 67.6 -> 72.3, Q2_K 47.5 -> 59.1 (59.0 at 22:36; its mmvq 54.4). Not Q5_0 (76.9 ->
+#: 75.4), Q5_1 (80.4 -> 79.8), Q5_K (77.0 -> 77.3). Parity and racecheck: every type built so.
 X_HELD = 128
 MMVQ_PREQUANTIZED_STAGED_X_HELD = MMVQ_PREQUANTIZED_STAGED._replace(staged_x_held=X_HELD)
-MMVQ_STAGED_LONG_ROWS_X_HELD = MMVQ_STAGED_LONG_ROWS._replace(staged_x_held=X_HELD)
+#: ... and two rows a warp walks together where that was faster again, with x held (same calls,
+#: own % of copy): on 4-warp blocks, 4 an SM, Q4_0 75.6 -> 77.0, Q4_K 75.3 -> 78.1, IQ4_XS
+#: 72.3 -> 73.8, Q5_K 77.3 -> 78.0 (77.0 as it was); 2 an SM (4 leave no room for two of its
+#: 8-row stages), Q6_K 78.4 -> 80.3; on 8-warp blocks (16-row tiles), Q2_K 59.1 -> 61.6 (59.0
+#: -> 62.0 at 22:36), Q3_K 60.4 -> 61.7. Not Q8_0 (85.9 -> 85.2), Q4_1, Q5_0, Q5_1, IQ4_NL.
+TWO_ROWS_QUARTER_BLOCKS = StagedShape(rows_per_warp=2, block_warps=4, blocks_per_sm=4)
+TWO_ROWS_HALF_BLOCKS = StagedShape(rows_per_warp=2, block_warps=4, blocks_per_sm=2)
+TWO_ROWS = StagedShape(rows_per_warp=2)
+MMVQ_STAGED_LONG_ROWS_TWO_ROWS = MMVQ_STAGED_LONG_ROWS._replace(
+    staged_x_held=X_HELD, staged_shape=TWO_ROWS_QUARTER_BLOCKS
+)
+MMVQ_STAGED_TWO_ROWS = MMVQ_STAGED._replace(
+    staged_x_held=X_HELD, staged_shape=TWO_ROWS_QUARTER_BLOCKS
+)
 MMVQ_K_STAGED_X_HELD = MMVQ_K_STAGED._replace(staged_x_held=X_HELD)
+MMVQ_K_STAGED_TWO_ROWS = MMVQ_K_STAGED_X_HELD._replace(staged_shape=TWO_ROWS_QUARTER_BLOCKS)
+MMVQ_K_STAGED_TWO_ROWS_HALF = MMVQ_K_STAGED_X_HELD._replace(staged_shape=TWO_ROWS_HALF_BLOCKS)
+MMVQ_K_STAGED_TWO_ROWS_FULL = MMVQ_K_STAGED_X_HELD._replace(staged_shape=TWO_ROWS)
+#: Q2_K's mmvq_st, x held and two rows a warp, ran ahead of its mmvq at both lengths timed
+#: (4096 above; 14336 by 43.3 to 38.5 before either knob), so it stages rows of k >= 4096;
+#: shorter ones were not timed.
+MMVQ_K2_STAGED = MMVQ_K_STAGED_TWO_ROWS_FULL._replace(staged_min_k=4096)
 #: IQ4_NL stages since its codes became two DP4A addends in x's nibble order (2026-12-06):
 #: its loop got short enough that the loads set its time (H100, 2026-12-07 00:48 UTC,
 #: ``bench_mmvq_staged.py --shapes 14336x4096,4096x14336,151936x896 --types IQ4_NL --rounds
@@ -519,7 +555,7 @@ class Q4_0(
     qtype=_T.Q4_0,
     f16_fields=(0,),
     dequant=DequantConfig(2, 256, 4),
-    mmvq=MMVQ_STAGED_LONG_ROWS_X_HELD,
+    mmvq=MMVQ_STAGED_LONG_ROWS_TWO_ROWS,
 ):
     """Q4_0: 32 values in 18 bytes;  x = d * (q - 8).
 
@@ -543,7 +579,7 @@ class Q4_1(
     qtype=_T.Q4_1,
     f16_fields=(0, 2),
     dequant=DequantConfig(2, 256, 4),
-    mmvq=MMVQ_PREQUANTIZED_STAGED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED_X_HELD,
 ):
     """Q4_1: 32 values in 20 bytes;  x = d * q + m.
 
@@ -611,7 +647,7 @@ class Q2_K(
     f16_fields=(80, 82),
     dequant=DequantConfig(2, 128, 2),
     scale_group=16,
-    mmvq=MMVQ_K2_STAGED_LONG_ROWS,
+    mmvq=MMVQ_K2_STAGED,
 ):
     """Q2_K: 256 values in 84 bytes, 16 sub-blocks j of 16;  x = (d sc[j]) q - dmin m[j].
 
@@ -652,7 +688,7 @@ class Q3_K(
     f16_fields=(108,),
     dequant=DequantConfig(3, 256, 4),  # warp-staged (dequant.WARP_STEPS): 96.0% of copy
     scale_group=16,
-    mmvq=MMVQ_K_STAGED,
+    mmvq=MMVQ_K_STAGED_TWO_ROWS_FULL,
 ):
     """Q3_K: 256 values in 110 bytes, 16 sub-blocks j of 16;  x = (d (sc[j] - 32)) (q - 4).
 
@@ -705,7 +741,7 @@ class Q4_K(
     qtype=_T.Q4_K,
     f16_fields=(0, 2),
     dequant=DequantConfig(2, 128, 4),
-    mmvq=MMVQ_K_STAGED_X_HELD,
+    mmvq=MMVQ_K_STAGED_TWO_ROWS,
 ):
     """Q4_K: 256 values in 144 bytes, 8 sub-blocks j of 32;  x = (d sc[j]) q - dmin m[j].
 
@@ -731,7 +767,7 @@ class Q5_K(
     qtype=_T.Q5_K,
     f16_fields=(0, 2),
     dequant=DequantConfig(2, 128, 4),
-    mmvq=MMVQ_K_STAGED,
+    mmvq=MMVQ_K_STAGED_TWO_ROWS,
 ):
     """Q5_K: 256 values in 176 bytes;  Q4_K's with a 5th bit: bit 4 of value l of sub-block j
     is bit j of qh[l].
@@ -770,7 +806,7 @@ class Q6_K(
     f16_fields=(208,),
     dequant=DequantConfig(2, 128, 1),
     scale_group=16,
-    mmvq=MMVQ_K_STAGED,
+    mmvq=MMVQ_K_STAGED_TWO_ROWS_HALF,
 ):
     """Q6_K: 256 values in 210 bytes;  x = (d scales[e // 16]) (q - 32).
 
@@ -815,7 +851,7 @@ class IQ4_NL(
     qtype=_T.IQ4_NL,
     f16_fields=(0,),
     dequant=DequantConfig(2, 128, 2),
-    mmvq=MMVQ_PREQUANTIZED_STAGED,
+    mmvq=MMVQ_PREQUANTIZED_STAGED_X_HELD,
 ):
     """IQ4_NL: 32 values in 18 bytes;  x = d * LEVELS[q], the nibbles laid out as Q4_0's.
 
@@ -835,7 +871,11 @@ class IQ4_NL(
 
 
 class IQ4_XS(
-    QuantType, qtype=_T.IQ4_XS, f16_fields=(0,), dequant=DequantConfig(2, 128, 4), mmvq=MMVQ_STAGED
+    QuantType,
+    qtype=_T.IQ4_XS,
+    f16_fields=(0,),
+    dequant=DequantConfig(2, 128, 4),
+    mmvq=MMVQ_STAGED_TWO_ROWS,
 ):
     """IQ4_XS: 256 values in 136 bytes, 8 sub-blocks j of 32;  x = (d (ls[j] - 32)) LEVELS[q].
 

@@ -16,7 +16,14 @@ from tracekit.kernels.backend import get_backend
 from tracekit.kernels.checks import KernelInputError
 from tracekit.kernels.dequant import f16_field_offsets, random_blocks
 from tracekit.kernels.matmul import MatmulWeight, choose_path, w16_cache_on
-from tracekit.quants import MMVQ_DEFAULT, QUANT_TABLE, QuantType, quant_type
+from tracekit.quants import (
+    MMVQ_DEFAULT,
+    QUANT_TABLE,
+    QUANTIZED_TYPES,
+    QuantType,
+    StagedShape,
+    quant_type,
+)
 
 TYPES = list(QUANT_TABLE.values())
 TYPE_IDS = [t.name for t in TYPES]
@@ -437,7 +444,7 @@ def test_balanced_warps_per_row_evens_the_last_round() -> None:
 def test_staged_declaration_reads_the_row_length(monkeypatch):
     """mmvq_st runs where the type's declaration says: large weights of a staged type, and for
     Q4_0 only rows of k >= its staged_min_k (the 0.5B output's k = 896 ran faster unstaged),
-    Q2_K only rows of k >= 8192 (k = 4096 ran faster unstaged, 14336 staged)."""
+    Q2_K only rows of k >= 4096 (the lengths timed staged and faster; shorter ones untimed)."""
     from tracekit.quants import quant_type
 
     monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: True)
@@ -448,9 +455,9 @@ def test_staged_declaration_reads_the_row_length(monkeypatch):
     assert matvec.stages_weight(q4_0, 14336, 4096)
     assert matvec.stages_weight(q8_0, 151936, 896)
     assert not matvec.stages_weight(q8_0, 896, 896)  # under STAGED_MIN_VALUES
-    assert not matvec.stages_weight(q2_k, 14336, 4096)  # k under Q2_K's staged_min_k
-    assert matvec.stages_weight(q2_k, 4096, 14336)
-    assert matvec.stages_weight(q2_k, 14336, 4096, staged=True)  # asked for: runs it
+    assert not matvec.stages_weight(q2_k, 14336, 2048)  # k under Q2_K's staged_min_k
+    assert matvec.stages_weight(q2_k, 4096, 14336) and matvec.stages_weight(q2_k, 14336, 4096)
+    assert matvec.stages_weight(q2_k, 14336, 2048, staged=True)  # asked for: runs it
     assert not matvec.stages_weight(q2_k, 4096, 14336, staged=False)
     assert matvec.stages_weight(quant_type("Q3_K"), 14336, 4096)
     monkeypatch.setattr(matvec, "_has_bulk_copy", lambda: False)
@@ -458,15 +465,54 @@ def test_staged_declaration_reads_the_row_length(monkeypatch):
 
 
 def test_x_held_comes_from_the_declaration_unless_the_environment_sets_it(monkeypatch) -> None:
-    """mmvq_st's x held in registers (MMVQ_ST_XREG) is a type's declaration (Q4_0, Q4_K, Q8_0:
-    timed faster with it; Q6_K not yet), which its staged module compiles with; a
+    """mmvq_st's x held in registers (MMVQ_ST_XREG) is a type's declaration (timed faster with
+    it: all but Q5_0 and Q5_1; Q5_K with two rows a warp), which its staged module compiles with; a
     TRACEKIT_CUDA_DEFINES value (an A/B) replaces it for every type, and the declaration's
     option is then left out, so the module is built with the one the launch records name."""
     held = {t.name: matvec.x_held(t) for t in QUANT_TABLE.values() if t.is_quantized}
-    assert held["Q4_0"] == held["Q4_K"] == held["Q8_0"] == 128 and held["Q6_K"] == 0
-    for name, want in (("Q4_0", ("-DMMVQ_ST_XREG=128",)), ("Q6_K", ())):
+    assert {name for name, v in held.items() if v == 0} == {"Q5_0", "Q5_1"}
+    assert held["Q4_0"] == held["Q6_K"] == held["Q8_0"] == 128
+    for name, want in (("Q4_0", ("-DMMVQ_ST_XREG=128",)), ("Q5_0", ())):
         _, opts = matvec.module_source(quant_type(name).suffix, 1, 0, staged=True)
         assert tuple(o for o in opts if o.startswith("-DMMVQ_ST_XREG")) == want
     monkeypatch.setattr(cuda, "EXTRA_DEFINES", ("-DMMVQ_ST_XREG=0",))
-    assert matvec.x_held(quant_type("Q4_0")) == 0 and matvec.x_held(quant_type("Q6_K")) == 0
+    assert matvec.x_held(quant_type("Q4_0")) == 0 and matvec.x_held(quant_type("Q5_0")) == 0
     assert matvec.x_held_option(quant_type("Q4_0")) == ()
+
+
+#: an H100's SMs and shared memory a block may opt into (the staged launch's device limits)
+H100_SMS, H100_SMEM = 132, 227 * 1024
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+def test_staged_blocks_are_the_types_declaration_and_fit_every_shape(qt: QuantType) -> None:
+    """A staged launch's blocks come from the type's StagedShape (two rows a warp on 4-warp
+    blocks for Q4_0, 8-warp for Q2_K, ...): at 14336 x 4096 with one token, the declared rows a
+    warp, warps a block and blocks an SM exactly; at every shape the engine stages (long rows
+    taking more warps a row) and 1 to 8 tokens, a launch that fits: at most 8 warps a block,
+    tiles of whole steps of its rows times the rows a warp, stages and x within the block's
+    shared memory (staged_geometry raises where they are not)."""
+    declared = qt.mmvq.staged_shape
+    bps, rpw, w, rb, per_launch = matvec.staged_blocks(qt, 1, 4096, H100_SMEM)
+    assert (bps, rpw, w * rb, per_launch) == (
+        declared.blocks_per_sm, declared.rows_per_warp, declared.block_warps, 1)  # fmt: skip
+    shapes = [(14336, 4096), (4096, 14336), (151936, 896), (896, 4864), (57344, 4096)]
+    for n, k in ((n, k) for n, k in shapes if k % qt.block_size == 0):
+        for nt in range(1, matvec.MAX_NT + 1):
+            bps, rpw, w, rb, per_launch = matvec.staged_blocks(qt, nt, k, H100_SMEM)
+            assert w * rb <= 8 and 1 <= per_launch <= nt
+            geo, smem, _, _, rpt = matvec.staged_geometry(
+                n, k, per_launch, qt, H100_SMS, H100_SMEM, None, None, bps, w, rb, rpw
+            )  # fmt: skip
+            assert geo.block == (32, w, rb) and rpt % (rb * rpw) == 0
+            assert smem <= matvec._per_block_shared(bps), (n, k, nt)
+
+
+def test_staged_blocks_given_replace_the_declaration() -> None:
+    """bench_mmvq_staged's --st-shape and a launch's own arguments: StagedShape(1, 8, 2) gives
+    the blocks every type had before it declared its own (one row a warp, 8 warps, 2 an SM),
+    and a launch's blocks_per_sm / rows_per_warp / rows_per_block override each part."""
+    q4_0 = quant_type("Q4_0")
+    assert q4_0.mmvq.staged_shape != StagedShape()
+    assert matvec.staged_blocks(q4_0, 1, 4096, H100_SMEM, blocks=StagedShape()) == (2, 1, 1, 8, 1)
+    assert matvec.staged_blocks(q4_0, 1, 4096, H100_SMEM, None, 2, 3, 1) == (3, 1, 1, 2, 1)

@@ -26,7 +26,7 @@ from tests.kernels.test_matvec import TYPES, gamma, oracle, random_x, weight
 from tracekit.kernels import matmul, matvec
 from tracekit.kernels.backend import get_backend
 from tracekit.kernels.checks import KernelInputError
-from tracekit.quants import QuantType, quant_type
+from tracekit.quants import QuantType, StagedShape, quant_type
 
 pytestmark = pytest.mark.gpu
 
@@ -141,8 +141,9 @@ def test_mmvq_staged_gives_mmvqs_bits(
     """mmvq_st (tiles staged by the bulk-copy engine, the stage ring wrapping on a one-wave
     grid) computes mmvq's terms in mmvq's order: the fused mmvq's bits at the same warps per
     row, for weights whose rows and whole size fall off the 16-byte grid; poisoned outputs.
-    Blocks of 8 warps and of fewer (rb rows a block: 2 and 4). qx: x quantized by its own
-    launch (quantize_q8_n<nt>) and bulk-copied in by mmvq_st_qx: the same bits."""
+    Blocks of 8 warps and of fewer (rb rows a block: 2 and 4), at one row a warp; the first
+    configuration at the type's declared blocks (rows a warp included). qx: x quantized by its
+    own launch (quantize_q8_n<nt>) and bulk-copied in by mmvq_st_qx: the same bits."""
     k = {1: 4096, 37: 3 * qt.block_size, 5: qt.block_size * 9, 301: 2816, 1024: 256}.get(n, 512)
     k = max(k // qt.block_size, 1) * qt.block_size
     raw, _ = weight(qt, n, k, seed=n + nt + 2, tame=True)
@@ -151,11 +152,16 @@ def test_mmvq_staged_gives_mmvqs_bits(
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, rows_per_tile=rows_per_tile,
         stages=stages, wpr=wpr, blocks_per_sm=bps, rows_per_block=rb, prequantize=qx,
+        rows_per_warp=None if rows_per_tile is None else 1,
     )  # fmt: skip
     names = [f"quantize_q8_n{nt}", f"mmvq_st_qx_{qt.suffix}_n{nt}"] if qx else [
         f"mmvq_st_{qt.suffix}_n{nt}"]  # fmt: skip
     assert [r.kernel for r in recs] == names
-    assert recs[-1].block[2] == (rb or 8 // recs[-1].block[1])
+    declared = qt.mmvq.staged_shape
+    assert recs[-1].block[2] == (rb or max(1, declared.block_warps // recs[-1].block[1]))
+    assert recs[-1].extra["rows_per_warp"] == (
+        declared.rows_per_warp if rows_per_tile is None else 1
+    )
     assert all(r.extra["path"] == "quant" for r in recs)
     wpr = recs[-1].block[1]
     same, _ = matvec.launch_matvec(
@@ -185,6 +191,7 @@ def test_mmvq_staged_rows_walked_together_give_mmvqs_bits(
     got, recs = matvec.launch_matvec(
         x, w, qt, (n, k), poisoned(cp, (nt, n)), staged=True, prequantize=False,
         rows_per_warp=rpw, rows_per_block=8 // rpw if fewer_warps else None,
+        staged_shape=None if fewer_warps else StagedShape(rpw, 8, matvec.STAGED_BLOCKS_PER_SM),
     )  # fmt: skip
     assert [r.kernel for r in recs] == [f"mmvq_st_{qt.suffix}_n{nt}"]
     rec = recs[0]

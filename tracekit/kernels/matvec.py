@@ -41,7 +41,14 @@ import numpy as np
 from tracekit.kernels import cuda, dequant
 from tracekit.kernels.checks import KernelInputError, require_array
 from tracekit.kernels.launch import Geometry, LaunchRecord, ceil_div, grid_1d
-from tracekit.quants import MMVQ_DEFAULT, QUANT_TABLE, QUANTIZED_TYPES, QuantType, quant_type
+from tracekit.quants import (
+    MMVQ_DEFAULT,
+    QUANT_TABLE,
+    QUANTIZED_TYPES,
+    QuantType,
+    StagedShape,
+    quant_type,
+)
 
 FAMILY = "matvec"
 #: The most tokens one matvec launch takes (decode and speculative-sized batches); larger
@@ -596,6 +603,7 @@ def launch_matvec(
     rows_per_tile: int | None = None,
     stages: int | None = None,
     blocks_per_sm: int | None = None,
+    staged_shape: StagedShape | None = None,
 ) -> tuple[Any, list[LaunchRecord]]:
     """``x [nt, k] @ W [n, k]ᵀ`` on the GPU, W packed in ``raw``: ``mmvq_<suffix>_n<nt>`` for a
     block-quantized W (as :func:`ref_mmvq`), ``matvec_<suffix>_n<nt>`` for F32/F16/BF16 (as
@@ -615,8 +623,10 @@ def launch_matvec(
         staged: run mmvq_st (the weight's tiles staged in shared memory by the bulk-copy
             engine; None: :func:`stages_weight`), with ``rows_per_tile``, ``stages``,
             ``blocks_per_sm``, ``unroll``, ``wpr`` (None: 1, or more where a long row's
-            block-row leaves no room for x), ``rows_per_block`` (None: 8 warps a block) and
-            ``rows_per_warp`` (None: :data:`STAGED_RPW`) as :func:`staged_geometry` takes them.
+            block-row leaves no room for x), ``blocks_per_sm``, ``rows_per_block`` and
+            ``rows_per_warp`` (None: as ``staged_shape`` gives them) as
+            :func:`staged_geometry` takes them.
+        staged_shape: mmvq_st's blocks (None: the type's ``mmvq.staged_shape``).
 
     Returns:
         (out, launch records with ``extra.path == "quant"``: one, or for mmvq one per group of
@@ -664,6 +674,7 @@ def launch_matvec(
         return o, _launch_staged(
             x, raw, qt, (n, k), o, bias, rows_per_tile, stages, blocks_per_sm, unroll, wpr,
             rows_per_block, qx=staged_prequantizes(prequantize), rows_per_warp=rows_per_warp,
+            blocks=staged_shape,
         )  # fmt: skip
     if prequantizes(qt, n, k, prequantize):
         return o, _launch_qx(
@@ -721,10 +732,8 @@ def mmvq_stage_bytes(span: int) -> int:
 #: the warps start.
 STAGED_TILE_BYTES = 32 * 1024
 STAGED_STAGES = 2
-STAGED_BLOCKS_PER_SM = 2
-#: mmvq_st: rows of a tile a warp walks together (matvec.cu's MMVQ_ST_RPW: one read of x for
-#: them all). 1: as measured through 2026-12-07; 2 is built, host-tested, not yet timed.
-STAGED_RPW = 1
+#: (A type declares its blocks, rows a warp walks together included: quants.StagedShape.)
+STAGED_BLOCKS_PER_SM = StagedShape().blocks_per_sm
 
 
 def staged_geometry(
@@ -743,8 +752,8 @@ def staged_geometry(
 ) -> tuple[Geometry, int, int, int, int]:
     """mmvq_st's launch: block = (32, W, R) (``warps_per_row`` W, ``rows_per_block`` R; None:
     8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R x ``rows_per_warp``,
-    the rows each warp walks together; None: the most that fit :data:`STAGED_TILE_BYTES`, at
-    least that step), grid = at most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles
+    the rows each warp walks together; None: the most that fit :data:`STAGED_TILE_BYTES` and,
+    ``stages`` of them, the block's shared memory beside x; at least that step), grid = at most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles
     grid-strided), ``stages`` tiles in flight a block (None: :data:`STAGED_STAGES`). Returns
     (geometry, dynamic shared bytes, stages, stage bytes, rows per tile).
 
@@ -762,16 +771,19 @@ def staged_geometry(
     row_bytes = qt.row_bytes(k)
     xbytes = mmvq_shared_bytes(nt, k)
     budget = min(smem_max, _per_block_shared(blocks_per_sm)) - xbytes
+    stages = STAGED_STAGES if stages is None else stages
     if rows_per_tile is None:
-        rows_per_tile = max(step, STAGED_TILE_BYTES // max(1, row_bytes) // step * step)
-        rows_per_tile = min(rows_per_tile, -(-n // step) * step)  # no more than the matrix has
+        # about STAGED_TILE_BYTES, and no more than the stages and x leave room for (smaller
+        # blocks, more of them an SM: Q4_K's 4-warp blocks at 4 an SM on rows of 14336)
+        fit = (budget // max(1, stages) - 30) // max(1, row_bytes)
+        rows_per_tile = min(STAGED_TILE_BYTES // max(1, row_bytes), fit) // step * step
+        rows_per_tile = max(step, min(rows_per_tile, -(-n // step) * step))  # <= the matrix's
     if rows_per_tile < step or rows_per_tile % step:
         raise ValueError(
             f"mmvq_st rows per tile {rows_per_tile} must be a positive multiple of {step} "
             f"(the block's rows, {rb}, times the rows a warp walks together, {rows_per_warp})"
         )
     stage = mmvq_stage_bytes(rows_per_tile * row_bytes)
-    stages = STAGED_STAGES if stages is None else stages
     most = min(STAGED_MAX_STAGES, budget // stage)
     if not 2 <= stages <= most:
         raise KernelInputError(
@@ -799,33 +811,62 @@ def staged_prequantizes(prequantize: bool | None = None) -> bool:
     return STAGED_PREQUANTIZE if prequantize is None else prequantize
 
 
+def staged_blocks(
+    qt: QuantType, nt: int, k: int, smem_max: int, wpr: int | None = None,
+    rows_per_block: int | None = None, blocks_per_sm: int | None = None,
+    rows_per_warp: int | None = None, blocks: StagedShape | None = None,
+) -> tuple[int, int, int, int, int]:  # fmt: skip
+    """mmvq_st's blocks for ``nt`` tokens of rows of ``k``: (blocks an SM, rows a warp walks
+    together, warps a row, rows a block, tokens a launch). Each left None comes from ``blocks``
+    (None: the type's ``mmvq.staged_shape``); the warps a row (None) are the fewest of 1, 2, 4,
+    8 whose block-row's two stages leave room for one token's x (where none does, at the
+    declared blocks an SM, half as many blocks an SM), the rows a block the declared warps over
+    them (at least one); a launch takes as many tokens as that room holds."""
+    blocks = blocks or qt.mmvq.staged_shape
+    rpw = blocks.rows_per_warp if rows_per_warp is None else rows_per_warp
+    row_bytes = qt.row_bytes(k)
+    x_bytes = mmvq_shared_bytes(1, k)
+
+    def rows_a_block(w: int) -> int:
+        return rows_per_block or max(1, blocks.block_warps // w)
+
+    def room(w: int, bps: int) -> int:  # shared memory left for x next to two stages of a block-row
+        rb = rows_a_block(w)
+        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * rpw * row_bytes)
+
+    def fewest_warps(bps: int) -> int | None:
+        return wpr or next((w for w in (1, 2, 4, 8) if room(w, bps) >= x_bytes), None)
+
+    bps = blocks.blocks_per_sm if blocks_per_sm is None else blocks_per_sm
+    # the declared blocks an SM, or (a long row's stages and x not fitting even at 8 warps a
+    # row) half as many, until they fit
+    while blocks_per_sm is None and bps > 1 and fewest_warps(bps) is None:
+        bps //= 2
+    w = fewest_warps(bps) or 8
+    per_launch = max(1, min(nt, room(w, bps) // max(1, x_bytes)))
+    return bps, rpw, w, rows_a_block(w), per_launch
+
+
 def _launch_staged(
     x: Any, raw: Any, qt: QuantType, shape: tuple[int, int], o: Any, bias: Any,
     rows_per_tile: int | None, stages: int | None, blocks_per_sm: int | None,
     unroll: int | None, wpr: int | None, rows_per_block: int | None = None, qx: bool = False,
-    xr: Any = None, rows_per_warp: int | None = None,
+    xr: Any = None, rows_per_warp: int | None = None, blocks: StagedShape | None = None,
 ) -> list[LaunchRecord]:  # fmt: skip
     """mmvq_st_<suffix>_n<nt>, one launch per group of tokens whose x fits next to the stages
     (two of one block-row each); ``qx``: quantize_q8_n<nt> first (all tokens, one launch),
     then mmvq_st_qx_<suffix>_n<nt> per group, each copying its tokens' runs in (``xr``: those
     runs already made, int32 [nt, run_row_ints(k)], and no quantize launch: the benchmark's
-    time of the kernel alone)."""
+    time of the kernel alone). ``blocks`` (None: the type's) gives ``blocks_per_sm``,
+    ``rows_per_warp`` and the rows a block (its warps / the warps a row) left None."""
     n, k = shape
     nt = int(x.shape[0])
     sms, smem_max = _device_limits()
     ts, qk = block_sizes(qt)
     b = cuda.NULL if bias is None else bias
-    bps = STAGED_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
-    rpw = STAGED_RPW if rows_per_warp is None else rows_per_warp
-    row_bytes = qt.row_bytes(k)
-
-    def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
-        rb = rows_per_block or 8 // w
-        return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * rpw * row_bytes)
-
-    # None: one warp a row unless a long row needs fewer rows a block-row for one token's x
-    w = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= mmvq_shared_bytes(1, k)), 8)
-    per_launch = max(1, min(nt, room(w) // max(1, mmvq_shared_bytes(1, k))))
+    bps, rpw, w, rb, per_launch = staged_blocks(
+        qt, nt, k, smem_max, wpr, rows_per_block, blocks_per_sm, rows_per_warp, blocks
+    )
     mod = _module(qt.suffix, unroll or STAGED_UNROLL, 0, rpw=rpw, staged=True)
     recs = []
     if qx and xr is None:
@@ -835,7 +876,7 @@ def _launch_staged(
         t1 = min(nt, t0 + per_launch)
         xs, os_ = x[t0:t1], o[t0:t1]
         geo, smem, st, stage, rpt = staged_geometry(
-            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, rows_per_block, rpw
+            n, k, t1 - t0, qt, sms, smem_max, rows_per_tile, stages, bps, w, rb, rpw
         )
         name = staged_kernel_name(qt, t1 - t0, qx)
         fn = mod.get_function(name)
