@@ -489,7 +489,7 @@ def test_staged_blocks_are_the_types_declaration_and_fit_every_shape(qt: QuantTy
     """A staged launch's blocks come from the type's StagedShape (two rows a warp on 4-warp
     blocks for Q4_0, 8-warp for Q2_K, ...): at 14336 x 4096 with one token, the declared rows a
     warp, warps a block and blocks an SM exactly; at every shape the engine stages (long rows
-    taking more warps a row) and 1 to 8 tokens, a launch that fits: at most 8 warps a block,
+    taking other blocks or more warps a row) and 1 to 8 tokens, a launch that fits: at most 8 warps a block,
     tiles of whole steps of its rows times the rows a warp, stages and x within the block's
     shared memory (staged_geometry raises where they are not)."""
     declared = qt.mmvq.staged_shape
@@ -516,3 +516,17 @@ def test_staged_blocks_given_replace_the_declaration() -> None:
     assert q4_0.mmvq.staged_shape != StagedShape()
     assert matvec.staged_blocks(q4_0, 1, 4096, H100_SMEM, blocks=StagedShape()) == (2, 1, 1, 8, 1)
     assert matvec.staged_blocks(q4_0, 1, 4096, H100_SMEM, None, 2, 3, 1) == (3, 1, 1, 2, 1)
+
+
+def test_declared_blocks_give_way_on_rows_longer_than_they_were_timed_on() -> None:
+    """A type's declared blocks were timed at 14336 x 4096, one warp a row. Where a row's two
+    stages and x need more warps a row at them (Q4_0 at k = 14336 and 8192: 4 blocks an SM
+    leave 57 KB a block), the launch takes the blocks timed on such rows, StagedShape(), and
+    only then more warps a row; a row that fits keeps the declaration (Q2_K's 8-warp blocks at
+    k = 8192), and blocks given explicitly are kept (more warps a row instead)."""
+    q4_0, q2_k = quant_type("Q4_0"), quant_type("Q2_K")
+    assert matvec.staged_blocks(q4_0, 1, 14336, H100_SMEM) == (2, 1, 2, 4, 1)
+    assert matvec.staged_blocks(q4_0, 1, 8192, H100_SMEM) == (2, 1, 1, 8, 1)
+    assert matvec.staged_blocks(q2_k, 1, 8192, H100_SMEM) == (2, 2, 1, 8, 1)
+    given = q4_0.mmvq.staged_shape
+    assert matvec.staged_blocks(q4_0, 1, 14336, H100_SMEM, blocks=given)[:3] == (4, 2, 4)

@@ -819,9 +819,11 @@ def staged_blocks(
     """mmvq_st's blocks for ``nt`` tokens of rows of ``k``: (blocks an SM, rows a warp walks
     together, warps a row, rows a block, tokens a launch). Each left None comes from ``blocks``
     (None: the type's ``mmvq.staged_shape``); the warps a row (None) are the fewest of 1, 2, 4,
-    8 whose block-row's two stages leave room for one token's x (where none does, at the
-    declared blocks an SM, half as many blocks an SM), the rows a block the declared warps over
-    them (at least one); a launch takes as many tokens as that room holds."""
+    8 whose block-row's two stages leave room for one token's x, the rows a block the declared
+    warps over them (at least one); a launch takes as many tokens as that room holds. A type's
+    declared blocks that need more than one warp a row (rows longer than those they were timed
+    on) give way to ``StagedShape()``, the blocks timed on such rows."""
+    given = blocks
     blocks = blocks or qt.mmvq.staged_shape
     rpw = blocks.rows_per_warp if rows_per_warp is None else rows_per_warp
     row_bytes = qt.row_bytes(k)
@@ -838,10 +840,11 @@ def staged_blocks(
         return wpr or next((w for w in (1, 2, 4, 8) if room(w, bps) >= x_bytes), None)
 
     bps = blocks.blocks_per_sm if blocks_per_sm is None else blocks_per_sm
-    # the declared blocks an SM, or (a long row's stages and x not fitting even at 8 warps a
-    # row) half as many, until they fit
-    while blocks_per_sm is None and bps > 1 and fewest_warps(bps) is None:
-        bps //= 2
+    if given is None and blocks != StagedShape() and fewest_warps(bps) != 1:
+        # a row too long for the declared blocks at one warp a row (where they were timed):
+        # the blocks every type had before declaring its own (timed at 4096 x 14336)
+        return staged_blocks(qt, nt, k, smem_max, wpr, rows_per_block, blocks_per_sm,
+                             rows_per_warp, StagedShape())  # fmt: skip
     w = fewest_warps(bps) or 8
     per_launch = max(1, min(nt, room(w, bps) // max(1, x_bytes)))
     return bps, rpw, w, rows_a_block(w), per_launch
