@@ -181,6 +181,15 @@ for spec in "$@"; do
           python3 scripts/staged_racecheck.py ${RC_TYPES:+--types $RC_TYPES} ${RC_ARGS:-} > "$OUT/rc-$tag.log" 2>&1
         echo "exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|all ok|BAD" "$OUT/rc-$tag.log" | head -5
       done ;;
+    # each type's declared mmvq_st blocks (quants.StagedShape, 2026-12-07 from 23:34 UTC) on the
+    # GPU: the staged parity tests at the declared blocks (their modules compiled in parallel),
+    # then stbench's own times of the declared blocks beside the earlier ones (--st-shape 1x8x2)
+    declared) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread -n 14 \
+                tests/kernels/test_matvec_gpu.py -k "staged" 2>&1 | tail -3
+              t python3 scripts/bench_mmvq_staged.py \
+                --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q6_K,Q2_K,Q3_K,Q5_K,IQ4_XS,Q4_1,IQ4_NL} \
+                --sweep= --rounds 2 --x-hot --st-shape 1x8x2 --json "$OUT/declared.json" > "$OUT/declared.log" 2>&1
+              sed -n '/^% of copy/,$p' "$OUT/declared.log"; grep -E "block=\(32, 1, 8\)|differ" "$OUT/declared.log" ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
     knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do

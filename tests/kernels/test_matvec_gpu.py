@@ -159,6 +159,9 @@ def test_mmvq_staged_gives_mmvqs_bits(
     assert [r.kernel for r in recs] == names
     declared = qt.mmvq.staged_shape
     assert recs[-1].block[2] == (rb or max(1, declared.block_warps // recs[-1].block[1]))
+    assert recs[-1].extra["blocks_per_sm"] == (
+        declared.blocks_per_sm if rows_per_tile is None else bps
+    )
     assert recs[-1].extra["rows_per_warp"] == (
         declared.rows_per_warp if rows_per_tile is None else 1
     )

@@ -891,7 +891,7 @@ def _launch_staged(
         recs.append(_record(name, geo, raw, xs, os_, MATH_MMVQ, bias,
                             x_bytes=mmvq_shared_bytes(t1 - t0, k) if qx else None,
                             shared_bytes=smem, stages=st, rows_per_tile=rpt,
-                            rows_per_warp=rpw,
+                            rows_per_warp=rpw, blocks_per_sm=bps,
                             x_held=x_held(qt) if t1 - t0 == 1 and (unroll or STAGED_UNROLL) == 1
                             else 0))  # fmt: skip
     return recs
