@@ -129,7 +129,8 @@ MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
 #: 75.6 (75.5 in a second call), Q4_K 73.9 -> 75.3 (75.2), Q8_0 83.9 -> 85.9 (85.9); 23:40 UTC,
 #: Q4_1 78.9 -> 81.2, Q3_K 57.6 -> 60.4, Q6_K 77.7 -> 78.4 (78.5 at 22:37), IQ4_NL 70.0 -> 72.3,
 #: IQ4_XS 67.6 -> 72.3, Q2_K 47.5 -> 59.1 (59.0 at 22:36; its mmvq 54.4). Not Q5_0 (76.9 ->
-#: 75.4), Q5_1 (80.4 -> 79.8), Q5_K (77.0 -> 77.3). Parity and racecheck: every type built so.
+#: 75.4), Q5_1 (80.4 -> 79.8), Q5_K (77.0 -> 77.3). GPU parity: every type built so; racecheck:
+#: Q4_0, Q4_K, Q8_0, Q6_K, Q2_K, IQ4_XS.
 X_HELD = 128
 MMVQ_PREQUANTIZED_STAGED_X_HELD = MMVQ_PREQUANTIZED_STAGED._replace(staged_x_held=X_HELD)
 #: ... and two rows a warp walks together where that was faster again, with x held (same calls,

@@ -523,10 +523,12 @@ def test_declared_blocks_give_way_on_rows_longer_than_they_were_timed_on() -> No
     stages and x need more warps a row at them (Q4_0 at k = 14336 and 8192: 4 blocks an SM
     leave 57 KB a block), the launch takes the blocks timed on such rows, StagedShape(), and
     only then more warps a row; a row that fits keeps the declaration (Q2_K's 8-warp blocks at
-    k = 8192), and blocks given explicitly are kept (more warps a row instead)."""
+    k = 8192), and blocks or warps a row given explicitly keep it (more warps a row instead)."""
     q4_0, q2_k = quant_type("Q4_0"), quant_type("Q2_K")
     assert matvec.staged_blocks(q4_0, 1, 14336, H100_SMEM) == (2, 1, 2, 4, 1)
     assert matvec.staged_blocks(q4_0, 1, 8192, H100_SMEM) == (2, 1, 1, 8, 1)
     assert matvec.staged_blocks(q2_k, 1, 8192, H100_SMEM) == (2, 2, 1, 8, 1)
     given = q4_0.mmvq.staged_shape
     assert matvec.staged_blocks(q4_0, 1, 14336, H100_SMEM, blocks=given)[:3] == (4, 2, 4)
+    assert matvec.staged_blocks(q4_0, 1, 14336, H100_SMEM, wpr=4)[:4] == (4, 2, 4, 1)
+    assert matvec.staged_blocks(q4_0, 1, 4096, H100_SMEM, wpr=2)[:4] == (4, 2, 2, 2)

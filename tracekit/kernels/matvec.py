@@ -753,9 +753,10 @@ def staged_geometry(
     """mmvq_st's launch: block = (32, W, R) (``warps_per_row`` W, ``rows_per_block`` R; None:
     8 / W, W R <= 8), tiles of ``rows_per_tile`` rows (a multiple of R x ``rows_per_warp``,
     the rows each warp walks together; None: the most that fit :data:`STAGED_TILE_BYTES` and,
-    ``stages`` of them, the block's shared memory beside x; at least that step), grid = at most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles
-    grid-strided), ``stages`` tiles in flight a block (None: :data:`STAGED_STAGES`). Returns
-    (geometry, dynamic shared bytes, stages, stage bytes, rows per tile).
+    ``stages`` of them, the block's shared memory beside x; at least that step), grid = at
+    most ``blocks_per_sm`` blocks on each of ``sms`` SMs (tiles grid-strided), ``stages``
+    tiles in flight a block (None: :data:`STAGED_STAGES`). Returns (geometry, dynamic shared
+    bytes, stages, stage bytes, rows per tile).
 
     Raises:
         KernelInputError: the stages and x do not fit a block's shared memory.
@@ -821,8 +822,8 @@ def staged_blocks(
     (None: the type's ``mmvq.staged_shape``); the warps a row (None) are the fewest of 1, 2, 4,
     8 whose block-row's two stages leave room for one token's x, the rows a block the declared
     warps over them (at least one); a launch takes as many tokens as that room holds. A type's
-    declared blocks that need more than one warp a row (rows longer than those they were timed
-    on) give way to ``StagedShape()``, the blocks timed on such rows."""
+    declared blocks that would need more than one warp a row (rows longer than those they were
+    timed on; ``wpr`` not given) give way to ``StagedShape()``, the blocks timed on such rows."""
     given = blocks
     blocks = blocks or qt.mmvq.staged_shape
     rpw = blocks.rows_per_warp if rows_per_warp is None else rows_per_warp
@@ -840,7 +841,7 @@ def staged_blocks(
         return wpr or next((w for w in (1, 2, 4, 8) if room(w, bps) >= x_bytes), None)
 
     bps = blocks.blocks_per_sm if blocks_per_sm is None else blocks_per_sm
-    if given is None and blocks != StagedShape() and fewest_warps(bps) != 1:
+    if given is None and wpr is None and blocks != StagedShape() and fewest_warps(bps) != 1:
         # a row too long for the declared blocks at one warp a row (where they were timed):
         # the blocks every type had before declaring its own (timed at 4096 x 14336)
         return staged_blocks(qt, nt, k, smem_max, wpr, rows_per_block, blocks_per_sm,
