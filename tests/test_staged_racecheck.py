@@ -9,7 +9,7 @@ from tests.scripts import run_script
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows", [[], ["--rpw", "2"]], ids=["one_row", "two_rows_a_warp"])
+@pytest.mark.parametrize("rows", [[], ["--rpw", "2"]], ids=["declared_blocks", "two_rows_a_warp"])
 def test_the_script_runs_on_the_gpu(tmp_path, rows: list[str]) -> None:
     pytest.importorskip("cupy")
     got = run_script("staged_racecheck", ["--types", "Q4_0,Q6_K", *rows], tmp_path)
