@@ -125,6 +125,15 @@ def test_launch_notes_say_how_the_kernel_ran() -> None:
     att = {**base, "extra": {"splits": 19}}
     assert d.launch_notes(att) == "keys split over 19 blocks"
     assert d.launch_notes({**base, "extra": {"splits": 1}}) == "—"
+    staged = {**base, "extra": {"path": "quant", "shared_bytes": 43776, "stages": 2,
+                                "rows_per_tile": 8, "rows_per_warp": 2, "blocks_per_sm": 4,
+                                "x_held": 128}}  # fmt: skip
+    assert d.launch_notes(staged) == (
+        "43.8 KB dynamic shared; 2 stages of 8 rows; 2 rows a warp; 4 blocks an SM; "
+        "x held in registers (128 a lane)"
+    )
+    one_row = {**staged, "extra": {**staged["extra"], "rows_per_warp": 1, "x_held": 0}}
+    assert d.launch_notes(one_row) == "43.8 KB dynamic shared; 2 stages of 8 rows; 4 blocks an SM"
     rec = {"launches": [mmvq, att]}
     assert [r["notes"] for r in d.launch_rows(rec, "cupy")] == [
         "bias in the epilogue; 1.02 KB dynamic shared",

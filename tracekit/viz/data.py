@@ -290,7 +290,9 @@ def launch_rows(rec: Mapping[str, Any], backend: str = "cupy") -> list[dict[str,
 
 def launch_notes(la: Mapping[str, Any]) -> str:
     """What a launch record's extras say about how the kernel ran: a bias added in its
-    epilogue, attention's key splits (split-K), its dynamic shared memory; "—" for none."""
+    epilogue, attention's key splits (split-K), its dynamic shared memory, mmvq_st's stages
+    (tiles in flight, rows a tile, rows a warp walks together, blocks an SM, x held in
+    registers); "—" for none."""
     extra = la.get("extra") or {}
     notes = []
     if extra.get("epilogue"):
@@ -299,6 +301,14 @@ def launch_notes(la: Mapping[str, Any]) -> str:
         notes.append(f"keys split over {int(extra['splits'])} blocks")
     if extra.get("shared_bytes"):
         notes.append(f"{fmt_bytes(int(extra['shared_bytes']))} dynamic shared")
+    if extra.get("stages") and extra.get("rows_per_tile"):
+        notes.append(f"{int(extra['stages'])} stages of {int(extra['rows_per_tile'])} rows")
+    if int(extra.get("rows_per_warp") or 1) > 1:
+        notes.append(f"{int(extra['rows_per_warp'])} rows a warp")
+    if extra.get("blocks_per_sm"):
+        notes.append(f"{int(extra['blocks_per_sm'])} blocks an SM")
+    if extra.get("x_held"):
+        notes.append(f"x held in registers ({int(extra['x_held'])} a lane)")
     return "; ".join(notes) or "—"
 
 
