@@ -118,10 +118,9 @@ MMVQ_K_STAGED = MMVQ_K._replace(staged=True)
 #: conflicts (2026-12-07: their loops got short enough that the loads count). H100, 2026-12-07
 #: 11:51 UTC, ``bench_mmvq_staged.py --shapes 14336x4096,4096x14336 --types Q3_K,Q2_K --sweep=
 #: --rounds 2``, own device time, % of copy, mmvq -> mmvq_st at 14336 x 4096 / 4096 x 14336:
-#: Q3_K 53.4 -> 57.3 / 38.2 -> 43.6; Q2_K 54.8 -> 47.7 / 38.5 -> 43.3, so Q2_K stages only rows
-#: of k >= 8192 (between the two measured lengths; none in between was timed). A K-quant has no
+#: Q3_K 53.4 -> 57.3 / 38.2 -> 43.6; Q2_K 54.8 -> 47.7 / 38.5 -> 43.3 (so Q2_K then staged rows
+#: of k >= 8192 only; since x held, k >= 4096: MMVQ_K2_STAGED below). A K-quant has no
 #: 151936 x 896 row (896 is not a multiple of 256).
-MMVQ_K2_STAGED_LONG_ROWS = MMVQ_K_STAGED._replace(staged_min_k=8192)
 MMVQ_PREQUANTIZED_STAGED = MMVQ_PREQUANTIZED._replace(staged=True)
 #: x held in registers (128 values a lane: a 4096-value row's at one warp a row) for the types
 #: the H100 timed faster with it, 14336 x 4096, own device time, % of copy, each against a
