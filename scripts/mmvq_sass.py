@@ -155,7 +155,8 @@ def main(argv: list[str]) -> int:
             held = ""
             xreg = forced[-1] if forced else qt.mmvq.staged_x_held
             if shown:  # (the loop above: items past the held ones, x from memory)
-                sec, items = held_section(sass), xreg // values
+                # (a loop pass walks its R rows' item together: x's values a row are values / R)
+                sec, items = held_section(sass), xreg // max(1, values // rpw)
                 lds = sum("LDS" in t for t in sec)
                 held = (f" {items} | {len(sec) / items:.0f} | {len(sec) / items / nbytes:.2f} | "
                         f"{lds / items:.1f} |" if items and sec else " 0 | – | – | – |")  # fmt: skip
