@@ -231,8 +231,6 @@ def main(argv: list[str] | None = None) -> int:
                       dict(staged=True, rows_per_tile=rpt, stages=st, blocks_per_sm=bps,
                            unroll=unroll, wpr=wpr, rows_per_block=rb, rows_per_warp=rpw,
                            staged_shape=shape))  # fmt: skip
-                if kind == "st" and bps is None:  # (as the launch takes it, for the rows)
-                    bps = (shape or qt.mmvq.staged_shape).blocks_per_sm
                 try:
                     got, recs = matvec.launch_matvec(x, raws[0], qt, (n, k), out, **kw)
                 except (matvec.KernelInputError, ValueError) as e:
@@ -274,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"type": qt.name, "n": n, "k": k, "kind": kind, "bytes": nbytes,
                        "default": c in configs[:2],
                        "rows_per_tile": recs[-1].extra.get("rows_per_tile"),
-                       "stages": recs[-1].extra.get("stages"), "blocks_per_sm": bps,
+                       "stages": recs[-1].extra.get("stages"),
+                       "blocks_per_sm": recs[-1].extra.get("blocks_per_sm", bps),
                        "unroll": unroll, "wpr": geo.block[1], "block": list(geo.block), "grid": list(geo.grid),
                        "rows_per_warp": recs[-1].extra.get("rows_per_warp"),
                        "us": s * 1e6, "pct_copy": pct,
@@ -282,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                        "own_pct_copy": 100 * nbytes / own_s / copy_bps if own_s else None,
                        "kernels": [r.kernel for r in recs]}  # fmt: skip
                 rows.append(row)
-                print(f"{qt.name:6s} {n}x{k} {kind:4s} rpt={row['rows_per_tile']} stages={row['stages']} bps={bps} "
+                print(f"{qt.name:6s} {n}x{k} {kind:4s} rpt={row['rows_per_tile']} stages={row['stages']} bps={row['blocks_per_sm']} "
                       f"unroll={unroll} rpw={row['rows_per_warp']} block={tuple(geo.block)}: "
                       f"{s * 1e6:7.2f} us {pct:5.1f}% of copy"
                       + (f", own {own_s * 1e6:7.2f} us {row['own_pct_copy']:5.1f}%" if own_s else ""),
