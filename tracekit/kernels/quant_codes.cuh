@@ -111,6 +111,35 @@ __device__ __forceinline__ uint4 ld16_a8(const u8* p) {  // p 8-byte aligned
     const uint2 lo = w[0], hi = w[1];
     return make_uint4(lo.x, lo.y, hi.x, hi.y);
 }
+// A whole block of TS = 4 N - 2 bytes at a 2-byte aligned b (Q5_0: 22) as N aligned words,
+// so that its fields share one address and one shift (BlockWindow::at), where Q5_0's separate
+// reads of d, qh and qs took 1 + 2 + 5 loads from three addresses (mmvq_sass.py: its staged
+// loop 89 -> 84 SASS, mmvq's 101 -> 89). Q4_0 and IQ4_NL (18 bytes: d and one ld16_a2) gain
+// nothing from it (their loops 100 and 92 -> 100 and 97), so they keep their two reads. The window ends
+// with the block: at b % 4 == 0 the last word is the block's last two bytes alone (a
+// tensor's end is not overrun), at b % 4 == 2 it starts 2 bytes before the block.
+template <int N>
+struct BlockWindow {
+    u32 v[N];
+    u32 q8;  // 8 (b % 4): 0 or 16
+    __device__ __forceinline__ explicit BlockWindow(const u8* b) {
+        const u32 q = (u32)(reinterpret_cast<unsigned long long>(b) & 3);
+        const u32* w = reinterpret_cast<const u32*>(b - q);
+#pragma unroll
+        for (int i = 0; i < N - 1; ++i) v[i] = w[i];
+        v[N - 1] = q ? w[N - 1] : (u32)*reinterpret_cast<const u16*>(b + 4 * N - 4);
+        q8 = 8 * q;
+    }
+    // the 4 bytes at block offset o (even, o + 4 <= TS): one funnel shift (by 32 it is v[i + 1])
+    __device__ __forceinline__ u32 at(int o) const {
+        return __funnelshift_rc(v[o / 4], v[o / 4 + 1], 8 * (o % 4) + q8);
+    }
+    __device__ __forceinline__ uint4 at16(int o) const {
+        return make_uint4(at(o), at(o + 4), at(o + 8), at(o + 12));
+    }
+    __device__ __forceinline__ float f16_first() const { return half_lo(v[0] >> q8); }  // d
+};
+
 __device__ __forceinline__ u32 word(uint4 q, int i) {
     return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
 }
@@ -289,9 +318,10 @@ struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
     static constexpr int ITEMS = 1, NG = 2, OFF = -16;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
-        nibble_groups(ld16_a2(b + 6), it);
-        fifth_bits(ld_4(b + 2), it);
-        it.a[0] = it.a[1] = f16_at(b);
+        const BlockWindow<6> blk(b);
+        nibble_groups(blk.at16(6), it);
+        fifth_bits(blk.at(2), it);
+        it.a[0] = it.a[1] = blk.f16_first();
     }
 };
 

@@ -63,6 +63,9 @@ inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) 
 inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int sh) {
     return (unsigned int)((((uint64_t)hi << 32) | lo) >> (sh & 31u));
 }
+inline unsigned int __funnelshift_rc(unsigned int lo, unsigned int hi, unsigned int sh) {
+    return (unsigned int)((((uint64_t)hi << 32) | lo) >> (sh < 32u ? sh : 32u));
+}
 template <class T>
 inline T __ldg(const T* p) { return *p; }
 
