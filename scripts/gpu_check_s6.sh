@@ -63,7 +63,7 @@ for spec in "$@"; do
       t ncu $kill --kernel-name regex:${NCU_KERNEL:-mmvq} --launch-skip 4 --launch-count ${NCU_COUNT:-3} --section SpeedOfLight \
              --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
              --section MemoryWorkloadAnalysis_Tables --section InstructionStats --section SchedulerStats \
-             --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,regex:smsp__average_warp_latency_issue_stalled_.*\\.ratio \
+             --metrics l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,regex:smsp__average_warp_latency_issue_stalled_.*\\.ratio \
              ${NCU_BENCH:-python3 scripts/bench_matvec.py --nt 1} --shapes ${NCU_SHAPES:-896x896,4864x896,14336x4096} --types ${NCU_TYPES:-Q4_0} \
                ${NCU_ARGS:-} > "$OUT/ncu.log" 2>&1
            # (mmvq_st: NCU_KERNEL=mmvq_st NCU_BENCH="python3 scripts/bench_mmvq_staged.py --sweep="
@@ -190,18 +190,6 @@ for spec in "$@"; do
                 --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:-Q4_0,Q4_K,Q6_K,Q2_K,Q3_K,Q5_K,IQ4_XS,Q4_1,IQ4_NL} \
                 --sweep= --rounds 2 --x-hot --st-shape 1x8x2 --json "$OUT/declared.json" > "$OUT/declared.log" 2>&1
               sed -n '/^% of copy/,$p' "$OUT/declared.log"; grep -E "block=\(32, 1, 8\)|differ" "$OUT/declared.log" ;;
-    # a kernel source change A/B'd in one call: AB_FILES="path=base ..." (base: the file as it
-    # was, carried under build/ab): stbench's own times of PRO_TYPES in a copy of the tree with
-    # the base files (its own kernel cache), then in this tree, then the base again
-    ab) base=/tmp/ab-base; rm -rf $base; mkdir -p $base; cp -r tracekit scripts $base/
-        for f in ${AB_FILES:?}; do cp "${f#*=}" "$base/${f%%=*}"; done
-        for side in base new base; do
-          dir=.; [ $side = base ] && dir=$base
-          echo "--- $side"
-          (cd $dir && TRACEKIT_CACHE=/tmp/tk-ab$side t python3 scripts/bench_mmvq_staged.py \
-            --shapes ${PRO_SHAPES:-14336x4096} --types ${PRO_TYPES:?} --sweep= --rounds 2 --x-hot ${PRO_ARGS:-} \
-            --json "$OUT/ab-$side-$(date +%s).json" 2>&1 | grep -E "^\| Q|^\| IQ|copy bandwidth|own .*%")
-        done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
     knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do

@@ -18,16 +18,16 @@ from gguf.quants import dequantize
 
 from tests.kernels.host_build import aligned, build
 from tracekit.kernels import dequant
-from tracekit.quants import INT_GROUP, QUANTIZED_TYPES, QuantType
+from tracekit.quants import INT_GROUP, QUANTIZED_TYPES, QuantType, quant_type
 
 N_BLOCKS = 517
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    """run_<T>(blocks, n, x, codes, a, b): every item of every block through Codes<T>::load."""
+def _codes_lib(folder, flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """run_<T>(blocks, n, x, codes, a, b): every item of every block through Codes<T>::load,
+    compiled with the knobs ``flags`` (-D...)."""
     src = ["#include <cstring>", '#include "quant_codes.cuh"']
     for t in QUANTIZED_TYPES:
         d = t.device
@@ -63,7 +63,18 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
             f'extern "C" long split_{t.device}(const u8* raw, long n) '
             f"{{ return split_mismatches<Codes<{t.device}>, {t.device}>(raw, n); }}"
         )
-    return build(tmp_path_factory.mktemp("codes"), "codes", "\n".join(src) + "\n")
+    return build(folder, "codes", "\n".join(src) + "\n", ("-std=c++17", *flags))
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    return _codes_lib(tmp_path_factory.mktemp("codes"))
+
+
+@pytest.fixture(scope="module")
+def window_lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    """Q5_0 read as one window of aligned words (MMVQ_Q5_0_WINDOW, a compile-time knob)."""
+    return _codes_lib(tmp_path_factory.mktemp("codes_window"), ("-DMMVQ_Q5_0_WINDOW=1",))
 
 
 # A type whose mmvq reads each code as two addends (Codes<T>::SPLIT: load_split) must give, byte
@@ -100,6 +111,16 @@ def _same(g: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
 def test_codes_rebuild_the_gguf_values_and_match_int_parts(lib: ctypes.CDLL, qt: QuantType):
+    check_codes(lib, qt)
+
+
+def test_q5_0_window_gives_the_same_codes(window_lib: ctypes.CDLL):
+    """The knob's one window of aligned words: blocks at both 2-byte phases (22-byte blocks
+    alternate), finite and raw random, rebuild gguf-py's values and int_parts' codes."""
+    check_codes(window_lib, quant_type("Q5_0"))
+
+
+def check_codes(lib: ctypes.CDLL, qt: QuantType) -> None:
     rng = np.random.default_rng(21)
     finite = dequant.random_blocks(qt, N_BLOCKS, rng)
     wild = rng.integers(0, 256, N_BLOCKS * qt.type_size, dtype=np.uint8)

@@ -113,11 +113,16 @@ __device__ __forceinline__ uint4 ld16_a8(const u8* p) {  // p 8-byte aligned
 }
 // A whole block of TS = 4 N - 2 bytes at a 2-byte aligned b (Q5_0: 22) as N aligned words,
 // so that its fields share one address and one shift (BlockWindow::at), where Q5_0's separate
-// reads of d, qh and qs took 1 + 2 + 5 loads from three addresses (mmvq_sass.py: its staged
-// loop 89 -> 84 SASS, mmvq's 101 -> 89). Q4_0 and IQ4_NL (18 bytes: d and one ld16_a2) gain
-// nothing from it (their loops 100 and 92 -> 100 and 97), so they keep their two reads. The window ends
-// with the block: at b % 4 == 0 the last word is the block's last two bytes alone (a
-// tensor's end is not overrun), at b % 4 == 2 it starts 2 bytes before the block.
+// reads of d, qh and qs take 1 + 2 + 5 loads from three addresses. The window ends with the
+// block: at b % 4 == 0 the last word is the block's last two bytes alone (a tensor's end is
+// not overrun), at b % 4 == 2 it starts 2 bytes before the block.
+// MMVQ_Q5_0_WINDOW 1 reads Q5_0 so (mmvq_sass.py, nvcc 13 sm_90: mmvq_st's item loop 89 -> 84
+// SASS, 8 -> 7 LDS; mmvq's 101 -> 89), the same codes and factors bit for bit (host test). Off
+// until a GPU times it against the three reads (gpu_check_s6.sh knobs); Q4_0 and IQ4_NL (18
+// bytes: d and one ld16_a2) gain nothing from it (their loops 100 and 92 -> 100 and 97).
+#ifndef MMVQ_Q5_0_WINDOW
+#define MMVQ_Q5_0_WINDOW 0
+#endif
 template <int N>
 struct BlockWindow {
     u32 v[N];
@@ -318,10 +323,16 @@ struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
     static constexpr int ITEMS = 1, NG = 2, OFF = -16;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
-        const BlockWindow<6> blk(b);
-        nibble_groups(blk.at16(6), it);
-        fifth_bits(blk.at(2), it);
-        it.a[0] = it.a[1] = blk.f16_first();
+        if constexpr (MMVQ_Q5_0_WINDOW) {
+            const BlockWindow<6> blk(b);
+            nibble_groups(blk.at16(6), it);
+            fifth_bits(blk.at(2), it);
+            it.a[0] = it.a[1] = blk.f16_first();
+        } else {
+            nibble_groups(ld16_a2(b + 6), it);
+            fifth_bits(ld_4(b + 2), it);
+            it.a[0] = it.a[1] = f16_at(b);
+        }
     }
 };
 
