@@ -348,3 +348,41 @@ def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: 
             x = random_x(nt, k, seed=2)
             got, geo = _run_staged((True, so), qt, raw, x, n, 2, stages, rows_per_block=2)
             _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
+
+
+PAIRED_TYPES = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "IQ4_NL", "Q5_0", "Q8_0")]
+
+
+@pytest.fixture(scope="module", params=[(1, 0), (2, 128)], ids=["R1", "R2-x-held"])
+def paired(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(R, the bulk library built with MMVQ_PAIRED_BLOCKS=1, MMVQ_ST_RPW=R, and at R = 2 x held
+    in registers, as Q4_0 declares it)."""
+    r, xreg = request.param
+    defines = ("-DMMVQ_PAIRED_BLOCKS=1", f"-DMMVQ_ST_RPW={r}", f"-DMMVQ_ST_XREG={xreg}")
+    folder = tmp_path_factory.mktemp(f"paired{r}")
+    return r, (True, _build(folder, True, PAIRED_TYPES, defines, st_unroll=1 if xreg else 2))
+
+
+@pytest.mark.parametrize("qt", PAIRED_TYPES, ids=[t.name for t in PAIRED_TYPES])
+def test_paired_blocks_give_mmvqs_bits(lib, paired, qt: QuantType) -> None:
+    """MMVQ_PAIRED_BLOCKS: within each whole window of 2 x (lanes a row) blocks a lane takes two
+    neighbouring blocks (a warp's load: the window's even blocks, then its odd ones), a row's
+    partial last window as before. mmvq and mmvq_st walk the same order: the same bits, within
+    ref_mmvq's bound, at 129 blocks a row (one warp a row: two whole windows and a block; two:
+    one and 65), one and three tokens, mmvq_st_qx too; and other bits than the plain order's
+    (the terms are summed in another order), so the knob is what ran."""
+    r, so = paired
+    k = 129 * qt.block_size
+    differs = 0
+    for nt, wpr in ((1, 1), (1, 2), (3, 1)):
+        n = 21
+        raw = aligned(weight(qt, n, k, seed=wpr + nt, tame=True)[0])
+        x = random_x(nt, k, seed=wpr + 3 * nt)
+        rows_per_tile = 16 // wpr
+        got, geo = _run_staged(so, qt, raw, x, n, rows_per_tile, 2, wpr, rows_per_warp=r)
+        _assert_mmvqs_bits(so, qt, raw, x, n, got, geo)
+        qx, _ = _run_staged(so, qt, raw, x, n, rows_per_tile, 2, wpr, qx=True, rows_per_warp=r)
+        assert qx.view(np.uint32).tolist() == got.view(np.uint32).tolist()
+        plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
+        differs += int(np.sum(got.view(np.uint32) != plain.view(np.uint32)))
+    assert differs > 0, "every output has the plain order's bits: the pairing did not run"

@@ -447,6 +447,42 @@ __device__ __forceinline__ constexpr int x_block(int b) {
     return run_at(b * (T::QK / 32));
 }
 
+// MMVQ_PAIRED_BLOCKS 1 (compile-time knob, off): where a type's item is one block of TS = 2
+// mod 4 bytes (Q4_0, IQ4_NL: 18; Q5_0: 22; Q8_0: 34), lanes take blocks in pairs. Why: lanes
+// reading consecutive blocks read words TS / 4 apart (4.5 for Q4_0), which puts two of a
+// warp's 32 words in one shared-memory bank (2 wavefronts a load, mmvq_st's); even blocks
+// alone lie TS / 2 words apart (9: odd), every word in its own bank. So within each whole
+// window of 2 bstep blocks, lane b0's items 2m and 2m + 1 take blocks 2 b0 and 2 b0 + 1 of
+// window m: a warp's load of items 2m reads the window's even blocks, of 2m + 1 its odd ones.
+// A row's last, partial, window keeps b0 + j bstep. mmvq and mmvq_st both walk this order (the
+// same terms in the same order: the same bits). (Counted: scripts/mmvq_banks.py; off until a
+// GPU times it, gpu_check_s6.sh knobs.)
+#ifndef MMVQ_PAIRED_BLOCKS
+#define MMVQ_PAIRED_BLOCKS 0
+#endif
+// A lane's blocks: its item j is block b = b0 + j bstep in the plain order (the callers' b).
+template <class T>
+struct LaneBlocks {
+    static constexpr bool PAIRED = MMVQ_PAIRED_BLOCKS && Codes<T>::ITEMS == 1 && T::TS % 4 == 2;
+    int b0, bstep, nb;
+    // the block item j (b < nb) reads
+    __device__ __forceinline__ int at(int b, int j) const {
+        if constexpr (!PAIRED) return b;
+        const int base = 2 * bstep * (j >> 1);
+        return base + 2 * bstep <= nb ? base + 2 * b0 + (j & 1) : b;
+    }
+    // ... and past the row's end, its last block (mmvq_st's held items: read, unused)
+    __device__ __forceinline__ int at_or_last(int b, int j) const {
+        if constexpr (!PAIRED) return min(b, nb - 1);
+        return b < nb ? at(b, j) : nb - 1;
+    }
+    // its first run of x (x_block), where the plain order's is xo
+    __device__ __forceinline__ int x_at(int xo, int b, int j) const {
+        if constexpr (!PAIRED) return xo;
+        return x_block<T>(at(b, j));
+    }
+};
+
 // mmvq's item load and dot products: the integer-scale pair where the type has it.
 template <class C, int NG>
 __device__ __forceinline__ void mmvq_load(const u8* b, int sub, CodeItem<NG>& it) {
@@ -524,6 +560,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     const int first = threadIdx.y * 32 + lane;
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
+    const LaneBlocks<T> blocks{b0, bstep, nb};
     const i64 row_bytes = (i64)nb * T::TS;
     const int rows_per_step = gridDim.x * blockDim.z * R;  // rows a grid stride covers
     // the first rows' first items are loaded before x is quantized: their latency hides the
@@ -539,7 +576,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; ++u) {
             const int b = b0 + bstep * u;
-            if (b < nb) mmvq_load<C>(w + b * T::TS, sub, it[u][r]);
+            if (b < nb) mmvq_load<C>(w + blocks.at(b, u) * T::TS, sub, it[u][r]);
         }
     }
     if (!QX) {
@@ -562,7 +599,9 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
         if (live > 0) {
             const u8* w = raw + (i64)row0 * row_bytes;
             int xo = xb0;  // block bi's first run
-            for (int bi = b0; bi < nb; bi += bstep * MV_UNROLL, xo += xstep * MV_UNROLL) {
+            int j = 0;  // bi's item (bi = b0 + j bstep)
+            for (int bi = b0; bi < nb;
+                 bi += bstep * MV_UNROLL, xo += xstep * MV_UNROLL, j += MV_UNROLL) {
                 if (!loaded) {
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
@@ -571,7 +610,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                         for (int u = 0; u < MV_UNROLL; ++u) {
                             const int b = bi + bstep * u;
                             if (b < nb)
-                                mmvq_load<C>(w + r * row_bytes + b * T::TS, sub, it[u][r]);
+                                mmvq_load<C>(w + r * row_bytes + blocks.at(b, j + u) * T::TS, sub,
+                                             it[u][r]);
                         }
                     }
                 }
@@ -584,7 +624,8 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
                     for (int t = 0; t < NT; ++t) {
                         // rows past the matrix (r >= live) compute on stale items, never written
                         float sums[R];
-                        const int* xb = xr + t * run_row_ints(k >> 5) + xo + u * xstep;
+                        const int* xb = xr + t * run_row_ints(k >> 5) +
+                                        blocks.x_at(xo + u * xstep, b, j + u);
                         mmvq_dots<C, NG, R>(it[u], xb, sums);
 #pragma unroll
                         for (int r = 0; r < R; ++r) acc[r][t] += sums[r];
@@ -891,6 +932,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
+    const LaneBlocks<T> blocks{b0, bstep, nb};
     // MMVQ_ST_XREG: the items whose x a lane holds (one token, one item at a time)
     constexpr int XS = NT == 1 && U == 1 ? MMVQ_ST_XREG / (16 * NG) : 0;
     ItemX<C, NG> xheld[XS > 0 ? XS : 1];
@@ -911,7 +953,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                 mmvq_load<C>(st, sub, probe);
 #pragma unroll
                 for (int j = 0; j < XS; ++j)  // (past the row's end: its last block's x, unused)
-                    xheld[j].load(XRuns<C>{sxr + x_block<T>(min(b0 + bstep * j, nb - 1)),
+                    xheld[j].load(XRuns<C>{sxr + x_block<T>(blocks.at_or_last(b0 + bstep * j, j)),
                                            probe.v[0]});
             }
         }
@@ -933,7 +975,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                         // every held item is computed, a lane's past the row's end on the
                         // row's last block, and only those inside added: no branch between the
                         // items, so their loads can all go out before the first's dot products
-                        const int b = b0 + bstep * j, bc = min(b, nb - 1);
+                        const int b = b0 + bstep * j, bc = blocks.at_or_last(b, j);
                         CodeItem<NG> it[R];
 #pragma unroll
                         for (int i = 0; i < R; ++i)
@@ -948,7 +990,9 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                     }
                 }
                 int xo = xb0 + xstep * XS;  // block bi's first run (x_block)
-                for (int bi = b0 + bstep * XS; bi < nb; bi += bstep * U, xo += xstep * U) {
+                int j = XS;                 // bi's item (bi = b0 + j bstep)
+                for (int bi = b0 + bstep * XS; bi < nb;
+                     bi += bstep * U, xo += xstep * U, j += U) {
                     CodeItem<NG> it[U][R];
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
@@ -959,14 +1003,15 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
 #pragma unroll
                             for (int i = 0; i < R; ++i)
                                 mmvq_load<C>(w + (i == 0 ? 0 : min(i, n - 1 - row)) * row_bytes +
-                                                 b * T::TS,
+                                                 blocks.at(b, j + u) * T::TS,
                                              sub, it[u][i]);
                     }
 #pragma unroll
                     for (int u = 0; u < U; ++u) {
                         const int b = bi + bstep * u;
                         if (b >= nb) break;
-                        add_item_dots<C, NG, NT, R>(acc, it[u], sxr, run_row_ints(k >> 5), xo + u * xstep);
+                        add_item_dots<C, NG, NT, R>(acc, it[u], sxr, run_row_ints(k >> 5),
+                                                    blocks.x_at(xo + u * xstep, b, j + u));
                     }
                 }
             }
