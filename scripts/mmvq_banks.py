@@ -1,77 +1,148 @@
-"""Shared-memory wavefronts of mmvq_st's weight reads, counted without a GPU: for each type whose
-item is one block (Codes<T>::load, quant_codes.cuh), the 32-bit words each of its shared-memory
-loads reads, at a warp's 32 lanes, in the plain lane order (lane l: block l + 32 j) and in
-MMVQ_PAIRED_BLOCKS' (matvec.cu's LaneBlocks: block 2 l + j % 2 + 64 (j / 2)). A load takes as
-many wavefronts as the most distinct words any one of the 32 banks holds (same word: one
-broadcast); a load no lane runs (ld16_a2's fifth word at a 4-byte aligned block) takes none.
-x is held in registers (MMVQ_ST_XREG), so these are a held item's reads. The rows start
-16-byte aligned (k = 4096 at these types).
+"""Shared-memory wavefronts of mmvq_st's weight reads, counted without a GPU: for every quant
+type, the shared-memory loads of one item as Codes<T> (quant_codes.cuh) reads it, at a warp's
+32 lanes, in the plain lane order (lane l: sub-item l % ITEMS of block l / ITEMS + 32 j /
+ITEMS) and in MMVQ_PAIRED_BLOCKS' at each group size G (matvec.cu's LaneBlocks: of each window
+of two items' blocks, item 2m takes the even groups of G blocks, 2m + 1 the odd ones), against
+the G the type declares (Codes<T>::PAIR_G, read from quant_codes.cuh; 0: none).
+
+A load of W bytes a lane is served in phases of 128 / W lanes; a phase takes as many
+wavefronts as the most distinct W-byte units any one bank group holds (one unit for several
+lanes: a broadcast), and a load no lane of a phase runs (ld16_a2's fifth word at a 4-byte
+aligned block) takes none there. x is held in registers (MMVQ_ST_XREG), so these are a held
+item's reads; rows start 16-byte aligned (k = 4096).
 
     .venv/bin/python scripts/mmvq_banks.py
 """
 
 from __future__ import annotations
 
-# A type's loads of one block at byte address p, as Codes<T>::load reads it: ("u16", o) the f16
-# at p + o (its word), ("a2", o, n) n bytes at the 2-byte aligned p + o by aligned words (one
-# load a word, the last only where p + o is not 4-byte aligned: ld_4, ld16_a2), ("a4", o, n)
-# n bytes of aligned words, ("win", n) MMVQ_Q5_0_WINDOW's n words (the last: a u16 where p is
-# 4-byte aligned).
-LOADS = {
-    "Q4_0": [("u16", 0), ("a2", 2, 16)],
-    "IQ4_NL": [("u16", 0), ("a2", 2, 16)],
-    "Q5_0": [("u16", 0), ("a2", 2, 4), ("a2", 6, 16)],
-    "Q5_0 (window)": [("win", 6)],
-    "Q8_0": [("u16", 0), ("a2", 2, 16), ("a2", 18, 16)],
-    "Q4_1": [("a4", 0, 4), ("a4", 4, 16)],
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tracekit.quants import QUANTIZED_TYPES  # noqa: E402
+
+CODES = Path(__file__).resolve().parents[1] / "tracekit" / "kernels" / "quant_codes.cuh"
+Load = tuple[int, "int | None"]  # (bytes a lane, address; None: predicated off)
+
+
+def _words(a: int, n: int) -> list[Load]:
+    """n bytes at the 2-byte aligned a by aligned words (ld_4, ld16_a2, ld32_a2): the last one
+    only where a is not 4-byte aligned."""
+    w0 = a - a % 4
+    return [(4, w0 + 4 * i) for i in range(n // 4)] + [(4, w0 + n if a % 4 else None)]
+
+
+def _word(a: int) -> Load:  # an f16 or a byte: the word holding it
+    return (4, a - a % 4)
+
+
+def _q3_k(p: int, h: int) -> list[Load]:
+    q4 = p % 4
+    sw = p + 96 - q4  # scales and d as the aligned words holding them
+    tail = [(4, sw + 12 if q4 else None), (4, None if q4 else p + 108)]
+    return _words(p + 32 + 32 * h, 32) + _words(p, 32) + [(4, sw), (4, sw + 4), (4, sw + 8)] + tail
+
+
+def _q6_k(p: int, i: int) -> list[Load]:
+    h, u = i // 4, i % 4
+    scales = [_word(p + 192 + (128 * h + 64 * g + 16 * u) // 16) for g in range(2)]
+    return _words(p + 64 * h + 16 * u, 16) + _words(p + 128 + 32 * h + 16 * (u % 2), 16) + [
+        _word(p + 208), *scales]  # fmt: skip
+
+
+# Codes<T>::load's reads of sub-item s of the block at byte p.
+LOADS: dict[str, Callable[[int, int], list[Load]]] = {
+    "Q8_0": lambda p, s: [_word(p), *_words(p + 2, 16), *_words(p + 18, 16)],
+    "Q4_0": lambda p, s: [_word(p), *_words(p + 2, 16)],
+    "Q4_1": lambda p, s: [(4, p), *[(4, p + 4 + 4 * i) for i in range(4)]],
+    "Q5_0": lambda p, s: [_word(p), *_words(p + 2, 4), *_words(p + 6, 16)],
+    "Q5_1": lambda p, s: [(8, p), (8, p + 8), (8, p + 16)],
+    "Q2_K": lambda p, h: (
+        [(4, p + 16 + 32 * h + 4 * i) for i in range(8)]
+        + [(4, p + 8 * h), (4, p + 8 * h + 4), (4, p + 80)]
+    ),
+    "Q3_K": _q3_k,
+    "Q4_K": lambda p, r: [(16, p), (16, p + 16 + 32 * r), (16, p + 32 + 32 * r)],
+    "Q5_K": lambda p, r: [
+        (16, p),
+        (16, p + 16),
+        (16, p + 32),
+        (16, p + 48 + 32 * r),
+        (16, p + 64 + 32 * r),
+    ],  # fmt: skip
+    "Q6_K": _q6_k,
+    "IQ4_NL": lambda p, s: [_word(p), *_words(p + 2, 16)],
+    "IQ4_XS": lambda p, i: [(8, p), (8, p + 8 + 16 * i), (8, p + 16 + 16 * i)],
 }
-SIZES = {"Q4_0": 18, "IQ4_NL": 18, "Q5_0": 22, "Q5_0 (window)": 22, "Q8_0": 34, "Q4_1": 20}
+ITEMS = {"Q2_K": 2, "Q3_K": 2, "Q4_K": 4, "Q5_K": 4, "Q6_K": 8, "IQ4_XS": 8}  # else 1
 
 
-def block_loads(loads: list[tuple], p: int) -> list[int | None]:
-    """Each load's word index at block address p (None: the load is predicated off)."""
-    words: list[int | None] = []
-    for kind, *arg in loads:
-        if kind == "u16":
-            words.append((p + arg[0]) // 4)
-        elif kind == "a4":
-            words += [(p + arg[0]) // 4 + i for i in range(arg[1] // 4)]
-        elif kind == "a2":
-            a = p + arg[0]
-            w0 = a // 4
-            words += [w0 + i for i in range(arg[1] // 4)] + [w0 + arg[1] // 4 if a % 4 else None]
-        else:  # win
-            w0, n = p // 4, arg[0]
-            words += [w0 + i for i in range(n - 1)] + [w0 + n - 1]  # (u16 or word: one word)
-    return words
-
-
-def wavefronts(words: list[int | None]) -> int:
-    banks: dict[int, set[int]] = {}
-    for w in words:
-        if w is not None:
-            banks.setdefault(w % 32, set()).add(w)
-    return max((len(v) for v in banks.values()), default=0)
-
-
-def item_wavefronts(name: str, block_of) -> float:
-    """A warp's wavefronts an item, over its first 4 items (a 4096-value row's held ones)."""
-    ts, loads = SIZES[name], LOADS[name]
+def wavefronts(addrs: list[int | None], width: int) -> int:
+    """One load's wavefronts: its lanes' addresses (None: off), width bytes each."""
+    per = 128 // width  # lanes a phase
     total = 0
-    for j in range(4):
-        lanes = [block_loads(loads, ts * block_of(lane, j)) for lane in range(32)]
-        total += sum(wavefronts([ln[i] for ln in lanes]) for i in range(len(lanes[0])))
-    return total / 4
+    for start in range(0, 32, per):
+        groups: dict[int, set[int]] = {}
+        for a in addrs[start : start + per]:
+            if a is not None:
+                groups.setdefault(a // width % per, set()).add(a // width)
+        total += max((len(units) for units in groups.values()), default=0)
+    return total
+
+
+def block_of(b0: int, j: int, bstep: int, g: int) -> int:
+    """LaneBlocks::at: the block of lane-block b0's item j (g = 0: the plain order), in a row
+    of whole windows."""
+    if g == 0:
+        return b0 + bstep * j
+    return 2 * bstep * (j // 2) + b0 % g + 2 * g * (b0 // g) + g * (j % 2)
+
+
+def item_wavefronts(name: str, ts: int, g: int, items: int = 4) -> float:
+    """A warp's (one warp a row) wavefronts an item over its first `items` items."""
+    per_block = ITEMS.get(name, 1)
+    bstep = 32 // per_block
+    total = 0
+    for j in range(items):
+        lanes = [LOADS[name](ts * block_of(lane // per_block, j, bstep, g), lane % per_block)
+                 for lane in range(32)]  # fmt: skip
+        for i, (width, _) in enumerate(lanes[0]):
+            total += wavefronts([ln[i][1] for ln in lanes], width)
+    return total / items
+
+
+def declared_groups() -> dict[str, int]:
+    """Codes<T>::PAIR_G as quant_codes.cuh declares it (0 where it does not)."""
+    text = CODES.read_text()
+    out = {}
+    for name in LOADS:
+        m = re.search(rf"struct Codes<{name}>[^{{]*\{{(.*?)\n}};", text, re.S)
+        assert m, f"no Codes<{name}> in {CODES.name}"
+        g = re.search(r"PAIR_G = (\d+);", m[1])
+        out[name] = int(g[1]) if g else 0
+    return out
 
 
 def main() -> None:
-    print("| type | loads an item | wavefronts an item, plain | paired |")
-    print("|---|---|---|---|")
+    sizes = {t.name: t.type_size for t in QUANTIZED_TYPES}
+    declared = declared_groups()
+    print("| type | loads an item | plain | G = 1 | 2 | 4 | 8 | declared G | its wavefronts |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in LOADS:
-        plain = item_wavefronts(name, lambda lane, j: lane + 32 * j)
-        paired = item_wavefronts(name, lambda lane, j: 2 * lane + j % 2 + 64 * (j // 2))
-        n = len(block_loads(LOADS[name], 0))
-        print(f"| {name} | {n} | {plain:.1f} | {paired:.1f} |")
+        bstep = 32 // ITEMS.get(name, 1)
+        cells = [
+            f"{item_wavefronts(name, sizes[name], g):.1f}" if bstep % g == 0 else "–"
+            for g in (1, 2, 4, 8)
+        ]
+        g = declared[name]
+        print(
+            f"| {name} | {len(LOADS[name](0, 0))} | {item_wavefronts(name, sizes[name], 0):.1f} | "
+            f"{' | '.join(cells)} | {g} | {item_wavefronts(name, sizes[name], g):.1f} |"
+        )
 
 
 if __name__ == "__main__":

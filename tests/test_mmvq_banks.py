@@ -1,38 +1,54 @@
 """scripts/mmvq_banks.py's count of mmvq_st's shared-memory wavefronts (no GPU): the words a
-warp's loads read and the banks they fall in, plain lane order against MMVQ_PAIRED_BLOCKS'."""
+warp's loads read and the banks they fall in, in the plain lane order and MMVQ_PAIRED_BLOCKS',
+and the group size each type declares (Codes<T>::PAIR_G) against that count."""
 
 from __future__ import annotations
 
 from tests.scripts import load_script
-from tracekit.quants import quant_type
+from tracekit.quants import QUANTIZED_TYPES
 
 
-def test_a_bank_holding_two_words_costs_two_wavefronts_and_a_broadcast_one() -> None:
+def test_a_bank_holding_two_units_costs_two_wavefronts_and_a_broadcast_one() -> None:
     mod = load_script("mmvq_banks")
-    assert mod.wavefronts(list(range(32))) == 1
-    assert mod.wavefronts([0, 32, 64, 1]) == 3  # bank 0 holds three words
-    assert mod.wavefronts([5] * 32) == 1  # one word for every lane: a broadcast
-    assert mod.wavefronts([None] * 32) == 0  # predicated off on every lane
+    assert mod.wavefronts([4 * i for i in range(32)], 4) == 1
+    assert mod.wavefronts([0, 128, 256, 4] + [None] * 28, 4) == 3  # bank 0: three words
+    assert mod.wavefronts([20] * 32, 4) == 1  # one word for every lane: a broadcast
+    assert mod.wavefronts([None] * 32, 4) == 0  # predicated off on every lane
+    # 16-byte loads: 4 phases of 8 lanes; 8 consecutive 16-byte units a phase: one each
+    assert mod.wavefronts([16 * i for i in range(32)], 16) == 4
+    assert mod.wavefronts([128 * i for i in range(32)], 16) == 32  # one bank group, 8 units
+    assert mod.wavefronts([8 * i for i in range(32)], 8) == 2  # 2 phases of 16 lanes
 
 
 def test_ld16_a2_reads_a_fifth_word_only_off_the_4_byte_grid() -> None:
     mod = load_script("mmvq_banks")
-    assert mod.block_loads([("a2", 2, 16)], 0) == [0, 1, 2, 3, 4]  # bytes 2..17: words 0-4
-    assert mod.block_loads([("a2", 2, 16)], 18) == [5, 6, 7, 8, None]  # bytes 20..35
+    assert mod.LOADS["Q4_0"](0, 0) == [(4, 0), (4, 0), (4, 4), (4, 8), (4, 12), (4, 16)]
+    assert mod.LOADS["Q4_0"](18, 0) == [(4, 16), (4, 20), (4, 24), (4, 28), (4, 32), (4, None)]
 
 
-def test_pairs_of_blocks_halve_the_two_byte_aligned_types_wavefronts() -> None:
-    """Lanes on consecutive 18-, 22- or 34-byte blocks put two words in some bank (2 wavefronts
-    a load); on every other block (an odd number of words apart) each word has its own bank.
-    Q4_1's 20-byte blocks are 5 words apart: conflict-free already, and pairing would double
-    them, which is why LaneBlocks pairs only blocks of TS = 2 mod 4."""
+def test_the_groups_deal_each_window_once() -> None:
+    """LaneBlocks::at's order, as the script has it: a window of two items' blocks, each block
+    once, every group size that divides a half."""
     mod = load_script("mmvq_banks")
-    for name in mod.LOADS:
-        assert mod.SIZES[name] == quant_type(name.split()[0]).type_size
-    plain = lambda lane, j: lane + 32 * j  # noqa: E731
-    paired = lambda lane, j: 2 * lane + j % 2 + 64 * (j // 2)  # noqa: E731
-    for name in ("Q4_0", "IQ4_NL", "Q5_0", "Q5_0 (window)", "Q8_0"):
-        assert mod.item_wavefronts(name, paired) * 2 == mod.item_wavefronts(name, plain)
-    assert mod.item_wavefronts("Q4_0", paired) == 5.5  # 5 loads, the fifth on half the items
-    assert mod.item_wavefronts("Q4_1", plain) == 5.0
-    assert mod.item_wavefronts("Q4_1", paired) == 10.0
+    for bstep, g in ((32, 1), (16, 8), (16, 1), (4, 1), (64, 8)):
+        got = sorted(mod.block_of(b0, j, bstep, g) for b0 in range(bstep) for j in (2, 3))
+        assert got == list(range(2 * bstep, 4 * bstep))
+
+
+def test_each_type_declares_the_group_size_with_the_fewest_wavefronts() -> None:
+    """Codes<T>::PAIR_G is the group size (0: the plain order) whose loads take the fewest
+    wavefronts, the plain order where it ties; and where a type declares one, its item's
+    loads take fewer than in the plain order: about half for the blocks of TS = 2 mod 4."""
+    mod = load_script("mmvq_banks")
+    declared = mod.declared_groups()
+    assert set(declared) == {t.name for t in QUANTIZED_TYPES}
+    for t in QUANTIZED_TYPES:
+        bstep = 32 // mod.ITEMS.get(t.name, 1)
+        counts = {g: mod.item_wavefronts(t.name, t.type_size, g)
+                  for g in (0, 1, 2, 4, 8) if g == 0 or bstep % g == 0}  # fmt: skip
+        best = min(counts.values())
+        assert counts[declared[t.name]] == best, (t.name, counts)
+        assert declared[t.name] == min(g for g, c in counts.items() if c == best), t.name
+    assert {n for n, g in declared.items() if g} == {
+        "Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "Q2_K", "Q3_K", "Q6_K"}  # fmt: skip
+    assert mod.item_wavefronts("Q4_0", 18, 1) * 2 == mod.item_wavefronts("Q4_0", 18, 0) == 11

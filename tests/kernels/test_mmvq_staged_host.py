@@ -350,7 +350,9 @@ def test_the_prologues_order_gives_the_same_bits(tmp_path, define: str, stages: 
             _assert_mmvqs_bits((True, so), qt, raw, x, n, got, geo)
 
 
-PAIRED_TYPES = [t for t in QUANTIZED_TYPES if t.name in ("Q4_0", "IQ4_NL", "Q5_0", "Q8_0")]
+# the types that declare Codes<T>::PAIR_G (scripts/mmvq_banks.py), with their items a block
+PAIRED_ITEMS = {"Q4_0": 1, "IQ4_NL": 1, "Q5_0": 1, "Q8_0": 1, "Q2_K": 2, "Q3_K": 2, "Q6_K": 8}
+PAIRED_TYPES = [t for t in QUANTIZED_TYPES if t.name in PAIRED_ITEMS]
 
 
 @pytest.fixture(scope="module", params=[(1, 0), (2, 128)], ids=["R1", "R2-x-held"])
@@ -365,24 +367,33 @@ def paired(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.mark.parametrize("qt", PAIRED_TYPES, ids=[t.name for t in PAIRED_TYPES])
 def test_paired_blocks_give_mmvqs_bits(lib, paired, qt: QuantType) -> None:
-    """MMVQ_PAIRED_BLOCKS: within each whole window of 2 x (lanes a row) blocks a lane takes two
-    neighbouring blocks (a warp's load: the window's even blocks, then its odd ones), a row's
-    partial last window as before. mmvq and mmvq_st walk the same order: the same bits, within
-    ref_mmvq's bound, at 129 blocks a row (one warp a row: two whole windows and a block; two:
-    one and 65), one and three tokens, mmvq_st_qx too; and other bits than the plain order's
-    (the terms are summed in another order), so the knob is what ran."""
+    """MMVQ_PAIRED_BLOCKS: within each whole window of two items' blocks a lane's two items take
+    blocks PAIR_G apart (a warp's load: the window's even groups of blocks, then its odd ones),
+    a row's partial last window as before. mmvq and mmvq_st walk the same order: the same bits,
+    within ref_mmvq's bound, at a warp's blocks of four items and one more (one warp a row: two
+    whole windows and a block; two: one and the rest), one and three tokens (Q2_K, Q3_K: one
+    window and a block), mmvq_st_qx too; and
+    other bits than the plain order's (the terms are summed in another order), so the knob is
+    what ran."""
     r, so = paired
-    k = 129 * qt.block_size
+    per_block = PAIRED_ITEMS[qt.name]
     differs = 0
     for nt, wpr in ((1, 1), (1, 2), (3, 1)):
+        # (three tokens of the half-block types: one window and a block, x's runs fitting the
+        # harness's buffer)
+        items = 2 if nt == 3 and per_block == 2 else 4
+        k = (items * 32 // per_block + 1) * qt.block_size
         n = 21
         raw = aligned(weight(qt, n, k, seed=wpr + nt, tame=True)[0])
         x = random_x(nt, k, seed=wpr + 3 * nt)
-        rows_per_tile = 16 // wpr
-        got, geo = _run_staged(so, qt, raw, x, n, rows_per_tile, 2, wpr, rows_per_warp=r)
+        # (the half-block types' 16640-value rows: tiles of 4 rows on blocks of 2 rows)
+        rb = 2 if PAIRED_ITEMS[qt.name] == 2 else None
+        rows_per_tile = 4 if rb else 16 // wpr
+        got, geo = _run_staged(so, qt, raw, x, n, rows_per_tile, 2, wpr, rb, rows_per_warp=r)
         _assert_mmvqs_bits(so, qt, raw, x, n, got, geo)
-        qx, _ = _run_staged(so, qt, raw, x, n, rows_per_tile, 2, wpr, qx=True, rows_per_warp=r)
+        qx, _ = _run_staged(so, qt, raw, x, n, rows_per_tile, 2, wpr, rb, qx=True,
+                            rows_per_warp=r)  # fmt: skip
         assert qx.view(np.uint32).tolist() == got.view(np.uint32).tolist()
-        plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr)
+        plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr, rb)
         differs += int(np.sum(got.view(np.uint32) != plain.view(np.uint32)))
     assert differs > 0, "every output has the plain order's bits: the pairing did not run"

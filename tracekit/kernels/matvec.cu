@@ -447,39 +447,52 @@ __device__ __forceinline__ constexpr int x_block(int b) {
     return run_at(b * (T::QK / 32));
 }
 
-// MMVQ_PAIRED_BLOCKS 1 (compile-time knob, off): where a type's item is one block of TS = 2
-// mod 4 bytes (Q4_0, IQ4_NL: 18; Q5_0: 22; Q8_0: 34), lanes take blocks in pairs. Why: lanes
-// reading consecutive blocks read words TS / 4 apart (4.5 for Q4_0), which puts two of a
-// warp's 32 words in one shared-memory bank (2 wavefronts a load, mmvq_st's); even blocks
-// alone lie TS / 2 words apart (9: odd), every word in its own bank. So within each whole
-// window of 2 bstep blocks, lane b0's items 2m and 2m + 1 take blocks 2 b0 and 2 b0 + 1 of
-// window m: a warp's load of items 2m reads the window's even blocks, of 2m + 1 its odd ones.
-// A row's last, partial, window keeps b0 + j bstep. mmvq and mmvq_st both walk this order (the
-// same terms in the same order: the same bits). (Counted: scripts/mmvq_banks.py; off until a
-// GPU times it, gpu_check_s6.sh knobs.)
+// MMVQ_PAIRED_BLOCKS 1 (compile-time knob, off): the types that declare Codes<T>::PAIR_G
+// (Q4_0, IQ4_NL, Q5_0, Q8_0, Q3_K, Q6_K: 1; Q2_K: 8) deal a warp's blocks to its lanes in
+// groups. Why: in the plain order (lane b0's item j: block b0 + j bstep) a warp's load of an
+// item reads words a block apart; for Q4_0's 18-byte blocks, 4.5 words, which puts two of the
+// 32 words in one shared-memory bank (2 wavefronts a load, mmvq_st's), where every other block
+// alone (9 words apart: odd) puts each in its own. So within each whole window of 2 bstep
+// blocks (two items of the warp's), items 2m and 2m + 1 of lane b0 take block b0 % G + 2 G (b0 /
+// G) and the one G on: item 2m the window's even groups of G blocks, 2m + 1 its odd ones
+// (scripts/mmvq_banks.py: Q4_0 11 -> 5.5 wavefronts an item, Q8_0 20 -> 10, Q6_K 23 -> 12, Q3_K
+// 42 -> 29.5, Q2_K 21 -> 13). A row's last, partial window keeps the plain order. mmvq and
+// mmvq_st both walk this order (the same terms in the same order: the same bits). Off until a
+// GPU times it (gpu_check_s6.sh knobs).
 #ifndef MMVQ_PAIRED_BLOCKS
 #define MMVQ_PAIRED_BLOCKS 0
 #endif
 // A lane's blocks: its item j is block b = b0 + j bstep in the plain order (the callers' b).
 template <class T>
 struct LaneBlocks {
-    static constexpr bool PAIRED = MMVQ_PAIRED_BLOCKS && Codes<T>::ITEMS == 1 && T::TS % 4 == 2;
+    static constexpr int G = MMVQ_PAIRED_BLOCKS ? PairGroup<Codes<T>>::value : 0;
+    static constexpr bool PAIRED = G > 0;
+    // (bstep, lanes / ITEMS, is a multiple of 32 / ITEMS: whole groups a window's half)
+    static constexpr int G1 = G > 0 ? G : 1;  // (no % 0 in the plain order's code)
+    static_assert((32 / Codes<T>::ITEMS) % G1 == 0, "groups of blocks: whole halves");
     int b0, bstep, nb;
     // the block item j (b < nb) reads
     __device__ __forceinline__ int at(int b, int j) const {
-        if constexpr (!PAIRED) return b;
-        const int base = 2 * bstep * (j >> 1);
-        return base + 2 * bstep <= nb ? base + 2 * b0 + (j & 1) : b;
+        if constexpr (!PAIRED) {
+            return b;
+        } else {
+            const int base = 2 * bstep * (j >> 1);
+            return base + 2 * bstep <= nb ? base + b0 % G1 + 2 * G1 * (b0 / G1) + G1 * (j & 1) : b;
+        }
     }
     // ... and past the row's end, its last block (mmvq_st's held items: read, unused)
     __device__ __forceinline__ int at_or_last(int b, int j) const {
-        if constexpr (!PAIRED) return min(b, nb - 1);
-        return b < nb ? at(b, j) : nb - 1;
+        if constexpr (!PAIRED)
+            return min(b, nb - 1);
+        else
+            return b < nb ? at(b, j) : nb - 1;
     }
     // its first run of x (x_block), where the plain order's is xo
     __device__ __forceinline__ int x_at(int xo, int b, int j) const {
-        if constexpr (!PAIRED) return xo;
-        return x_block<T>(at(b, j));
+        if constexpr (!PAIRED)
+            return xo;
+        else
+            return x_block<T>(at(b, j));
     }
 };
 

@@ -253,6 +253,21 @@ struct Codes;  // a type without its integer view does not compile into mmvq
 CODES_FLAG(SplitCodes, SPLIT)  // codes as two addends a value (load_split)
 CODES_FLAG(IntScales, INT_SCALES)  // integer scales (load_int, group_dots_int)
 CODES_FLAG(Halves, HALVES)  // groups 2 m, 2 m + 1: one run's halves, own scales (pair_dot)
+// PAIR_G (undeclared: 0): the groups of blocks MMVQ_PAIRED_BLOCKS deals to a warp's lanes
+// (matvec.cu's LaneBlocks): of each window of two items' blocks, one item takes the even
+// groups of PAIR_G blocks and the next the odd ones, where that puts the words a warp's load
+// of one item reads in distinct shared-memory banks and the plain order does not:
+// scripts/mmvq_banks.py counts each type's wavefronts at every group size, and its test checks
+// that the declared one is the fewest. 1 for the blocks of TS = 2 mod 4 bytes (every other block
+// lies an odd number of words on); 8 for Q2_K's 21-word halves.
+template <class C, class = void>
+struct PairGroup {
+    static constexpr int value = 0;
+};
+template <class C>
+struct PairGroup<C, decltype((void)C::PAIR_G)> {
+    static constexpr int value = C::PAIR_G;
+};
 
 #define SCALE_GROUP(T) static constexpr int SG = TK_##T##_SG
 
@@ -273,6 +288,7 @@ template <>
 struct Codes<Q8_0> {  // d | qs[32] int8: x = d q
     SCALE_GROUP(Q8_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
+    static constexpr int PAIR_G = 1;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
         const uint4 lo = ld16_a2(b + 2), hi = ld16_a2(b + 18);
@@ -287,6 +303,7 @@ template <>
 struct Codes<Q4_0> {  // d | qs[16]: x = d (q - 8)
     SCALE_GROUP(Q4_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = -8;
+    static constexpr int PAIR_G = 1;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
         nibble_groups(ld16_a2(b + 2), it);
@@ -321,6 +338,7 @@ template <>
 struct Codes<Q5_0> {  // d | qh | qs[16]: x = d (q - 16)
     SCALE_GROUP(Q5_0);
     static constexpr int ITEMS = 1, NG = 2, OFF = -16;
+    static constexpr int PAIR_G = 1;
     static constexpr bool MIN = false;
     static __device__ __forceinline__ void load(const u8* b, int, CodeItem<2>& it) {
         if constexpr (MMVQ_Q5_0_WINDOW) {
@@ -354,6 +372,7 @@ template <>
 struct Codes<IQ4_NL> : FillSplit<Codes<IQ4_NL>, 2> {  // d | qs[16] as Q4_0's: x = d LEVELS[q]
     SCALE_GROUP(IQ4_NL);
     static constexpr int ITEMS = 1, NG = 2, OFF = 0;
+    static constexpr int PAIR_G = 1;
     static constexpr bool MIN = false;
     template <bool SPLIT_>
     static __device__ __forceinline__ void fill(const u8* b, int, CodeItem<2>& it) {
@@ -436,6 +455,7 @@ template <>
 struct Codes<Q6_K> : FillBoth<Codes<Q6_K>, 2> {
     SCALE_GROUP(Q6_K);
     static constexpr int ITEMS = 8, NG = 2, OFF = -32, RUN_STEP = 2;
+    static constexpr int PAIR_G = 1;
     static constexpr bool MIN = false;
     // item i: h = i / 4, u = i % 4; group 0 = values 128 h + 16 u.. (low nibbles of ql[64 h +
     // 16 u..]), group 1 = 64 further (high nibbles); bits 4-5 from qh[32 h + 16 (u % 2)..] at
@@ -499,6 +519,7 @@ template <>
 struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 8> {
     SCALE_GROUP(Q2_K);
     static constexpr int ITEMS = 2, NG = 8, OFF = 0, RUN_STEP = 1;
+    static constexpr int PAIR_G = 8;
     static constexpr bool MIN = true, HALVES = true;
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int h, CodeItem<8>& it) {
@@ -543,6 +564,7 @@ template <>
 struct Codes<Q3_K> : FillBoth<Codes<Q3_K>, 8> {
     SCALE_GROUP(Q3_K);
     static constexpr int ITEMS = 2, NG = 8, OFF = -4, RUN_STEP = 1;
+    static constexpr int PAIR_G = 1;
     static constexpr bool MIN = false, HALVES = true;
     // item h as Q2_K's; group g = 2 s + l's third bit = bit 4 h + s of hmask[16 l..].
     // INT: q - 4 = lo + 4 hi - 4 with lo the two low bits (Q2_K's planes) and hi the third: the
