@@ -2,8 +2,9 @@
 type, the shared-memory loads of one item as Codes<T> (quant_codes.cuh) reads it, at a warp's
 32 lanes, in the plain lane order (lane l: sub-item l % ITEMS of block l / ITEMS + 32 j /
 ITEMS) and in MMVQ_PAIRED_BLOCKS' at each group size G (matvec.cu's LaneBlocks: of each window
-of two items' blocks, item 2m takes the even groups of G blocks, 2m + 1 the odd ones), against
-the G the type declares (Codes<T>::PAIR_G, read from quant_codes.cuh; 0: none).
+of two items' blocks, item 2m takes the even groups of G blocks, 2m + 1 the odd ones; with the
+flip, the other way round for odd sub-items), against what the type declares
+(Codes<T>::PAIR_G and PAIR_FLIP, read from quant_codes.cuh; G 0: none).
 
 A load of W bytes a lane is served in phases of 128 / W lanes; a phase takes as many
 wavefronts as the most distinct W-byte units any one bank group holds (one unit for several
@@ -94,54 +95,59 @@ def wavefronts(addrs: list[int | None], width: int) -> int:
     return total
 
 
-def block_of(b0: int, j: int, bstep: int, g: int) -> int:
-    """LaneBlocks::at: the block of lane-block b0's item j (g = 0: the plain order), in a row
-    of whole windows."""
+def block_of(b0: int, j: int, bstep: int, g: int, flip: bool = False, sub: int = 0) -> int:
+    """LaneBlocks::at: the block of lane-block b0's item j (sub-item sub; g = 0: the plain
+    order), in a row of whole windows."""
     if g == 0:
         return b0 + bstep * j
-    return 2 * bstep * (j // 2) + b0 % g + 2 * g * (b0 // g) + g * (j % 2)
+    odd = (j ^ (sub if flip else 0)) % 2
+    return 2 * bstep * (j // 2) + b0 % g + 2 * g * (b0 // g) + g * odd
 
 
-def item_wavefronts(name: str, ts: int, g: int, items: int = 4) -> float:
+def item_wavefronts(name: str, ts: int, g: int, flip: bool = False, items: int = 4) -> float:
     """A warp's (one warp a row) wavefronts an item over its first `items` items."""
     per_block = ITEMS.get(name, 1)
     bstep = 32 // per_block
     total = 0
     for j in range(items):
-        lanes = [LOADS[name](ts * block_of(lane // per_block, j, bstep, g), lane % per_block)
+        lanes = [LOADS[name](ts * block_of(lane // per_block, j, bstep, g, flip,
+                                           lane % per_block), lane % per_block)
                  for lane in range(32)]  # fmt: skip
         for i, (width, _) in enumerate(lanes[0]):
             total += wavefronts([ln[i][1] for ln in lanes], width)
     return total / items
 
 
-def declared_groups() -> dict[str, int]:
-    """Codes<T>::PAIR_G as quant_codes.cuh declares it (0 where it does not)."""
+def declared_groups() -> dict[str, tuple[int, bool]]:
+    """(Codes<T>::PAIR_G, PAIR_FLIP) as quant_codes.cuh declares them ((0, False) where not)."""
     text = CODES.read_text()
     out = {}
     for name in LOADS:
         m = re.search(rf"struct Codes<{name}>[^{{]*\{{(.*?)\n}};", text, re.S)
         assert m, f"no Codes<{name}> in {CODES.name}"
         g = re.search(r"PAIR_G = (\d+);", m[1])
-        out[name] = int(g[1]) if g else 0
+        out[name] = (int(g[1]) if g else 0, "PAIR_FLIP = true;" in m[1])
     return out
 
 
 def main() -> None:
     sizes = {t.name: t.type_size for t in QUANTIZED_TYPES}
     declared = declared_groups()
-    print("| type | loads an item | plain | G = 1 | 2 | 4 | 8 | declared G | its wavefronts |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| type | loads an item | plain | G = 1 | 2 | 4 | 8 | G = 1, flipped | declared G (flip) |"
+          " its wavefronts |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in LOADS:
         bstep = 32 // ITEMS.get(name, 1)
         cells = [
             f"{item_wavefronts(name, sizes[name], g):.1f}" if bstep % g == 0 else "–"
             for g in (1, 2, 4, 8)
         ]
-        g = declared[name]
+        g, flip = declared[name]
+        flipped = item_wavefronts(name, sizes[name], 1, True)
         print(
             f"| {name} | {len(LOADS[name](0, 0))} | {item_wavefronts(name, sizes[name], 0):.1f} | "
-            f"{' | '.join(cells)} | {g} | {item_wavefronts(name, sizes[name], g):.1f} |"
+            f"{' | '.join(cells)} | {flipped:.1f} | {g}{' (flip)' if flip else ''} | "
+            f"{item_wavefronts(name, sizes[name], g, flip):.1f} |"
         )
 
 

@@ -28,27 +28,34 @@ def test_ld16_a2_reads_a_fifth_word_only_off_the_4_byte_grid() -> None:
 
 def test_the_groups_deal_each_window_once() -> None:
     """LaneBlocks::at's order, as the script has it: a window of two items' blocks, each block
-    once, every group size that divides a half."""
+    once a sub-item, every group size that divides a half, flipped or not."""
     mod = load_script("mmvq_banks")
-    for bstep, g in ((32, 1), (16, 8), (16, 1), (4, 1), (64, 8)):
-        got = sorted(mod.block_of(b0, j, bstep, g) for b0 in range(bstep) for j in (2, 3))
-        assert got == list(range(2 * bstep, 4 * bstep))
+    for bstep, g, flip in ((32, 1, False), (16, 8, False), (16, 1, True), (4, 1, False),
+                           (64, 8, True)):  # fmt: skip
+        for sub in (0, 1):
+            got = sorted(mod.block_of(b0, j, bstep, g, flip, sub)
+                         for b0 in range(bstep) for j in (2, 3))  # fmt: skip
+            assert got == list(range(2 * bstep, 4 * bstep))
+    # flipped: an odd sub-item's item 2m takes the block its even neighbour's 2m + 1 takes
+    assert mod.block_of(3, 0, 16, 1, True, 1) == mod.block_of(3, 1, 16, 1, True, 0) == 7
 
 
 def test_each_type_declares_the_group_size_with_the_fewest_wavefronts() -> None:
-    """Codes<T>::PAIR_G is the group size (0: the plain order) whose loads take the fewest
-    wavefronts, the plain order where it ties; and where a type declares one, its item's
-    loads take fewer than in the plain order: about half for the blocks of TS = 2 mod 4."""
+    """Codes<T>::PAIR_G and PAIR_FLIP are the order (plain, or a group size, flipped or not)
+    whose loads take the fewest wavefronts: the plain order where it ties, then the smaller
+    group, then no flip; and where a type declares one, its item's loads take fewer than in
+    the plain order: about half for the blocks of TS = 2 mod 4, 21 -> 11 for Q2_K."""
     mod = load_script("mmvq_banks")
     declared = mod.declared_groups()
     assert set(declared) == {t.name for t in QUANTIZED_TYPES}
     for t in QUANTIZED_TYPES:
         bstep = 32 // mod.ITEMS.get(t.name, 1)
-        counts = {g: mod.item_wavefronts(t.name, t.type_size, g)
-                  for g in (0, 1, 2, 4, 8) if g == 0 or bstep % g == 0}  # fmt: skip
+        orders = [(0, False)] + [(g, f) for g in (1, 2, 4, 8) if bstep % g == 0
+                                 for f in (False, True)]  # fmt: skip
+        counts = {o: mod.item_wavefronts(t.name, t.type_size, *o) for o in orders}
         best = min(counts.values())
-        assert counts[declared[t.name]] == best, (t.name, counts)
-        assert declared[t.name] == min(g for g, c in counts.items() if c == best), t.name
-    assert {n for n, g in declared.items() if g} == {
+        assert declared[t.name] == next(o for o in orders if counts[o] == best), (t.name, counts)
+    assert {n for n, (g, _) in declared.items() if g} == {
         "Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "Q2_K", "Q3_K", "Q6_K"}  # fmt: skip
     assert mod.item_wavefronts("Q4_0", 18, 1) * 2 == mod.item_wavefronts("Q4_0", 18, 0) == 11
+    assert mod.item_wavefronts("Q2_K", 84, *declared["Q2_K"]) == 11  # one a load

@@ -448,15 +448,15 @@ __device__ __forceinline__ constexpr int x_block(int b) {
 }
 
 // MMVQ_PAIRED_BLOCKS 1 (compile-time knob, off): the types that declare Codes<T>::PAIR_G
-// (Q4_0, IQ4_NL, Q5_0, Q8_0, Q3_K, Q6_K: 1; Q2_K: 8) deal a warp's blocks to its lanes in
+// (Q4_0, IQ4_NL, Q5_0, Q8_0, Q3_K, Q6_K, Q2_K: 1) deal a warp's blocks to its lanes in
 // groups. Why: in the plain order (lane b0's item j: block b0 + j bstep) a warp's load of an
 // item reads words a block apart; for Q4_0's 18-byte blocks, 4.5 words, which puts two of the
 // 32 words in one shared-memory bank (2 wavefronts a load, mmvq_st's), where every other block
 // alone (9 words apart: odd) puts each in its own. So within each whole window of 2 bstep
 // blocks (two items of the warp's), items 2m and 2m + 1 of lane b0 take block b0 % G + 2 G (b0 /
-// G) and the one G on: item 2m the window's even groups of G blocks, 2m + 1 its odd ones
-// (scripts/mmvq_banks.py: Q4_0 11 -> 5.5 wavefronts an item, Q8_0 20 -> 10, Q6_K 23 -> 12, Q3_K
-// 42 -> 29.5, Q2_K 21 -> 13). A row's last, partial window keeps the plain order. mmvq and
+// G) and the one G on: item 2m the window's even groups of G blocks, 2m + 1 its odd ones, or
+// (PAIR_FLIP) the other way round for odd sub-items (scripts/mmvq_banks.py: Q4_0 11 -> 5.5
+// wavefronts an item, Q8_0 20 -> 10, Q6_K 23 -> 12, Q3_K 42 -> 29.5, Q2_K 21 -> 11). A row's last, partial window keeps the plain order. mmvq and
 // mmvq_st both walk this order (the same terms in the same order: the same bits). Off until a
 // GPU times it (gpu_check_s6.sh knobs).
 #ifndef MMVQ_PAIRED_BLOCKS
@@ -470,14 +470,16 @@ struct LaneBlocks {
     // (bstep, lanes / ITEMS, is a multiple of 32 / ITEMS: whole groups a window's half)
     static constexpr int G1 = G > 0 ? G : 1;  // (no % 0 in the plain order's code)
     static_assert((32 / Codes<T>::ITEMS) % G1 == 0, "groups of blocks: whole halves");
-    int b0, bstep, nb;
+    // PAIR_FLIP: a sub-item's low bit swaps which item takes the even groups
+    static constexpr int FLIP = PairFlip<Codes<T>>::value ? 1 : 0;
+    int b0, bstep, nb, sub;
     // the block item j (b < nb) reads
     __device__ __forceinline__ int at(int b, int j) const {
         if constexpr (!PAIRED) {
             return b;
         } else {
-            const int base = 2 * bstep * (j >> 1);
-            return base + 2 * bstep <= nb ? base + b0 % G1 + 2 * G1 * (b0 / G1) + G1 * (j & 1) : b;
+            const int base = 2 * bstep * (j >> 1), odd = (j ^ (FLIP & sub)) & 1;
+            return base + 2 * bstep <= nb ? base + b0 % G1 + 2 * G1 * (b0 / G1) + G1 * odd : b;
         }
     }
     // ... and past the row's end, its last block (mmvq_st's held items: read, unused)
@@ -573,7 +575,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
     const int first = threadIdx.y * 32 + lane;
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
-    const LaneBlocks<T> blocks{b0, bstep, nb};
+    const LaneBlocks<T> blocks{b0, bstep, nb, sub};
     const i64 row_bytes = (i64)nb * T::TS;
     const int rows_per_step = gridDim.x * blockDim.z * R;  // rows a grid stride covers
     // the first rows' first items are loaded before x is quantized: their latency hides the
@@ -945,7 +947,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
     const int first = threadIdx.y * 32 + lane;  // mmvq's items, in mmvq's order
     const int sub = first % C::ITEMS, b0 = first / C::ITEMS, bstep = lanes / C::ITEMS;
     const int xb0 = x_block<T>(b0), xstep = x_block<T>(bstep);
-    const LaneBlocks<T> blocks{b0, bstep, nb};
+    const LaneBlocks<T> blocks{b0, bstep, nb, sub};
     // MMVQ_ST_XREG: the items whose x a lane holds (one token, one item at a time)
     constexpr int XS = NT == 1 && U == 1 ? MMVQ_ST_XREG / (16 * NG) : 0;
     ItemX<C, NG> xheld[XS > 0 ? XS : 1];

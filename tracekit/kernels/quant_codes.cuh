@@ -258,8 +258,10 @@ CODES_FLAG(Halves, HALVES)  // groups 2 m, 2 m + 1: one run's halves, own scales
 // groups of PAIR_G blocks and the next the odd ones, where that puts the words a warp's load
 // of one item reads in distinct shared-memory banks and the plain order does not:
 // scripts/mmvq_banks.py counts each type's wavefronts at every group size, and its test checks
-// that the declared one is the fewest. 1 for the blocks of TS = 2 mod 4 bytes (every other block
-// lies an odd number of words on); 8 for Q2_K's 21-word halves.
+// that the declared one is the fewest: 1 for the blocks of TS = 2 mod 4 bytes (every other
+// block lies an odd number of words on). PAIR_FLIP: a lane's odd sub-item takes the other
+// group of each pair (Q2_K: a block's two 21-word halves, 8 words apart, then lie a block
+// apart as well; 21 -> 11 wavefronts an item, against 13 at its best group size alone).
 template <class C, class = void>
 struct PairGroup {
     static constexpr int value = 0;
@@ -268,6 +270,7 @@ template <class C>
 struct PairGroup<C, decltype((void)C::PAIR_G)> {
     static constexpr int value = C::PAIR_G;
 };
+CODES_FLAG(PairFlip, PAIR_FLIP)
 
 #define SCALE_GROUP(T) static constexpr int SG = TK_##T##_SG
 
@@ -519,7 +522,8 @@ template <>
 struct Codes<Q2_K> : FillBoth<Codes<Q2_K>, 8> {
     SCALE_GROUP(Q2_K);
     static constexpr int ITEMS = 2, NG = 8, OFF = 0, RUN_STEP = 1;
-    static constexpr int PAIR_G = 8;
+    static constexpr int PAIR_G = 1;
+    static constexpr bool PAIR_FLIP = true;
     static constexpr bool MIN = true, HALVES = true;
     template <bool INT>
     static __device__ __forceinline__ void fill(const u8* b, int h, CodeItem<8>& it) {
