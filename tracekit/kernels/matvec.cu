@@ -448,17 +448,18 @@ __device__ __forceinline__ constexpr int x_block(int b) {
 }
 
 // MMVQ_PAIRED_BLOCKS 1 (compile-time knob, off): the types that declare Codes<T>::PAIR_G
-// (Q4_0, IQ4_NL, Q5_0, Q8_0, Q3_K, Q6_K, Q2_K: 1) deal a warp's blocks to its lanes in
-// groups. Why: in the plain order (lane b0's item j: block b0 + j bstep) a warp's load of an
-// item reads words a block apart; for Q4_0's 18-byte blocks, 4.5 words, which puts two of the
-// 32 words in one shared-memory bank (2 wavefronts a load, mmvq_st's), where every other block
+// (Q4_0, IQ4_NL, Q5_0, Q8_0, Q3_K, Q6_K, Q2_K) deal a warp's blocks to its lanes in groups.
+// Why: in the plain order (lane b0's item j: block b0 + j bstep) a warp's load of an item
+// reads words a block apart; for Q4_0's 18-byte blocks, 4.5 words, which puts two of the 32
+// words in one shared-memory bank (2 wavefronts a load, mmvq_st's), where every other block
 // alone (9 words apart: odd) puts each in its own. So within each whole window of 2 bstep
-// blocks (two items of the warp's), items 2m and 2m + 1 of lane b0 take block b0 % G + 2 G (b0 /
-// G) and the one G on: item 2m the window's even groups of G blocks, 2m + 1 its odd ones, or
-// (PAIR_FLIP) the other way round for odd sub-items (scripts/mmvq_banks.py: Q4_0 11 -> 5.5
-// wavefronts an item, Q8_0 20 -> 10, Q6_K 23 -> 12, Q3_K 42 -> 29.5, Q2_K 21 -> 11). A row's last, partial window keeps the plain order. mmvq and
-// mmvq_st both walk this order (the same terms in the same order: the same bits). Off until a
-// GPU times it (gpu_check_s6.sh knobs).
+// blocks (two items of the warp's), items 2m and 2m + 1 of lane b0 take block b0 % G + 2 G
+// (b0 / G) and the one G on: item 2m the window's even groups of G blocks, 2m + 1 its odd
+// ones, or (PAIR_FLIP) the other way round for odd sub-items. scripts/mmvq_banks.py counts
+// the wavefronts an item: Q4_0 11 -> 5.5, Q8_0 20 -> 10, Q6_K 23 -> 12, Q3_K 42 -> 29.5, Q2_K
+// 21 -> 11. A row's last, partial window keeps the plain order. mmvq and mmvq_st both walk
+// this order (the same terms in the same order: the same bits). Off until a GPU times it
+// (gpu_check_s6.sh paired).
 #ifndef MMVQ_PAIRED_BLOCKS
 #define MMVQ_PAIRED_BLOCKS 0
 #endif

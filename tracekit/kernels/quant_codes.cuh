@@ -118,7 +118,7 @@ __device__ __forceinline__ uint4 ld16_a8(const u8* p) {  // p 8-byte aligned
 // not overrun), at b % 4 == 2 it starts 2 bytes before the block.
 // MMVQ_Q5_0_WINDOW 1 reads Q5_0 so (mmvq_sass.py, nvcc 13 sm_90: mmvq_st's item loop 89 -> 84
 // SASS, 8 -> 7 LDS; mmvq's 101 -> 89), the same codes and factors bit for bit (host test). Off
-// until a GPU times it against the three reads (gpu_check_s6.sh knobs); Q4_0 and IQ4_NL (18
+// until a GPU times it against the three reads (gpu_check_s6.sh paired); Q4_0 and IQ4_NL (18
 // bytes: d and one ld16_a2) gain nothing from it (their loops 100 and 92 -> 100 and 97).
 #ifndef MMVQ_Q5_0_WINDOW
 #define MMVQ_Q5_0_WINDOW 0
