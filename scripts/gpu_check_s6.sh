@@ -192,14 +192,18 @@ for spec in "$@"; do
               sed -n '/^% of copy/,$p' "$OUT/declared.log"; grep -E "block=\(32, 1, 8\)|differ" "$OUT/declared.log" ;;
     # the lane order and Q5_0's read (2026-12-08, from 01:41 UTC; compile-time knobs, off): mmvq
     # and mmvq_st's parity built with both (the bits tests: the two kernels walk one order), then
-    # stbench's own times of the seven PAIR_G types as built, paired, and Q5_0 windowed
+    # stbench's own times of the seven PAIR_G types as built and paired, and of Q5_0 with its
+    # window, alone and paired (about 600 s in all: a call of its own)
     paired) d="-DMMVQ_PAIRED_BLOCKS=1 -DMMVQ_Q5_0_WINDOW=1"
       TRACEKIT_CUDA_DEFINES="$d" TRACEKIT_CACHE=/tmp/tk-$(defines_tag "$d") t python3 -m pytest -q -m gpu \
         -p no:cacheprovider --timeout 200 --timeout-method thread -n 14 tests/kernels/test_matvec_gpu.py \
         -k "Q4_0 or IQ4_NL or Q5_0 or Q8_0 or Q2_K or Q3_K or Q6_K" 2>&1 | tee "$OUT/paired-parity.log" | tail -3
-      for kset in "" "-DMMVQ_PAIRED_BLOCKS=1" "-DMMVQ_Q5_0_WINDOW=1"; do
+      for kset in "" "-DMMVQ_PAIRED_BLOCKS=1"; do
         echo "--- TRACEKIT_CUDA_DEFINES='$kset'"
         PRO_TYPES=${PRO_TYPES:-Q4_0,IQ4_NL,Q5_0,Q8_0,Q2_K,Q3_K,Q6_K} built_stbench "$kset" "" pa
+      done
+      for kset in "-DMMVQ_Q5_0_WINDOW=1" "$d"; do
+        echo "--- TRACEKIT_CUDA_DEFINES='$kset'"; PRO_TYPES=Q5_0 built_stbench "$kset" "" pa
       done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
