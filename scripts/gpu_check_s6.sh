@@ -205,6 +205,15 @@ for spec in "$@"; do
       for kset in "-DMMVQ_Q5_0_WINDOW=1" "$d"; do
         echo "--- TRACEKIT_CUDA_DEFINES='$kset'"; PRO_TYPES=Q5_0 built_stbench "$kset" "" pa
       done ;;
+    # MMVQ_ROWS_REDUCE (2026-12-08; off): the knob tests (its bound) and the two-rows types'
+    # own times as built and with it (the bits tests on the host: tests/kernels/
+    # test_mmvq_staged_host.py; on the GPU, parity with it: TRACEKIT_CUDA_DEFINES=... parity)
+    rowsreduce) t python3 -m pytest -q -m gpu -p no:cacheprovider --timeout 200 --timeout-method thread \
+                  tests/kernels/test_prologue_knobs_gpu.py -k "ROWS_REDUCE" 2>&1 | tail -2
+      for kset in "" "-DMMVQ_ROWS_REDUCE=1"; do
+        echo "--- TRACEKIT_CUDA_DEFINES='$kset'"
+        PRO_TYPES=${PRO_TYPES:-Q4_0,Q4_K,Q5_K,IQ4_XS,Q6_K,Q2_K,Q3_K} built_stbench "$kset" "" rr
+      done ;;
     # mmvq_st's compile-time knobs, A/B'd in one call: KNOBS="defines[@stages];..." (an empty
     # entry: as built; @N: matvec.STAGED_STAGES = N); each: stbench's own times of PRO_TYPES
     knobs) IFS=';' read -ra sets <<< "${KNOBS:-}"; for kset in "${sets[@]}"; do

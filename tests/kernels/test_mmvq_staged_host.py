@@ -91,7 +91,12 @@ static float* g_out; static int g_n, g_k, g_stages, g_stage_bytes, g_tile_rows;
 
 
 def _build(
-    folder, bulk: bool, types=QUANTIZED_TYPES, defines: tuple[str, ...] = (), st_unroll: int = 2
+    folder,
+    bulk: bool,
+    types=QUANTIZED_TYPES,
+    defines: tuple[str, ...] = (),
+    st_unroll: int = 2,
+    mmvq_rpw: int = 1,
 ) -> ctypes.CDLL:
     kernel = (KERNELS / "matvec.cu").read_text()
     bounds = (
@@ -103,7 +108,7 @@ def _build(
     src = [PREAMBLE, BULK if bulk else "", with_static_shared(kernel), bounds]
     src += [f"#define SMEM_INT4S {SMEM_INTS // 4}", RUNNER]
     src += [f"RUN({t.suffix}, {t.device}, {nt})" for t in types for nt in NTS]
-    flags = ("-std=c++17", "-DMV_UNROLL=1", "-DMMVQ_RPW=1", f"-DMMVQ_ST_UNROLL={st_unroll}",
+    flags = ("-std=c++17", "-DMV_UNROLL=1", f"-DMMVQ_RPW={mmvq_rpw}", f"-DMMVQ_ST_UNROLL={st_unroll}",
              f"-DRUN_INTS={matvec.RUN_BYTES // 4}", *(("-DTK_HOST_BULK",) if bulk else ()),
              *defines)  # fmt: skip
     return build(folder, "st_bulk" if bulk else "st_coop", "\n".join(src) + "\n", flags)
@@ -140,10 +145,11 @@ def _run_staged(lib, qt, raw, x, n, rows_per_tile, stages, wpr=1, rows_per_block
     return out, geo
 
 
-def _run_mmvq(lib, qt, raw, x, n, wpr):
+def _run_mmvq(lib, qt, raw, x, n, wpr, rows_per_warp=1):
     _, so = lib
     nt, k = x.shape
-    geo, _ = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=wpr, warps_per_sm=8)
+    geo, _ = matvec.mmvq_geometry(n, k, nt, sms=1, wpr=wpr, warps_per_sm=8,
+                                  rows_per_warp=rows_per_warp)  # fmt: skip
     out = np.full((nt, n), np.nan, np.float32)
     ptr = ctypes.c_void_p
     getattr(so, f"mv_{qt.suffix}_n{nt}")(
@@ -397,3 +403,34 @@ def test_paired_blocks_give_mmvqs_bits(lib, paired, qt: QuantType) -> None:
         plain, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 2, wpr, rb)
         differs += int(np.sum(got.view(np.uint32) != plain.view(np.uint32)))
     assert differs > 0, "every output has the plain order's bits: the pairing did not run"
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["R2", "R4"])
+def rows_reduced(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """(R, the bulk library built with MMVQ_ROWS_REDUCE=1 and R rows a warp in both kernels)."""
+    r = request.param
+    defines = ("-DMMVQ_ROWS_REDUCE=1", f"-DMMVQ_ST_RPW={r}")
+    folder = tmp_path_factory.mktemp(f"reduce{r}")
+    return r, (True, _build(folder, True, defines=defines, mmvq_rpw=r))
+
+
+@pytest.mark.parametrize("qt", QUANTIZED_TYPES, ids=[t.name for t in QUANTIZED_TYPES])
+def test_rows_summed_across_lanes_together_give_the_same_bits(lib, rows_reduced, qt) -> None:
+    """MMVQ_ROWS_REDUCE: a warp's R rows summed across its lanes in one butterfly (5 + R - 2
+    shuffles, each lane ending with one row): the plain build's bits, of mmvq_st at R rows a
+    warp and of mmvq at R rows a warp, against their one-row builds; one token on one warp a
+    row (the knob's case, rows past the matrix left unwritten: n = 21), and three tokens or two
+    warps a row (the rows written one by one, as before)."""
+    r, reduced = rows_reduced
+    k = 3 * qt.block_size if qt.block_size > 32 else 160
+    for nt, n, wpr, rb in ((1, 21, 1, None), (1, 37, 1, 2), (3, 13, 1, None), (1, 21, 2, None)):
+        raw = aligned(weight(qt, n, k, seed=n + nt + r, tame=True)[0])
+        x = random_x(nt, k, seed=nt + r + wpr)
+        rows_per_tile = 2 * r * (rb or 8 // wpr)
+        got, geo = _run_staged(reduced, qt, raw, x, n, rows_per_tile, 3, wpr, rb, rows_per_warp=r)
+        one_row, _ = _run_staged(lib, qt, raw, x, n, rows_per_tile, 3, wpr, rb)
+        assert got.view(np.uint32).tolist() == one_row.view(np.uint32).tolist()
+        mv = _run_mmvq(reduced, qt, raw, x, n, geo.block[1], rows_per_warp=r)
+        mv_one = _run_mmvq(lib, qt, raw, x, n, geo.block[1])
+        assert mv.view(np.uint32).tolist() == mv_one.view(np.uint32).tolist()
+        assert not np.isnan(got).any() and not np.isnan(mv).any()  # every row written

@@ -2,8 +2,9 @@
 run; MMVQ_ST_X_FIRST, x's loads before the first copies; MMVQ_ST_FILLS_AT_ARRIVAL, the later first
 fills once the first tile is in) and its loop's (MMVQ_ST_XREG=V, V values of x held in
 registers a lane for every type: the engine holds 128 for the types that declare it,
-quants.MmvqConfig.staged_x_held; MMVQ_PAIRED_BLOCKS, lanes on pairs of blocks; and
-quant_codes.cuh's MMVQ_Q5_0_WINDOW), which are not the engine's build:
+quants.MmvqConfig.staged_x_held; MMVQ_PAIRED_BLOCKS, lanes on pairs of blocks;
+MMVQ_ROWS_REDUCE, a warp's rows summed in one butterfly; and quant_codes.cuh's
+MMVQ_Q5_0_WINDOW), which are not the engine's build:
 built with them in a subprocess (its own TRACEKIT_CUDA_DEFINES and cache), the staged and the
 fused kernel at edge shapes, one and three tokens, against ref_mmvq's bound, on poisoned
 outputs. scripts/gpu_check_s6.sh's xprologue and knobs stages time them."""
@@ -49,7 +50,8 @@ print("ok")
                                      "-DMMVQ_ST_X_FIRST=1 -DMMVQ_ST_EARLY_FILLS=1 -DMMVQ_ST_FILLS_AT_ARRIVAL=1",
                                      "-DMMVQ_ST_XREG=0",
                                      "-DMMVQ_ST_XREG=128",
-                                     "-DMMVQ_PAIRED_BLOCKS=1", "-DMMVQ_Q5_0_WINDOW=1"])  # fmt: skip
+                                     "-DMMVQ_PAIRED_BLOCKS=1", "-DMMVQ_Q5_0_WINDOW=1",
+                                     "-DMMVQ_ROWS_REDUCE=1"])  # fmt: skip
 def test_the_prologue_knobs_give_the_reference(tmp_path, defines: str) -> None:
     pytest.importorskip("cupy")
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)

@@ -129,6 +129,48 @@ __device__ __forceinline__ void write_row(float* acc, float (*part)[NT], float* 
     __syncthreads();
 }
 
+// MMVQ_ROWS_REDUCE 1 (compile-time knob, off): a warp's R rows (one token, one warp a row) are
+// summed across its lanes together: at each of the first log2 R shuffle steps a lane sends the
+// rows its partner keeps and keeps the others (lane l ends with row 2 b3 + b4 of its bits
+// 3-4: R = 4; b4: R = 2), so R rows take 5 + R - 2 shuffles instead of 5 R (2: 5 against 10;
+// 4: 6 against 20). Each row's sums are the plain butterfly's, operand for operand (own +
+// partner at every step, and the butterfly leaves the same bits on every lane): the same
+// bits. Why: shuffles go through the pipe a tile's shared-memory reads wait on (MIO); at two
+// rows a warp with x held, a 4096-value Q4_0 row pair is 48 LDS and 10 shuffles.
+#ifndef MMVQ_ROWS_REDUCE
+#define MMVQ_ROWS_REDUCE 0
+#endif
+template <int NT, int R>
+__device__ __forceinline__ void write_rows(float (&acc)[R][NT], float (*part)[NT],
+                                           float* __restrict__ out, int row0, int n,
+                                           const float* __restrict__ bias) {
+    if constexpr (MMVQ_ROWS_REDUCE && NT == 1 && (R == 2 || R == 4)) {
+        if (blockDim.y == 1) {  // (warp-uniform: one warp a row; else the rows' warps meet)
+            const int lane = threadIdx.x;
+            const bool b4 = lane & 16, b3 = lane & 8;
+            // step 16: rows 2k + b4 kept
+            float v[R / 2];
+#pragma unroll
+            for (int k = 0; k < R / 2; ++k) {
+                const float keep = b4 ? acc[2 * k + 1][0] : acc[2 * k][0];
+                const float send = b4 ? acc[2 * k][0] : acc[2 * k + 1][0];
+                v[k] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 16);
+            }
+            float s = v[0];
+            if constexpr (R == 4)  // step 8: row 2 b3 + b4 kept
+                s = (b3 ? v[1] : v[0]) + __shfl_xor_sync(0xFFFFFFFFu, b3 ? v[0] : v[1], 8);
+#pragma unroll
+            for (int o = R == 4 ? 4 : 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+            const int r = R == 4 ? 2 * b3 + b4 : (int)b4;  // the row this lane holds
+            if ((lane & (R == 4 ? 7 : 15)) == 0 && row0 + r < n)
+                out[row0 + r] = with_bias(s, bias, row0 + r);
+            return;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) write_row<NT>(acc[i], part, out, row0 + i, n, bias);
+}
+
 // Grid contract (matvec.py's geometry): block = (32, WPR, rows per block), grid.x = ceil(n /
 // rows per block); row blockIdx.x * blockDim.z + threadIdx.z, its WPR warps threadIdx.y.
 // fast: raw % 16 == 0 (Fast<T>'s alignment), checked by the launcher. ts/qk: the sizes of T's
@@ -650,8 +692,7 @@ __device__ __forceinline__ void mmvq(const u8* __restrict__ raw, const float* __
             }
         }
         loaded = false;
-#pragma unroll
-        for (int r = 0; r < R; ++r) write_row<NT>(acc[r], part, out, row0 + r, n, bias);
+        write_rows<NT, R>(acc, part, out, row0, n, bias);
     }
 }
 
@@ -1031,8 +1072,7 @@ __device__ __forceinline__ void mmvq_st(const u8* __restrict__ raw, const float*
                     }
                 }
             }
-#pragma unroll
-            for (int i = 0; i < R; ++i) write_row<NT>(acc[i], part, out, row + i, n, bias);
+            write_rows<NT, R>(acc, part, out, row, n, bias);
         }
         __syncthreads();  // every warp is done with stage s: it may be refilled
         if (use < MMVQ_TL_TILES) MMVQ_TL_MARK(3 + 2 * use);
