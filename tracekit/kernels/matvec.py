@@ -824,30 +824,27 @@ def staged_blocks(
     warps over them (at least one); a launch takes as many tokens as that room holds. A type's
     declared blocks that would need more than one warp a row (rows longer than those they were
     timed on; ``wpr`` not given) give way to ``StagedShape()``, the blocks timed on such rows."""
-    given = blocks
-    blocks = blocks or qt.mmvq.staged_shape
-    rpw = blocks.rows_per_warp if rows_per_warp is None else rows_per_warp
+    shape = blocks or qt.mmvq.staged_shape
+    rpw = shape.rows_per_warp if rows_per_warp is None else rows_per_warp
+    bps = shape.blocks_per_sm if blocks_per_sm is None else blocks_per_sm
     row_bytes = qt.row_bytes(k)
     x_bytes = mmvq_shared_bytes(1, k)
 
     def rows_a_block(w: int) -> int:
-        return rows_per_block or max(1, blocks.block_warps // w)
+        return rows_per_block or max(1, shape.block_warps // w)
 
-    def room(w: int, bps: int) -> int:  # shared memory left for x next to two stages of a block-row
+    def room(w: int) -> int:  # shared memory left for x next to two stages of a block-row
         rb = rows_a_block(w)
         return min(smem_max, _per_block_shared(bps)) - 2 * mmvq_stage_bytes(rb * rpw * row_bytes)
 
-    def fewest_warps(bps: int) -> int | None:
-        return wpr or next((w for w in (1, 2, 4, 8) if room(w, bps) >= x_bytes), None)
-
-    bps = blocks.blocks_per_sm if blocks_per_sm is None else blocks_per_sm
-    if given is None and wpr is None and blocks != StagedShape() and fewest_warps(bps) != 1:
+    fewest = wpr or next((w for w in (1, 2, 4, 8) if room(w) >= x_bytes), None)
+    if blocks is None and wpr is None and shape != StagedShape() and fewest != 1:
         # a row too long for the declared blocks at one warp a row (where they were timed):
         # the blocks every type had before declaring its own (timed at 4096 x 14336)
         return staged_blocks(qt, nt, k, smem_max, wpr, rows_per_block, blocks_per_sm,
                              rows_per_warp, StagedShape())  # fmt: skip
-    w = fewest_warps(bps) or 8
-    per_launch = max(1, min(nt, room(w, bps) // max(1, x_bytes)))
+    w = fewest or 8
+    per_launch = max(1, min(nt, room(w) // max(1, x_bytes)))
     return bps, rpw, w, rows_a_block(w), per_launch
 
 
